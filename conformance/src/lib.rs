@@ -1,0 +1,9 @@
+//! `buzz-conformance`: the real-parts test environment and the conformance
+//! suites for Buzz remote agents (spec `remote-agents.md` §Conformance).
+//!
+//! - [`testenv`]: a real kube-apiserver backed by a real etcd, built from pinned
+//!   upstream modules, with a kubelet driver and a fault-injecting proxy.
+//!
+//! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
+
+pub mod testenv;
