@@ -6,4 +6,5 @@
 //!
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
 
+pub mod bench;
 pub mod testenv;

@@ -1,0 +1,162 @@
+//! Harness environment names and key sets (wire-facts §5; spec §Launch data,
+//! §Auto-Stop "Reserved keys", invariant I3).
+
+/// Relay WebSocket URL.
+pub const RELAY_URL: &str = "BUZZ_RELAY_URL";
+/// The agent's private key, nsec or hex.
+pub const PRIVATE_KEY: &str = "BUZZ_PRIVATE_KEY";
+/// The same key for git helpers; the harness does not read it.
+pub const NOSTR_PRIVATE_KEY: &str = "NOSTR_PRIVATE_KEY";
+/// NIP-OA owner attestation, a JSON array string.
+pub const AUTH_TAG: &str = "BUZZ_AUTH_TAG";
+/// 64-hex owner fallback when no auth tag verifies.
+pub const AGENT_OWNER: &str = "BUZZ_ACP_AGENT_OWNER";
+/// ACP agent command name.
+pub const AGENT_COMMAND: &str = "BUZZ_ACP_AGENT_COMMAND";
+/// Comma-separated ACP agent args.
+pub const AGENT_ARGS: &str = "BUZZ_ACP_AGENT_ARGS";
+/// Parallel agent slots, 1..=32.
+pub const AGENTS: &str = "BUZZ_ACP_AGENTS";
+/// Seconds of ACP silence allowed within a turn.
+pub const IDLE_TIMEOUT: &str = "BUZZ_ACP_IDLE_TIMEOUT";
+/// Hard cap on one turn, seconds.
+pub const MAX_TURN_DURATION: &str = "BUZZ_ACP_MAX_TURN_DURATION";
+/// System prompt handed to the agent session.
+pub const SYSTEM_PROMPT: &str = "BUZZ_ACP_SYSTEM_PROMPT";
+/// Model selection handed to the agent.
+pub const MODEL: &str = "BUZZ_ACP_MODEL";
+/// Inbound author gate mode.
+pub const RESPOND_TO: &str = "BUZZ_ACP_RESPOND_TO";
+/// Comma-separated 64-hex allowlist.
+pub const RESPOND_TO_ALLOWLIST: &str = "BUZZ_ACP_RESPOND_TO_ALLOWLIST";
+/// Spawn agents only when work arrives.
+pub const LAZY_POOL: &str = "BUZZ_ACP_LAZY_POOL";
+/// I5 self-stop bound in seconds (0 = off).
+pub const EXIT_AFTER_INACTIVITY: &str = "BUZZ_ACP_EXIT_AFTER_INACTIVITY";
+/// Suppress presence. Never set remotely (I3).
+pub const NO_PRESENCE: &str = "BUZZ_ACP_NO_PRESENCE";
+/// MCP server command handed to the agent.
+pub const MCP_COMMAND: &str = "BUZZ_ACP_MCP_COMMAND";
+/// Session title (control characters dropped, ≤ 80 chars).
+pub const SESSION_TITLE: &str = "BUZZ_ACP_SESSION_TITLE";
+/// Extra team instructions.
+pub const TEAM_INSTRUCTIONS: &str = "BUZZ_ACP_TEAM_INSTRUCTIONS";
+/// Owner-encrypted telemetry frames.
+pub const RELAY_OBSERVER: &str = "BUZZ_ACP_RELAY_OBSERVER";
+/// Queueing policy.
+pub const DEDUP: &str = "BUZZ_ACP_DEDUP";
+/// Multiple-event handling policy.
+pub const MULTIPLE_EVENT_HANDLING: &str = "BUZZ_ACP_MULTIPLE_EVENT_HANDLING";
+/// Launch generation, 32 lowercase hex.
+pub const START_NONCE: &str = "BUZZ_MANAGED_AGENT_START_NONCE";
+/// Desktop readiness state; never remote.
+pub const SETUP_PAYLOAD: &str = "BUZZ_ACP_SETUP_PAYLOAD";
+/// Brands local harness processes; never remote.
+pub const MANAGED_AGENT: &str = "BUZZ_MANAGED_AGENT";
+/// Host path of the Claude Code executable; never remote.
+pub const CLAUDE_CODE_EXECUTABLE: &str = "CLAUDE_CODE_EXECUTABLE";
+/// API token names that are identity material.
+pub const API_TOKEN: &str = "BUZZ_API_TOKEN";
+/// Legacy harness private key name.
+pub const ACP_PRIVATE_KEY: &str = "BUZZ_ACP_PRIVATE_KEY";
+/// Legacy harness API token name.
+pub const ACP_API_TOKEN: &str = "BUZZ_ACP_API_TOKEN";
+
+/// Keys a user's env may never set (wire-facts §5). Launchers strip them;
+/// providers write them only from top-level payload fields (spec §Reserved-key rule).
+pub const RESERVED_ENV_KEYS: &[&str] = &[
+    // identity
+    PRIVATE_KEY,
+    NOSTR_PRIVATE_KEY,
+    AUTH_TAG,
+    API_TOKEN,
+    ACP_PRIVATE_KEY,
+    ACP_API_TOKEN,
+    RELAY_URL,
+    // launch
+    AGENT_COMMAND,
+    AGENT_ARGS,
+    MCP_COMMAND,
+    // gate
+    RESPOND_TO,
+    RESPOND_TO_ALLOWLIST,
+    AGENT_OWNER,
+    // other
+    SETUP_PAYLOAD,
+    EXIT_AFTER_INACTIVITY,
+    NO_PRESENCE,
+];
+
+/// Values resolved on the desktop's filesystem that must never reach a remote
+/// agent from any tier (spec §Launch data "Host-resolved values").
+pub const HOST_RESOLVED_KEYS: &[&str] = &[
+    "PATH",
+    "HOME",
+    CLAUDE_CODE_EXECUTABLE,
+    SETUP_PAYLOAD,
+    MANAGED_AGENT,
+];
+
+/// True for a reserved key.
+pub fn is_reserved(key: &str) -> bool {
+    RESERVED_ENV_KEYS.contains(&key)
+}
+
+/// True for a host-resolved key.
+pub fn is_host_resolved(key: &str) -> bool {
+    HOST_RESOLVED_KEYS.contains(&key)
+}
+
+/// POSIX-shaped env name: `[A-Za-z_][A-Za-z0-9_]*`. Anything else (`=`, NUL,
+/// spaces) could smuggle a reserved key past the strip (spec §Reserved-key rule).
+pub fn is_posix_env_key(key: &str) -> bool {
+    let mut chars = key.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Truthy env value as the harness reads booleans (`1`, `true`, `yes`, `on`).
+pub fn is_truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_set_contains_the_i3_and_i5_knobs() {
+        assert!(is_reserved(NO_PRESENCE));
+        assert!(is_reserved(EXIT_AFTER_INACTIVITY));
+        assert!(is_reserved(PRIVATE_KEY) && is_reserved(AGENT_OWNER) && is_reserved(RELAY_URL));
+        assert!(!is_reserved(MODEL), "tier-1 knobs stay overridable");
+        assert!(!is_reserved(SYSTEM_PROMPT));
+    }
+
+    #[test]
+    fn posix_keys() {
+        for ok in ["A", "_x", "GOOSE_MODEL", "a1_B2"] {
+            assert!(is_posix_env_key(ok), "{ok}");
+        }
+        for bad in ["", "1A", "BUZZ_AUTH_TAG=x", "A B", "A-B", "É", "A\0"] {
+            assert!(!is_posix_env_key(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn host_resolved() {
+        for k in [
+            "PATH",
+            "HOME",
+            "CLAUDE_CODE_EXECUTABLE",
+            "BUZZ_ACP_SETUP_PAYLOAD",
+            "BUZZ_MANAGED_AGENT",
+        ] {
+            assert!(is_host_resolved(k));
+        }
+        assert!(!is_host_resolved("GOOSE_MODEL"));
+    }
+}

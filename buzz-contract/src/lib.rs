@@ -1,0 +1,21 @@
+//! `buzz-contract`: what the launcher, the provider and the harness must agree
+//! on, with no I/O and no async (shared/DESIGN.md §Layout, dependency rule:
+//! this crate depends on nothing of ours).
+//!
+//! - [`env`]: harness env var names, the reserved and host-resolved key sets,
+//!   POSIX key shape (wire-facts §5, spec §Launch data).
+//! - [`keys`]: private-key parsing (nsec or hex, trimmed) and hex helpers (wire-facts §1).
+//! - [`nip_oa`]: the NIP-OA owner attestation, verify and mint (wire-facts §1).
+//! - [`presence`]: presence kind, contents, bounds and run tags (spec I3, wire-facts §3).
+//! - [`gate`]: the respond-to gate's modes and allowlist (wire-facts §4).
+//! - [`wire`]: the provider protocol's request/response shapes and a strict,
+//!   secret-safe payload parser (spec §Provider Protocol, wire-facts §7).
+//! - [`i2`]: `provider_config` validation (spec I2).
+
+pub mod env;
+pub mod gate;
+pub mod i2;
+pub mod keys;
+pub mod nip_oa;
+pub mod presence;
+pub mod wire;

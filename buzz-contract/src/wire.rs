@@ -1,0 +1,296 @@
+//! The provider protocol on the wire (spec §Provider Protocol, §Launch data;
+//! wire-facts §7): one JSON request on stdin, one JSON response on stdout.
+//!
+//! The launcher serializes these types (and records the golden fixtures from
+//! them); the provider parses requests with [`parse_agent`], a strict parser
+//! whose errors name the field and the expected type but never the value —
+//! a value in the wrong field may still be a secret.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The wire-contract version this code speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// Cap on a provider's stdin.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+/// Operation names.
+pub const OP_INFO: &str = "info";
+/// Operation names.
+pub const OP_DEPLOY: &str = "deploy";
+
+/// `launch`: the desktop-resolved launch contract (spec §Launch data).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// Command name (never a host path).
+    pub command: String,
+    /// Normalized args.
+    pub args: Vec<String>,
+    /// Layered env (tier 2).
+    pub env: BTreeMap<String, String>,
+    /// Overridable behaviour defaults (tier 1).
+    pub policy_env: BTreeMap<String, String>,
+    /// Resolved owner pubkey hex, non-secret.
+    pub owner_pubkey: Option<String>,
+}
+
+impl fmt::Debug for Launch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Launch")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env_keys", &self.env.keys().collect::<Vec<_>>())
+            .field("policy_env_keys", &self.policy_env.keys().collect::<Vec<_>>())
+            .field("owner_pubkey", &self.owner_pubkey)
+            .finish()
+    }
+}
+
+/// The deploy payload's `agent` object (spec §deploy table, wire-facts §7).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentPayload {
+    pub name: String,
+    pub relay_url: String,
+    /// The identity (I1: never empty).
+    pub private_key_nsec: String,
+    /// NIP-OA owner attestation JSON, or null.
+    pub auth_tag: Option<String>,
+    pub agent_command: String,
+    pub agent_args: Vec<String>,
+    pub system_prompt: Option<String>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub turn_timeout_seconds: Option<u64>,
+    pub idle_timeout_seconds: Option<u64>,
+    pub max_turn_duration_seconds: Option<u64>,
+    pub parallelism: Option<u64>,
+    pub respond_to: String,
+    pub respond_to_allowlist: Vec<String>,
+    /// Legacy merged user env; used only when `launch` is absent.
+    pub env_vars: BTreeMap<String, String>,
+    pub launch: Option<Launch>,
+}
+
+impl fmt::Debug for AgentPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentPayload")
+            .field("name", &self.name)
+            .field("relay_url", &self.relay_url)
+            .field("private_key_nsec", &"<redacted>")
+            .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
+            .field("agent_command", &self.agent_command)
+            .field("respond_to", &self.respond_to)
+            .field("env_var_keys", &self.env_vars.keys().collect::<Vec<_>>())
+            .field("launch", &self.launch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `{"op":"info","request_id":…}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InfoRequest {
+    pub op: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `{"op":"deploy","request_id":…,"agent":…,"provider_config":…}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeployRequest {
+    pub op: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    pub agent: AgentPayload,
+    pub provider_config: Map<String, Value>,
+}
+
+/// A field-level parse failure. Names the path and the expected type only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("`{0}` is missing")]
+    Missing(String),
+    #[error("`{field}` must be {expected}")]
+    Type { field: String, expected: &'static str },
+}
+
+fn ty(field: &str, expected: &'static str) -> WireError {
+    WireError::Type {
+        field: field.to_string(),
+        expected,
+    }
+}
+
+fn get_str(
+    o: &Map<String, Value>,
+    path: &str,
+    key: &str,
+    required: bool,
+) -> Result<Option<String>, WireError> {
+    let field = format!("{path}.{key}");
+    match o.get(key) {
+        None if required => Err(WireError::Missing(field)),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ty(&field, "a string")),
+    }
+}
+
+fn get_u64(o: &Map<String, Value>, path: &str, key: &str) -> Result<Option<u64>, WireError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ty(&format!("{path}.{key}"), "a non-negative integer")),
+        Some(_) => Err(ty(&format!("{path}.{key}"), "a non-negative integer")),
+    }
+}
+
+fn get_str_list(o: &Map<String, Value>, path: &str, key: &str) -> Result<Vec<String>, WireError> {
+    let field = format!("{path}.{key}");
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ty(&field, "an array of strings"))
+            })
+            .collect(),
+        Some(_) => Err(ty(&field, "an array of strings")),
+    }
+}
+
+fn get_str_map(o: &Map<String, Value>, path: &str, key: &str) -> Result<BTreeMap<String, String>, WireError> {
+    let field = format!("{path}.{key}");
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|s| (k.clone(), s.to_string()))
+                    .ok_or_else(|| ty(&field, "an object of string values"))
+            })
+            .collect(),
+        Some(_) => Err(ty(&field, "an object of string values")),
+    }
+}
+
+/// Parses the `agent` object strictly. Unknown fields are ignored.
+pub fn parse_agent(v: &Value) -> Result<AgentPayload, WireError> {
+    let Value::Object(o) = v else {
+        return Err(ty("agent", "an object"));
+    };
+    let p = "agent";
+    let launch = match o.get("launch") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(l)) => {
+            let lp = "agent.launch";
+            Some(Launch {
+                command: get_str(l, lp, "command", false)?.unwrap_or_default(),
+                args: get_str_list(l, lp, "args")?,
+                env: get_str_map(l, lp, "env")?,
+                policy_env: get_str_map(l, lp, "policy_env")?,
+                owner_pubkey: get_str(l, lp, "owner_pubkey", false)?,
+            })
+        }
+        Some(_) => return Err(ty("agent.launch", "an object or null")),
+    };
+    Ok(AgentPayload {
+        name: get_str(o, p, "name", false)?.unwrap_or_default(),
+        relay_url: get_str(o, p, "relay_url", false)?.unwrap_or_default(),
+        private_key_nsec: get_str(o, p, "private_key_nsec", true)?.unwrap_or_default(),
+        auth_tag: get_str(o, p, "auth_tag", false)?,
+        agent_command: get_str(o, p, "agent_command", false)?.unwrap_or_default(),
+        agent_args: get_str_list(o, p, "agent_args")?,
+        system_prompt: get_str(o, p, "system_prompt", false)?,
+        model: get_str(o, p, "model", false)?,
+        provider: get_str(o, p, "provider", false)?,
+        turn_timeout_seconds: get_u64(o, p, "turn_timeout_seconds")?,
+        idle_timeout_seconds: get_u64(o, p, "idle_timeout_seconds")?,
+        max_turn_duration_seconds: get_u64(o, p, "max_turn_duration_seconds")?,
+        parallelism: get_u64(o, p, "parallelism")?,
+        respond_to: get_str(o, p, "respond_to", false)?.unwrap_or_else(|| "owner-only".into()),
+        respond_to_allowlist: get_str_list(o, p, "respond_to_allowlist")?,
+        env_vars: get_str_map(o, p, "env_vars")?,
+        launch,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn full() -> AgentPayload {
+        AgentPayload {
+            name: "a".into(),
+            relay_url: "wss://relay".into(),
+            private_key_nsec: "nsec1secretcanary".into(),
+            auth_tag: Some("[\"auth\"]".into()),
+            agent_command: "goose".into(),
+            agent_args: vec!["acp".into()],
+            parallelism: Some(2),
+            respond_to: "owner-only".into(),
+            env_vars: [("K".to_string(), "v".to_string())].into(),
+            launch: Some(Launch {
+                command: "goose".into(),
+                args: vec!["acp".into()],
+                env: [("GOOSE_MODEL".to_string(), "m".to_string())].into(),
+                policy_env: BTreeMap::new(),
+                owner_pubkey: Some("ab".repeat(32)),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn serializer_and_strict_parser_agree() {
+        let a = full();
+        let v = serde_json::to_value(&a).unwrap();
+        assert_eq!(parse_agent(&v).unwrap(), a);
+    }
+
+    #[test]
+    fn errors_name_the_field_not_the_value() {
+        let mut v = serde_json::to_value(full()).unwrap();
+        v["parallelism"] = json!("nsec1secretcanary");
+        let e = parse_agent(&v).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::Type {
+                field: "agent.parallelism".into(),
+                expected: "a non-negative integer"
+            }
+        );
+        assert!(!e.to_string().contains("canary"));
+        v["parallelism"] = json!(-1);
+        assert!(parse_agent(&v).is_err());
+        let mut v = serde_json::to_value(full()).unwrap();
+        v["launch"]["env"]["X"] = json!(5);
+        assert!(matches!(parse_agent(&v), Err(WireError::Type { .. })));
+        let mut v = serde_json::to_value(full()).unwrap();
+        v.as_object_mut().unwrap().remove("private_key_nsec");
+        assert_eq!(
+            parse_agent(&v),
+            Err(WireError::Missing("agent.private_key_nsec".into()))
+        );
+    }
+
+    #[test]
+    fn debug_redacts() {
+        let s = format!("{:?}", full());
+        assert!(!s.contains("canary") && !s.contains("\"v\""), "{s}");
+    }
+
+    #[test]
+    fn unknown_fields_ignored_and_nulls_default() {
+        let v = json!({"private_key_nsec": "k", "future": {"x": 1}, "launch": null, "auth_tag": null});
+        let a = parse_agent(&v).unwrap();
+        assert_eq!(a.respond_to, "owner-only");
+        assert!(a.launch.is_none() && a.auth_tag.is_none());
+    }
+}

@@ -1,0 +1,6 @@
+//! Benchmarks that print figures (never asserted in tests). Each prints one
+//! JSON object with the keys its issue fixes; see the README for results.
+
+pub mod harness;
+pub mod launcher;
+pub mod provider;
