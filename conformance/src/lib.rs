@@ -7,4 +7,5 @@
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
 
 pub mod bench;
+pub mod provider_support;
 pub mod testenv;

@@ -1,0 +1,325 @@
+//! The deploy state machine's decision core (spec §Deploy State Machine,
+//! step 1 and the step-2 table; §Pod shape crash-loop prerequisite; [L3] 1).
+//! Pure: an observed pod (or its absence) plus call context in, a [`Row`] out;
+//! then [`decide`] maps the row to an [`Action`] given what this call has done.
+//!
+//! Order matters and follows the spec: identity evidence first (step 1), then
+//! the deletion mark **before** phase (there is no `Terminating` phase), then
+//! the table rows. "Started" means the `agent` container is in `state.running`
+//! — never pod phase. The fingerprint is compared before any pull-failure
+//! report, so a pull-wedged pod is replaced once the user corrects `image`
+//! (wire-facts §8.1); reports name the image the stuck pod actually runs.
+
+use crate::consts::*;
+use crate::error::DeployError;
+use crate::image::validate_image;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// One row of the step-2 table, plus the rows this binding adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Row {
+    /// Step 1: the object at our name is not this agent's (label/annotation mismatch).
+    NotOurs { why: String },
+    /// Step 1 / auto-repair fence: identity matches but the management marker is absent.
+    Unmarked,
+    /// `deletionTimestamp` set, any phase.
+    DeletionMarked,
+    /// Nothing at our name.
+    NoInstance,
+    /// Succeeded/Failed, or the container terminated under `restartPolicy: Never`.
+    Terminated { summary: String },
+    /// The harness container is running.
+    Started,
+    /// Added row (`OnFailure`): waiting `CrashLoopBackOff` with `restartCount > 0`.
+    CrashLoop { summary: String },
+    /// Never started and the referenced Secret's existence is not yet known:
+    /// the shell must do a quorum read and classify again.
+    NeedSecretRead { secret: String },
+    /// Never started, provably non-recoverable: Secret confirmed absent or invalid image.
+    NeverStartedBroken { cause: String },
+    /// Never started, recoverable, fingerprint matches: observe.
+    NeverStartedRecoverable { condition: String },
+    /// Never started, recoverable, fingerprint differs or absent: replace.
+    NeverStartedDivergent { condition: String },
+}
+
+/// What classification needs besides the pod.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The derived pubkey, 64 hex.
+    pub pubkey: &'a str,
+    /// The fingerprint this deploy would create.
+    pub fingerprint: &'a str,
+    /// Result of the quorum read of the referenced Secret, when done.
+    pub secret_present: Option<bool>,
+}
+
+fn container_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == CONTAINER)
+}
+
+/// The image the pod actually runs: its annotation, else its spec.
+pub fn pod_image(pod: &Pod) -> String {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_IMAGE).cloned())
+        .or_else(|| pod.spec.as_ref()?.containers.first()?.image.clone())
+        .unwrap_or_default()
+}
+
+fn spec_image(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == CONTAINER)?
+        .image
+        .clone()
+}
+
+/// The Secret names the pod's containers reference through `envFrom`.
+pub fn referenced_secrets(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.env_from.iter().flatten())
+        .filter_map(|e| e.secret_ref.as_ref().map(|r| r.name.clone()))
+        .collect()
+}
+
+/// A one-line, human description of why a never-started pod is not running.
+pub fn condition(pod: &Pod) -> String {
+    let image = pod_image(pod);
+    if let Some(w) = container_status(pod).and_then(|c| c.state.as_ref()?.waiting.as_ref()) {
+        let reason = w.reason.clone().unwrap_or_else(|| "Waiting".into());
+        return match (reason.as_str(), w.message.as_deref()) {
+            ("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName", _) => {
+                format!("{reason} for image {image}")
+            }
+            (_, Some(m)) if !m.is_empty() => format!("{reason}: {m}"),
+            _ => reason,
+        };
+    }
+    let conds = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    if let Some(c) = conds.and_then(|c| {
+        c.iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+    }) {
+        let reason = c.reason.clone().unwrap_or_else(|| "NotScheduled".into());
+        return match c.message.as_deref() {
+            Some(m) if !m.is_empty() => format!("{reason}: {m}"),
+            _ => reason,
+        };
+    }
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+    if bound {
+        "ContainerCreating".into()
+    } else {
+        "Pending: not yet scheduled".into()
+    }
+}
+
+fn terminated_summary(pod: &Pod) -> String {
+    let cs = container_status(pod);
+    let t = cs
+        .and_then(|c| c.state.as_ref()?.terminated.as_ref())
+        .or_else(|| cs?.last_state.as_ref()?.terminated.as_ref());
+    match t {
+        // Never the terminated `message`: it is process-composed output (spec §One create attempt).
+        Some(t) => format!(
+            "exit code {} ({})",
+            t.exit_code,
+            t.reason.as_deref().unwrap_or("no reason")
+        ),
+        None => format!(
+            "phase {}",
+            pod.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("unknown")
+        ),
+    }
+}
+
+/// Step 1 then step 2. `pod` is the object at our deterministic name, read with a quorum GET.
+pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
+    let Some(pod) = pod else {
+        return Row::NoInstance;
+    };
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let ann = pod.metadata.annotations.clone().unwrap_or_default();
+    // Step 1: identity evidence (truncated label, then the load-bearing full annotation).
+    if labels.get(LABEL_PUBKEY).map(String::as_str) != Some(&ctx.pubkey[..32]) {
+        return Row::NotOurs {
+            why: "its identity label does not match this agent".into(),
+        };
+    }
+    if ann.get(ANN_PUBKEY_FULL).map(String::as_str) != Some(ctx.pubkey) {
+        return Row::NotOurs {
+            why: "its full-pubkey annotation does not match this agent".into(),
+        };
+    }
+    // The auto-repair fence: identity is not ownership.
+    if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY)
+        || labels.get(LABEL_BINDING_VERSION).map(String::as_str) != Some(BINDING_VERSION)
+    {
+        return Row::Unmarked;
+    }
+
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
+    let cs = container_status(pod);
+    let state = cs.and_then(|c| c.state.as_ref());
+    let running = state.is_some_and(|s| s.running.is_some());
+    let terminated_now = state.is_some_and(|s| s.terminated.is_some());
+    let restarts = cs.map(|c| c.restart_count).unwrap_or(0);
+    let waiting_reason = state
+        .and_then(|s| s.waiting.as_ref())
+        .and_then(|w| w.reason.as_deref());
+    let on_failure = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("OnFailure");
+    let ever_ran = restarts > 0
+        || terminated_now
+        || cs
+            .and_then(|c| c.last_state.as_ref())
+            .is_some_and(|l| l.terminated.is_some());
+
+    match () {
+        // Row: marked for deletion — checked before phase.
+        _ if pod.metadata.deletion_timestamp.is_some() => Row::DeletionMarked,
+        // Row: terminated (Succeeded/Failed), the normal restart path.
+        _ if phase == "Succeeded" || phase == "Failed" || (terminated_now && !on_failure) => {
+            Row::Terminated {
+                summary: terminated_summary(pod),
+            }
+        }
+        // Row: live and started.
+        _ if running => Row::Started,
+        // Added row: the OnFailure crash loop — started repeatedly, never delete.
+        _ if waiting_reason == Some("CrashLoopBackOff") && restarts > 0 => Row::CrashLoop {
+            summary: terminated_summary(pod),
+        },
+        // A container that ran and is between restarts is not "never started".
+        _ if ever_ran => Row::CrashLoop {
+            summary: terminated_summary(pod),
+        },
+        // Rows: never started. Provably broken first (evidence, not reason strings).
+        _ if spec_image(pod).is_some_and(|i| validate_image(&i, false).is_err()) => Row::NeverStartedBroken {
+            cause: format!(
+                "its image reference {:?} is invalid",
+                spec_image(pod).unwrap_or_default()
+            ),
+        },
+        _ => {
+            let secrets = referenced_secrets(pod);
+            match ctx.secret_present {
+                None if !secrets.is_empty() => Row::NeedSecretRead {
+                    secret: secrets[0].clone(),
+                },
+                Some(false) => Row::NeverStartedBroken {
+                    cause: format!(
+                        "its Secret {} is confirmed absent",
+                        secrets.first().cloned().unwrap_or_default()
+                    ),
+                },
+                _ => {
+                    let recorded = ann.get(ANN_CREATE_INTENT).map(String::as_str);
+                    if recorded == Some(ctx.fingerprint) {
+                        Row::NeverStartedRecoverable {
+                            condition: condition(pod),
+                        }
+                    } else {
+                        Row::NeverStartedDivergent {
+                            condition: condition(pod),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What this call has done so far.
+#[derive(Debug, Clone, Default)]
+pub struct CallState {
+    /// UID of the pod this call created, once created.
+    pub created_uid: Option<String>,
+    /// This call lost a create race and is adopting the elected winner.
+    pub adopting: bool,
+}
+
+/// What the shell does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Fail(DeployError),
+    /// Watch until the pod is gone, then re-enter.
+    WaitGone,
+    /// Mint a generation, write its Secret, create the pod.
+    Create,
+    /// Fenced delete (UID + resourceVersion of this observation), wait gone, re-enter.
+    Replace {
+        why: String,
+    },
+    /// Success; record the resolved image ID when this call created the pod.
+    Succeed {
+        record_image: bool,
+    },
+    /// Watch for a change (bounded), re-enter.
+    Observe {
+        condition: String,
+    },
+    /// Quorum-read this Secret, classify again.
+    ReadSecret(String),
+}
+
+/// Maps a row to an action. One create attempt per call: a pod this call
+/// created (or adopted after losing the race) is never deleted-and-recreated;
+/// its failure is reported instead (spec §One create attempt per call).
+pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -> Action {
+    let own = st.created_uid.is_some() && st.created_uid.as_deref() == pod_uid;
+    let attempted = st.created_uid.is_some() || st.adopting;
+    match row {
+        Row::NotOurs { why } => Action::Fail(DeployError::Collision(format!(
+            "pod {agent_id} exists but is not this agent's ({why}); nothing was changed — remove or rename it, or use another namespace"
+        ))),
+        Row::Unmarked => Action::Fail(DeployError::Collision(format!(
+            "pod {agent_id} carries this agent's identity but not the label {LABEL_MANAGED_BY}={MANAGED_BY}, so it was not created by this provider; nothing was changed — delete it yourself if it is stale"
+        ))),
+        Row::DeletionMarked => Action::WaitGone,
+        Row::NoInstance if attempted => Action::Fail(DeployError::StartupFailed(format!(
+            "pod {agent_id} disappeared before its container started; press Start again"
+        ))),
+        Row::NoInstance => Action::Create,
+        Row::Terminated { summary } if own || st.adopting => {
+            Action::Fail(DeployError::StartupFailed(format!(
+                "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
+            )))
+        }
+        Row::Terminated { .. } => Action::Replace {
+            why: "its previous life ended".into(),
+        },
+        Row::Started => Action::Succeed { record_image: own },
+        Row::CrashLoop { summary } => Action::Fail(DeployError::StartupFailed(format!(
+            "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent configuration and Start again"
+        ))),
+        Row::NeedSecretRead { secret } => Action::ReadSecret(secret),
+        Row::NeverStartedBroken { cause } if own || st.adopting => Action::Fail(DeployError::StartupFailed(
+            format!("pod {agent_id} cannot start: {cause}"),
+        )),
+        Row::NeverStartedBroken { cause } => Action::Replace { why: cause },
+        Row::NeverStartedRecoverable { condition } => Action::Observe { condition },
+        // The create loser never applies divergence to the winner (spec §Conflicts converge).
+        Row::NeverStartedDivergent { condition } if own || st.adopting => Action::Observe { condition },
+        Row::NeverStartedDivergent { .. } => Action::Replace {
+            why: "it never started and its recorded create intent differs from this deploy's".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+#[path = "classify_tests.rs"]
+mod tests;

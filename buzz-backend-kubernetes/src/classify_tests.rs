@@ -1,0 +1,313 @@
+//! One test per row of the spec's step-2 table (and per added row), named after it.
+
+use super::*;
+use crate::podspec::{PodIntent, fingerprint, pod};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, PodCondition,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn intent() -> PodIntent {
+    PodIntent {
+        image: "registry.test/sprig:v1".into(),
+        cpu_request: "1".into(),
+        memory_request: "2Gi".into(),
+        cpu_limit: "2".into(),
+        memory_limit: "4Gi".into(),
+        service_account: None,
+        restart_policy: "Never".into(),
+    }
+}
+
+fn fp() -> String {
+    fingerprint(&intent())
+}
+
+fn ctx<'a>(fp: &'a str, secret: Option<bool>) -> Context<'a> {
+    Context {
+        pubkey: PK,
+        fingerprint: fp,
+        secret_present: secret,
+    }
+}
+
+fn base() -> Pod {
+    pod(PK, &intent(), &"ab".repeat(16))
+}
+
+fn with_state(mut p: Pod, phase: &str, state: ContainerState, restarts: i32) -> Pod {
+    p.status = Some(PodStatus {
+        phase: Some(phase.into()),
+        container_statuses: Some(vec![k8s_openapi::api::core::v1::ContainerStatus {
+            name: "agent".into(),
+            state: Some(state),
+            restart_count: restarts,
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    p
+}
+
+fn waiting(reason: &str) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.into()),
+            message: Some("m".into()),
+        }),
+        ..Default::default()
+    }
+}
+
+fn running() -> ContainerState {
+    ContainerState {
+        running: Some(ContainerStateRunning { started_at: None }),
+        ..Default::default()
+    }
+}
+
+fn terminated(code: i32) -> ContainerState {
+    ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: code,
+            reason: Some("Error".into()),
+            message: Some("SECRET-CANARY".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn row_instance_marked_for_deletion_is_checked_before_phase() {
+    let mut p = with_state(base(), "Running", running(), 0);
+    p.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    assert_eq!(classify(Some(&p), ctx(&fp(), None)), Row::DeletionMarked);
+}
+
+#[test]
+fn row_no_instance() {
+    assert_eq!(classify(None, ctx(&fp(), None)), Row::NoInstance);
+}
+
+#[test]
+fn row_terminated_succeeded_or_failed() {
+    for phase in ["Succeeded", "Failed"] {
+        let p = with_state(base(), phase, terminated(1), 0);
+        let row = classify(Some(&p), ctx(&fp(), None));
+        assert!(
+            matches!(&row, Row::Terminated { summary } if summary == "exit code 1 (Error)"),
+            "{row:?}"
+        );
+    }
+}
+
+#[test]
+fn row_terminated_never_reports_the_terminated_message() {
+    let p = with_state(base(), "Failed", terminated(7), 0);
+    let Row::Terminated { summary } = classify(Some(&p), ctx(&fp(), None)) else {
+        panic!()
+    };
+    assert!(!summary.contains("SECRET-CANARY"));
+}
+
+#[test]
+fn row_live_and_started_means_container_running_not_phase() {
+    let p = with_state(base(), "Running", running(), 0);
+    assert_eq!(classify(Some(&p), ctx(&fp(), None)), Row::Started);
+    let p = with_state(base(), "Running", waiting("ContainerCreating"), 0);
+    assert_ne!(
+        classify(Some(&p), ctx(&fp(), Some(true))),
+        Row::Started,
+        "phase Running is not readiness"
+    );
+}
+
+#[test]
+fn row_crash_loop_is_reported_never_started_is_not() {
+    let mut p = with_state(base(), "Running", waiting("CrashLoopBackOff"), 3);
+    p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    assert!(matches!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::CrashLoop { .. }
+    ));
+    let mut p = with_state(base(), "Running", running(), 3);
+    p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    assert_eq!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::Started,
+        "restarted and running again is live"
+    );
+}
+
+#[test]
+fn row_never_started_asks_for_a_quorum_secret_read() {
+    let p = with_state(base(), "Pending", waiting("CreateContainerConfigError"), 0);
+    assert!(matches!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::NeedSecretRead { .. }
+    ));
+}
+
+#[test]
+fn row_never_started_secret_confirmed_absent_is_broken() {
+    let p = with_state(base(), "Pending", waiting("CreateContainerConfigError"), 0);
+    assert!(matches!(
+        classify(Some(&p), ctx(&fp(), Some(false))),
+        Row::NeverStartedBroken { .. }
+    ));
+}
+
+#[test]
+fn row_never_started_invalid_image_is_broken() {
+    let mut p = base();
+    p.spec.as_mut().unwrap().containers[0].image = Some("Bad Image".into());
+    assert!(matches!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::NeverStartedBroken { .. }
+    ));
+}
+
+#[test]
+fn row_never_started_recoverable_same_intent_observes() {
+    for reason in [
+        "ImagePullBackOff",
+        "CreateContainerConfigError",
+        "ContainerCreating",
+    ] {
+        let p = with_state(base(), "Pending", waiting(reason), 0);
+        assert!(
+            matches!(
+                classify(Some(&p), ctx(&fp(), Some(true))),
+                Row::NeverStartedRecoverable { .. }
+            ),
+            "{reason}"
+        );
+    }
+    let mut p = base();
+    p.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let row = classify(Some(&p), ctx(&fp(), Some(true)));
+    assert_eq!(
+        row,
+        Row::NeverStartedRecoverable {
+            condition: "Unschedulable".into()
+        }
+    );
+}
+
+#[test]
+fn row_never_started_divergent_fingerprint_is_compared_before_pull_failure() {
+    let p = with_state(base(), "Pending", waiting("ImagePullBackOff"), 0);
+    let other = "f".repeat(64);
+    let row = classify(Some(&p), ctx(&other, Some(true)));
+    assert_eq!(
+        row,
+        Row::NeverStartedDivergent {
+            condition: "ImagePullBackOff for image registry.test/sprig:v1".into()
+        },
+        "the report names the stuck pod's own image"
+    );
+    let mut p = p;
+    p.metadata.annotations.as_mut().unwrap().remove(ANN_CREATE_INTENT);
+    assert!(
+        matches!(
+            classify(Some(&p), ctx(&fp(), Some(true))),
+            Row::NeverStartedDivergent { .. }
+        ),
+        "absent = differs"
+    );
+}
+
+#[test]
+fn step1_annotation_mismatch_is_not_ours_and_unmarked_is_fenced() {
+    let mut p = base();
+    p.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANN_PUBKEY_FULL.into(), "e".repeat(64));
+    assert!(matches!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::NotOurs { .. }
+    ));
+    let mut p = base();
+    p.metadata.labels.as_mut().unwrap().remove(LABEL_MANAGED_BY);
+    assert_eq!(classify(Some(&p), ctx(&fp(), None)), Row::Unmarked);
+}
+
+#[test]
+fn decide_one_create_attempt_per_call() {
+    let own = CallState {
+        created_uid: Some("u1".into()),
+        adopting: false,
+    };
+    let fresh = CallState::default();
+    let t = Row::Terminated {
+        summary: "exit code 1 (Error)".into(),
+    };
+    assert!(matches!(
+        decide(t.clone(), Some("u1"), &own, "a"),
+        Action::Fail(DeployError::StartupFailed(_))
+    ));
+    assert!(matches!(
+        decide(t, Some("u0"), &fresh, "a"),
+        Action::Replace { .. }
+    ));
+    assert!(matches!(
+        decide(Row::NoInstance, None, &own, "a"),
+        Action::Fail(_)
+    ));
+    assert_eq!(decide(Row::NoInstance, None, &fresh, "a"), Action::Create);
+    assert_eq!(
+        decide(Row::Started, Some("u1"), &own, "a"),
+        Action::Succeed { record_image: true }
+    );
+    assert_eq!(
+        decide(Row::Started, Some("u0"), &fresh, "a"),
+        Action::Succeed { record_image: false }
+    );
+}
+
+#[test]
+fn decide_create_loser_adopts_a_divergent_winner_but_a_later_deploy_replaces_it() {
+    let loser = CallState {
+        created_uid: None,
+        adopting: true,
+    };
+    let row = Row::NeverStartedDivergent {
+        condition: "c".into(),
+    };
+    assert!(matches!(
+        decide(row.clone(), Some("w"), &loser, "a"),
+        Action::Observe { .. }
+    ));
+    assert!(matches!(
+        decide(row, Some("w"), &CallState::default(), "a"),
+        Action::Replace { .. }
+    ));
+}
+
+#[test]
+fn decide_crash_loop_never_deletes() {
+    let a = decide(
+        Row::CrashLoop {
+            summary: "exit code 1 (Error)".into(),
+        },
+        Some("u"),
+        &CallState::default(),
+        "a",
+    );
+    assert!(matches!(a, Action::Fail(DeployError::StartupFailed(_))));
+}

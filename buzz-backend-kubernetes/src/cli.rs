@@ -1,0 +1,46 @@
+//! The process entry point shared by the `buzz-backend-kubernetes` binary
+//! (spec §Invocation; [L2] item 1).
+//!
+//! Exit code carries one bit: 0 whenever a response was written (`ok:false`
+//! included), non-zero on every crash path with nothing on stdout — the
+//! response is written in a single write at the very end, and a panic is
+//! caught before it, so no half response can appear.
+
+use crate::protocol;
+use buzz_contract::wire::MAX_REQUEST_BYTES;
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+/// Exit code of a caught panic.
+const EXIT_PANIC: u8 = 70;
+/// Exit code when stdin/stdout failed.
+const EXIT_IO: u8 = 74;
+
+/// The whole process: read, handle, write once, exit.
+pub fn main() -> ExitCode {
+    // The default hook prints the panic payload, which could hold input data.
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("buzz-backend-kubernetes: internal error{at}; no response was written");
+    }));
+    let mut input = Vec::new();
+    let limit = (MAX_REQUEST_BYTES + 1) as u64;
+    if let Err(e) = std::io::stdin().lock().take(limit).read_to_end(&mut input) {
+        eprintln!("buzz-backend-kubernetes: could not read stdin: {e}");
+        return ExitCode::from(EXIT_IO);
+    }
+    let response = match std::panic::catch_unwind(|| protocol::handle(&input)) {
+        Ok(r) => r,
+        Err(_) => return ExitCode::from(EXIT_PANIC),
+    };
+    let mut line = response.to_string();
+    line.push('\n');
+    let mut out = std::io::stdout().lock();
+    if out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_err() {
+        return ExitCode::from(EXIT_IO);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,338 @@
+//! The one boundary to the cluster (DESIGN.md Decision 1): a narrow trait the
+//! reconciler drives, and its single real implementation over `kube`.
+//!
+//! Semantics the spec pins here (§Deploy State Machine "Destructive decisions
+//! come from views you control", "The 409 discriminator"; §K8s GC same-clock rule):
+//! - every read is a quorum read (`resourceVersion` unset) — `kube`'s `get`
+//!   and `list` with default params send none;
+//! - every DELETE carries UID + resourceVersion preconditions and the object's
+//!   own grace period (never `0`);
+//! - 409 is told apart by `Status.reason`: `Conflict` vs `AlreadyExists`;
+//! - the Secret list returns the response's `Date` header for the GC age gate.
+
+use crate::gc::Fenced;
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use kube::api::{
+    DeleteParams, ListParams, ObjectList, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+    WatchEvent, WatchParams,
+};
+use kube::{Api, Client};
+use std::time::{Duration, SystemTime};
+
+/// A cluster error, classified for the loop.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClusterError {
+    /// The API answered with a status the loop does not handle.
+    #[error("{message} (HTTP {code} {reason})")]
+    Api {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    /// Worth retrying within the deadline: 5xx, 429, a dropped connection.
+    #[error("{0}")]
+    Transient(String),
+    /// Credentials could not be obtained (kubeconfig exec plugin and the like).
+    #[error("{0}")]
+    Auth(String),
+}
+
+/// Outcome of a create.
+#[derive(Debug, Clone)]
+pub enum Created<T> {
+    Created(T),
+    /// 409 with `Status.reason` = `AlreadyExists`.
+    AlreadyExists,
+    /// The ServiceAccount admission race right after namespace creation.
+    ServiceAccountMissing,
+    /// The namespace does not exist.
+    NamespaceMissing,
+}
+
+/// Outcome of a fenced delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    /// Delete-of-absent is success.
+    NotFound,
+    /// 409 with `Status.reason` = `Conflict`: the precondition failed; re-enter.
+    Conflict,
+}
+
+/// Outcome of creating the namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamespaceCreate {
+    Created,
+    Exists,
+    Forbidden,
+}
+
+/// What the reconciler needs from a cluster, scoped to one namespace.
+#[allow(async_fn_in_trait)]
+pub trait Cluster {
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ClusterError>;
+    async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>, ClusterError>;
+    /// Lists Secrets and returns the response's `Date` (None when absent or unparseable).
+    async fn list_secrets_dated(
+        &self,
+        selector: &str,
+    ) -> Result<(Vec<Secret>, Option<SystemTime>), ClusterError>;
+    async fn secret_exists(&self, name: &str) -> Result<bool, ClusterError>;
+    async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError>;
+    async fn create_pod(&self, p: &Pod) -> Result<Created<Pod>, ClusterError>;
+    async fn delete_pod(&self, f: &Fenced) -> Result<Deleted, ClusterError>;
+    async fn delete_secret(&self, f: &Fenced) -> Result<Deleted, ClusterError>;
+    async fn create_namespace(&self) -> Result<NamespaceCreate, ClusterError>;
+    /// Returns at the first change to the named pod after `since` (a watch),
+    /// or after `max` at the latest (the bounded safety net).
+    async fn wait_for_change(
+        &self,
+        name: &str,
+        since: Option<&str>,
+        max: Duration,
+    ) -> Result<(), ClusterError>;
+    async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
+}
+
+/// The real cluster.
+pub struct KubeCluster {
+    client: Client,
+    namespace: String,
+    pods: Api<Pod>,
+    secrets: Api<Secret>,
+}
+
+impl KubeCluster {
+    pub fn new(client: Client, namespace: &str) -> Self {
+        KubeCluster {
+            pods: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_string(),
+            client,
+        }
+    }
+}
+
+fn status_of(e: &kube::Error) -> Option<(u16, String, String, Option<String>)> {
+    match e {
+        kube::Error::Api(s) => Some((
+            s.code,
+            s.reason.clone(),
+            s.message.clone(),
+            s.details.as_ref().map(|d| d.kind.clone()),
+        )),
+        _ => None,
+    }
+}
+
+/// Classifies a kube error for the loop.
+pub fn classify_error(e: kube::Error) -> ClusterError {
+    match e {
+        kube::Error::Api(s) if s.code >= 500 || s.code == 429 => {
+            ClusterError::Transient(format!("{} (HTTP {})", s.message, s.code))
+        }
+        kube::Error::Api(s) => ClusterError::Api {
+            code: s.code,
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+        },
+        kube::Error::Auth(a) => ClusterError::Auth(a.to_string()),
+        other => ClusterError::Transient(other.to_string()),
+    }
+}
+
+fn is_namespace_missing(code: u16, message: &str, kind: Option<&str>) -> bool {
+    code == 404 && (kind == Some("namespaces") || message.starts_with("namespaces \""))
+}
+
+/// The ServiceAccount admission rejection, as kube-apiserver v1.36 words it:
+/// `pods "<name>" is forbidden: error looking up service account <ns>/default: serviceaccount "default" not found`.
+fn is_service_account_race(code: u16, message: &str) -> bool {
+    code == 403 && message.contains("error looking up service account") && message.contains("not found")
+}
+
+fn create_outcome<T>(r: Result<T, kube::Error>) -> Result<Created<T>, ClusterError> {
+    match r {
+        Ok(t) => Ok(Created::Created(t)),
+        Err(e) => match status_of(&e) {
+            Some((409, reason, _, _)) if reason == "AlreadyExists" => Ok(Created::AlreadyExists),
+            Some((code, _, msg, kind)) if is_namespace_missing(code, &msg, kind.as_deref()) => {
+                Ok(Created::NamespaceMissing)
+            }
+            Some((code, _, msg, _)) if is_service_account_race(code, &msg) => {
+                Ok(Created::ServiceAccountMissing)
+            }
+            _ => Err(classify_error(e)),
+        },
+    }
+}
+
+fn fenced_params(f: &Fenced) -> DeleteParams {
+    DeleteParams {
+        // The object's own grace period: never 0 (that would be a force-kill).
+        grace_period_seconds: None,
+        preconditions: Some(Preconditions {
+            uid: Some(f.uid.clone()),
+            resource_version: Some(f.resource_version.clone()),
+        }),
+        ..Default::default()
+    }
+}
+
+fn delete_outcome<T>(r: Result<T, kube::Error>) -> Result<Deleted, ClusterError> {
+    match r {
+        Ok(_) => Ok(Deleted::Deleted),
+        Err(e) => match status_of(&e) {
+            Some((404, _, _, _)) => Ok(Deleted::NotFound),
+            Some((409, reason, _, _)) if reason == "Conflict" => Ok(Deleted::Conflict),
+            _ => Err(classify_error(e)),
+        },
+    }
+}
+
+impl Cluster for KubeCluster {
+    async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ClusterError> {
+        self.pods.get_opt(name).await.map_err(classify_error)
+    }
+
+    async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>, ClusterError> {
+        Ok(self
+            .pods
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(classify_error)?
+            .items)
+    }
+
+    async fn list_secrets_dated(
+        &self,
+        selector: &str,
+    ) -> Result<(Vec<Secret>, Option<SystemTime>), ClusterError> {
+        let url = format!("/api/v1/namespaces/{}/secrets", self.namespace);
+        let req = kube::core::Request::new(url)
+            .list(&ListParams::default().labels(selector))
+            .map_err(|e| ClusterError::Transient(e.to_string()))?;
+        let resp = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(classify_error)?;
+        let status = resp.status();
+        let date = resp
+            .headers()
+            .get(http::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|d| httpdate::parse_http_date(d).ok());
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ClusterError::Transient(e.to_string()))?
+            .to_bytes();
+        if !status.is_success() {
+            let s: Option<kube::core::Status> = serde_json::from_slice(&body).ok();
+            let (reason, message) = s.map(|s| (s.reason, s.message)).unwrap_or_default();
+            let code = status.as_u16();
+            return Err(if code >= 500 || code == 429 {
+                ClusterError::Transient(format!("{message} (HTTP {code})"))
+            } else {
+                ClusterError::Api {
+                    code,
+                    reason,
+                    message,
+                }
+            });
+        }
+        let list: ObjectList<Secret> = serde_json::from_slice(&body)
+            .map_err(|e| ClusterError::Transient(format!("secret list: {e}")))?;
+        Ok((list.items, date))
+    }
+
+    async fn secret_exists(&self, name: &str) -> Result<bool, ClusterError> {
+        Ok(self
+            .secrets
+            .get_metadata_opt(name)
+            .await
+            .map_err(classify_error)?
+            .is_some())
+    }
+
+    async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError> {
+        create_outcome(self.secrets.create(&PostParams::default(), s).await)
+    }
+
+    async fn create_pod(&self, p: &Pod) -> Result<Created<Pod>, ClusterError> {
+        create_outcome(self.pods.create(&PostParams::default(), p).await)
+    }
+
+    async fn delete_pod(&self, f: &Fenced) -> Result<Deleted, ClusterError> {
+        delete_outcome(self.pods.delete(&f.name, &fenced_params(f)).await)
+    }
+
+    async fn delete_secret(&self, f: &Fenced) -> Result<Deleted, ClusterError> {
+        delete_outcome(self.secrets.delete(&f.name, &fenced_params(f)).await)
+    }
+
+    async fn create_namespace(&self) -> Result<NamespaceCreate, ClusterError> {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+        {
+            Ok(_) => Ok(NamespaceCreate::Created),
+            Err(e) => match status_of(&e) {
+                Some((409, reason, _, _)) if reason == "AlreadyExists" => Ok(NamespaceCreate::Exists),
+                Some((403, _, _, _)) => Ok(NamespaceCreate::Forbidden),
+                _ => Err(classify_error(e)),
+            },
+        }
+    }
+
+    async fn wait_for_change(
+        &self,
+        name: &str,
+        since: Option<&str>,
+        max: Duration,
+    ) -> Result<(), ClusterError> {
+        let Some(rv) = since else {
+            tokio::time::sleep(max.min(Duration::from_millis(200))).await;
+            return Ok(());
+        };
+        let secs = max.as_secs().clamp(1, 290) as u32;
+        let wp = WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(secs);
+        let watch = async {
+            let mut stream = self.pods.watch(&wp, rv).await.map_err(classify_error)?.boxed();
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(WatchEvent::Bookmark(_)) => continue,
+                    // Any change, an expired resourceVersion or a stream error: re-read.
+                    _ => return Ok(()),
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(max, watch).await {
+            Ok(r) => r,
+            Err(_) => Ok(()),
+        }
+    }
+
+    async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError> {
+        let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
+        self.pods
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(classify_error)
+    }
+}

@@ -1,0 +1,298 @@
+//! `provider_config` v1 (spec §provider_config v1 fields, §K8s Auth,
+//! §Namespace, §Image, §Pod shape "Resources", §Auto-Stop; Known Defect 8).
+//!
+//! Parsing is strict and happens before any cluster contact, so a bad value
+//! can never leave an orphan behind (wire-facts §8.4):
+//! - scalars only, and the I2 key-name lint (L2 item 2: no credentials in config);
+//! - unknown fields are refused (a typo must not silently fall back to a default);
+//! - a numeric field holding a non-number, `""` or null is an in-band error, never a
+//!   silent default (KD8) — omit the field to get the default;
+//! - quantities, the namespace (RFC 1123 label), the service account (RFC 1123
+//!   subdomain) and the image reference are validated; `:latest` and untagged
+//!   references (which mean `:latest`) are refused.
+
+use crate::consts::*;
+use crate::error::DeployError;
+use crate::image::{ImageRef, validate_image};
+use crate::quantity::Quantity;
+use serde_json::{Map, Value};
+
+/// The nine v1 field names, in schema order.
+pub const FIELDS: [&str; 9] = [
+    "context",
+    "namespace",
+    "image",
+    "cpu_request",
+    "memory_request",
+    "cpu_limit",
+    "memory_limit",
+    "inactivity_seconds",
+    "service_account",
+];
+
+/// Validated provider configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// Kubeconfig context; `None` = current context.
+    pub context: Option<String>,
+    pub namespace: String,
+    /// The image the pod runs and whether it came from the default.
+    pub image: ImageRef,
+    pub cpu_request: String,
+    pub memory_request: String,
+    pub cpu_limit: String,
+    pub memory_limit: String,
+    /// 0 = no inactivity bound (indefinite lifetime, `restartPolicy: OnFailure`).
+    pub inactivity_seconds: u64,
+    /// `None` = the namespace's default ServiceAccount.
+    pub service_account: Option<String>,
+}
+
+fn bad(msg: String) -> DeployError {
+    DeployError::Config(msg)
+}
+
+fn string_field(m: &Map<String, Value>, key: &str) -> Result<Option<String>, DeployError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+        Some(_) => Err(bad(format!("provider_config.{key} must be a string"))),
+    }
+}
+
+/// True for an RFC 1123 label (namespace names).
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// True for an RFC 1123 subdomain (ServiceAccount names).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The default image: run-time override, else the compile-time baked value.
+pub fn default_image() -> Option<String> {
+    std::env::var(DEFAULT_IMAGE_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| BAKED_DEFAULT_IMAGE.map(str::to_string))
+}
+
+impl ProviderConfig {
+    /// Parses and validates `provider_config`, resolving the image against
+    /// `default_image` (pass [`default_image()`] in production).
+    pub fn parse(v: &Value, default_image: Option<&str>) -> Result<ProviderConfig, DeployError> {
+        buzz_contract::i2::validate_provider_config(v).map_err(|e| bad(e.to_string()))?;
+        let Value::Object(m) = v else {
+            return Err(bad("provider_config must be a JSON object".into()));
+        };
+        if let Some(unknown) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(bad(format!(
+                "provider_config has an unknown field `{unknown}`; the v1 fields are {}",
+                FIELDS.join(", ")
+            )));
+        }
+        let context = string_field(m, "context")?;
+        let namespace = string_field(m, "namespace")?.ok_or_else(|| {
+            bad("provider_config.namespace is required (for example buzz-agents-abc123)".into())
+        })?;
+        if !is_dns_label(&namespace) {
+            return Err(bad(format!(
+                "provider_config.namespace `{namespace}` is not a valid namespace name (lowercase letters, digits and '-', at most 63, starting and ending alphanumeric)"
+            )));
+        }
+        let image = match string_field(m, "image")? {
+            Some(user) => {
+                validate_image(&user, false).map_err(|e| bad(format!("provider_config.image: {e}")))?
+            }
+            None => match default_image {
+                Some(d) => validate_image(d, true).map_err(|e| {
+                    bad(format!(
+                        "the provider's default image is unusable ({e}); set provider_config.image"
+                    ))
+                })?,
+                None => {
+                    return Err(bad(
+                        "provider_config.image is required: this build of buzz-backend-kubernetes has no baked default image; set it to a buzz-sprig-compatible image (tag or digest, not :latest)".into(),
+                    ));
+                }
+            },
+        };
+        let quantity = |key: &str, default: &str, memory: bool| -> Result<(String, Quantity), DeployError> {
+            let s = string_field(m, key)?.unwrap_or_else(|| default.to_string());
+            let q = Quantity::parse(&s).ok_or_else(|| {
+                bad(format!(
+                    "provider_config.{key} `{s}` is not a Kubernetes quantity (for example {})",
+                    if memory { "512Mi, 2Gi" } else { "500m, 1, 2" }
+                ))
+            })?;
+            Ok((s, q))
+        };
+        let (cpu_request, cpu_req_q) = quantity("cpu_request", DEFAULT_CPU_REQUEST, false)?;
+        let (memory_request, mem_req_q) = quantity("memory_request", DEFAULT_MEMORY_REQUEST, true)?;
+        let (cpu_limit, cpu_lim_q) = quantity("cpu_limit", DEFAULT_CPU_LIMIT, false)?;
+        let (memory_limit, mem_lim_q) = quantity("memory_limit", DEFAULT_MEMORY_LIMIT, true)?;
+        if cpu_req_q > cpu_lim_q {
+            return Err(bad(format!(
+                "provider_config.cpu_request {cpu_request} exceeds cpu_limit {cpu_limit}"
+            )));
+        }
+        if mem_req_q > mem_lim_q {
+            return Err(bad(format!(
+                "provider_config.memory_request {memory_request} exceeds memory_limit {memory_limit}"
+            )));
+        }
+        let inactivity_seconds = match m.get("inactivity_seconds") {
+            None => DEFAULT_INACTIVITY_SECONDS,
+            Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
+                bad("provider_config.inactivity_seconds must be a whole number of seconds, 0 or more".into())
+            })?,
+            Some(Value::String(s)) if s.is_empty() => {
+                return Err(bad(
+                    "provider_config.inactivity_seconds is an empty string; send a number (0 = no inactivity bound) or omit the field for the default 7200".into(),
+                ));
+            }
+            Some(_) => {
+                return Err(bad(
+                    "provider_config.inactivity_seconds must be a JSON number (0 = no inactivity bound), not a string, boolean or null".into(),
+                ));
+            }
+        };
+        if inactivity_seconds == 0 && !ON_FAILURE_ENABLED {
+            return Err(bad(
+                "inactivity_seconds 0 (no inactivity bound) needs restartPolicy OnFailure, which this provider refuses until the harness exit-code contract is pinned; set a bound such as 7200".into(),
+            ));
+        }
+        let service_account = string_field(m, "service_account")?;
+        if let Some(sa) = &service_account
+            && !is_dns_subdomain(sa)
+        {
+            return Err(bad(format!(
+                "provider_config.service_account `{sa}` is not a valid ServiceAccount name (lowercase RFC 1123 subdomain)"
+            )));
+        }
+        Ok(ProviderConfig {
+            context,
+            namespace,
+            image,
+            cpu_request,
+            memory_request,
+            cpu_limit,
+            memory_limit,
+            inactivity_seconds,
+            service_account,
+        })
+    }
+
+    /// `Never` for a bounded lifetime, `OnFailure` for `inactivity_seconds: 0` (§Pod shape).
+    pub fn restart_policy(&self) -> &'static str {
+        if self.inactivity_seconds == 0 {
+            "OnFailure"
+        } else {
+            "Never"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const IMG: &str = "registry.test/buzz-sprig:v1";
+
+    fn parse(v: Value) -> Result<ProviderConfig, DeployError> {
+        ProviderConfig::parse(&v, None)
+    }
+
+    #[test]
+    fn defaults_apply_when_fields_are_omitted() {
+        let c = parse(json!({"namespace": "buzz-agents-abc123", "image": IMG})).unwrap();
+        assert_eq!(c.cpu_request, "1");
+        assert_eq!(c.memory_request, "2Gi");
+        assert_eq!(c.cpu_limit, "2");
+        assert_eq!(c.memory_limit, "4Gi");
+        assert_eq!(c.inactivity_seconds, 7200);
+        assert_eq!(c.restart_policy(), "Never");
+        assert_eq!(c.context, None);
+        assert_eq!(c.service_account, None);
+    }
+
+    #[test]
+    fn kd8_numeric_field_never_silently_defaults() {
+        for v in [
+            json!(""),
+            json!("30"),
+            json!(null),
+            json!(true),
+            json!(-1),
+            json!(1.5),
+        ] {
+            let e =
+                parse(json!({"namespace": "ns", "image": IMG, "inactivity_seconds": v.clone()})).unwrap_err();
+            assert!(e.to_string().contains("inactivity_seconds"), "{v}: {e}");
+        }
+        let c = parse(json!({"namespace": "ns", "image": IMG, "inactivity_seconds": 0})).unwrap();
+        assert_eq!(
+            (c.inactivity_seconds, c.restart_policy()),
+            (0, "OnFailure"),
+            "0 is blessed"
+        );
+    }
+
+    #[test]
+    fn validates_names_quantities_and_scalars() {
+        assert!(parse(json!({"namespace": "Bad_NS", "image": IMG})).is_err());
+        assert!(parse(json!({"image": IMG})).is_err(), "namespace required");
+        assert!(parse(json!({"namespace": "ns", "image": IMG, "cpu_request": "lots"})).is_err());
+        assert!(parse(json!({"namespace": "ns", "image": IMG, "memory_limit": "4GB"})).is_err());
+        assert!(
+            parse(json!({"namespace": "ns", "image": IMG, "cpu_request": "3"})).is_err(),
+            "request > limit"
+        );
+        assert!(parse(json!({"namespace": "ns", "image": IMG, "service_account": "Not Valid"})).is_err());
+        assert!(parse(json!({"namespace": "ns", "image": IMG, "service_account": "agents.runner"})).is_ok());
+        assert!(parse(json!({"namespace": "ns", "image": IMG, "context": {"x": 1}})).is_err());
+        assert!(
+            parse(json!({"namespace": "ns", "image": IMG, "memory_requests": "1Gi"})).is_err(),
+            "unknown"
+        );
+        assert!(
+            parse(json!({"namespace": "ns", "image": IMG, "api_token": "x"})).is_err(),
+            "I2"
+        );
+        assert!(parse(json!([])).is_err());
+    }
+
+    #[test]
+    fn image_rules() {
+        assert!(parse(json!({"namespace": "ns", "image": "registry.test/sprig:latest"})).is_err());
+        assert!(
+            parse(json!({"namespace": "ns", "image": "registry.test/sprig"})).is_err(),
+            "untagged = latest"
+        );
+        let digest = format!("registry.test/sprig@sha256:{}", "a".repeat(64));
+        assert!(parse(json!({"namespace": "ns", "image": digest})).is_ok());
+        let e = parse(json!({"namespace": "ns"})).unwrap_err().to_string();
+        assert!(e.contains("image is required"), "{e}");
+        let c = ProviderConfig::parse(&json!({"namespace": "ns"}), Some(&digest)).unwrap();
+        assert!(c.image.from_default);
+        assert!(
+            ProviderConfig::parse(&json!({"namespace": "ns"}), Some("registry.test/sprig:v1")).is_err(),
+            "the default must be digest-pinned"
+        );
+    }
+
+    #[test]
+    fn no_field_name_trips_the_i2_lint() {
+        for f in FIELDS {
+            assert!(!buzz_contract::i2::key_name_is_secretish(f), "{f}");
+        }
+    }
+}

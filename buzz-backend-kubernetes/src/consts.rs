@@ -1,0 +1,89 @@
+//! Every name, limit and timeout of the Kubernetes binding, each with the
+//! spec section that fixes it (DESIGN.md Decision 7).
+
+use std::time::Duration;
+
+/// Provider name in `info` (wire-facts §7).
+pub const PROVIDER_NAME: &str = "kubernetes";
+/// Software version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Management-marker value of `app.kubernetes.io/managed-by` (§Pod shape).
+pub const MANAGED_BY: &str = "buzz-backend-kubernetes";
+/// Binding schema version label value (§Pod shape).
+pub const BINDING_VERSION: &str = "1";
+
+/// Label: first 32 hex of the agent pubkey — the selector (§Pod shape).
+pub const LABEL_PUBKEY: &str = "buzz.block.xyz/agent-pubkey";
+/// Label: management marker, part 1.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Label: management marker, part 2.
+pub const LABEL_BINDING_VERSION: &str = "buzz.block.xyz/binding-version";
+/// Annotation: full 64-hex pubkey — the load-bearing identity check (§Deploy State Machine step 1).
+pub const ANN_PUBKEY_FULL: &str = "buzz.block.xyz/agent-pubkey-full";
+/// Annotation: create-intent fingerprint (§Deploy State Machine, fingerprint).
+pub const ANN_CREATE_INTENT: &str = "buzz.block.xyz/create-intent";
+/// Annotation: image reference used, replaced by the resolved image ID once running (§Image).
+pub const ANN_IMAGE: &str = "buzz.block.xyz/image";
+/// Annotation: generation token, for log correlation (§K8s GC).
+pub const ANN_GENERATION: &str = "buzz.block.xyz/generation";
+/// Annotation: provider version, for log correlation (§K8s GC).
+pub const ANN_PROVIDER_VERSION: &str = "buzz.block.xyz/provider-version";
+
+/// Pod / agent_id prefix: `buzz-agent-<12 hex>` (§Pod shape).
+pub const NAME_PREFIX: &str = "buzz-agent-";
+/// The container running the harness (wire-facts §7).
+pub const CONTAINER: &str = "agent";
+/// The workspace `emptyDir` volume name.
+pub const WORKSPACE_VOLUME: &str = "workspace";
+/// `HOME` and working directory inside the pod (§Entrypoint "Working directory").
+pub const HOME: &str = "/home/agent";
+/// Fixed non-root UID/GID (§Pod shape, hardening defaults).
+pub const RUN_AS: i64 = 1000;
+/// `terminationGracePeriodSeconds` — the declared shutdown budget (§Pod shape).
+pub const GRACE_SECONDS: i64 = 60;
+/// Image-local MCP server (§Entrypoint mapping table).
+pub const MCP_COMMAND: &str = "buzz-dev-mcp";
+
+/// The deploy operation deadline (§Deploy State Machine; §deploy timeout 600 s).
+pub const DEPLOY_DEADLINE: Duration = Duration::from_secs(600);
+/// Env var that shortens the deadline (tests, impatient operators). The orphan
+/// age gate follows it (2 × deadline), so every contender must use the same value.
+pub const DEADLINE_ENV: &str = "BUZZ_K8S_DEPLOY_DEADLINE_SECS";
+/// Bounded safety-net re-read while waiting on a watch.
+pub const WATCH_SAFETY_NET: Duration = Duration::from_secs(5);
+
+/// Default resources (§Pod shape "Resources"; wire-facts §7).
+pub const DEFAULT_CPU_REQUEST: &str = "1";
+pub const DEFAULT_MEMORY_REQUEST: &str = "2Gi";
+pub const DEFAULT_CPU_LIMIT: &str = "2";
+pub const DEFAULT_MEMORY_LIMIT: &str = "4Gi";
+/// Schema default of `inactivity_seconds` (§Auto-Stop; wire-facts §7).
+pub const DEFAULT_INACTIVITY_SECONDS: u64 = 7200;
+
+/// Default image when `image` is empty: the digest-pinned reference baked at
+/// compile time from `BUZZ_K8S_DEFAULT_IMAGE` (§Image). The same variable at
+/// run time overrides it (registry mirrors; tests simulating a provider upgrade).
+pub const BAKED_DEFAULT_IMAGE: Option<&str> = option_env!("BUZZ_K8S_DEFAULT_IMAGE");
+/// Run-time override of the default image.
+pub const DEFAULT_IMAGE_ENV: &str = "BUZZ_K8S_DEFAULT_IMAGE";
+
+/// Kubernetes caps a Secret's data at 1 MiB.
+pub const SECRET_MAX_BYTES: usize = 1024 * 1024;
+/// Cap on stderr diagnostics, well under the launcher's 64 KiB.
+pub const STDERR_BUDGET: usize = 32 * 1024;
+
+/// Entries prepended to PATH before the kube client is built, so kubeconfig
+/// `exec` plugins resolve from a GUI-launched desktop (§K8s Auth).
+pub fn path_prepend() -> Vec<String> {
+    let mut v = vec!["/opt/homebrew/bin".to_string(), "/usr/local/bin".to_string()];
+    if let Some(home) = std::env::var_os("HOME") {
+        v.push(format!("{}/.local/bin", home.to_string_lossy()));
+    }
+    v
+}
+
+/// The `inactivity_seconds: 0` → `restartPolicy: OnFailure` mapping is enabled
+/// only because the harness's exit-code contract is pinned by a test
+/// (spec §Pod shape, I5 ordering rule) and the crash-loop row exists in
+/// `classify` (see README, "Exit codes").
+pub const ON_FAILURE_ENABLED: bool = true;

@@ -1,0 +1,98 @@
+//! Diagnostics: progress lines to stderr, bounded and redacted (spec L2 item 5;
+//! §Invocation caps stderr at 64 KiB on the launcher side — we stay well under).
+
+use crate::consts::STDERR_BUDGET;
+use std::io::Write;
+use std::sync::Mutex;
+
+/// Replaces known secret values in text. Longest first, so a value that
+/// contains another is scrubbed whole.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    /// A redactor for these values; values shorter than 4 characters are ignored.
+    pub fn new(values: impl IntoIterator<Item = String>) -> Self {
+        let mut secrets: Vec<String> = values.into_iter().filter(|v| v.chars().count() >= 4).collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Redactor { secrets }
+    }
+    /// The text with every known secret replaced by `[redacted]`.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+}
+
+struct Sink {
+    written: usize,
+    last: String,
+    truncated: bool,
+    redactor: Redactor,
+}
+
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// Installs the redactor used for every later diagnostic line.
+pub fn set_redactor(r: Redactor) {
+    let mut g = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    match g.as_mut() {
+        Some(s) => s.redactor = r,
+        None => {
+            *g = Some(Sink {
+                written: 0,
+                last: String::new(),
+                truncated: false,
+                redactor: r,
+            })
+        }
+    }
+}
+
+/// Writes one diagnostic line to stderr unless it repeats the previous line
+/// or the budget is spent.
+pub fn line(msg: &str) {
+    let mut g = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    let sink = g.get_or_insert_with(|| Sink {
+        written: 0,
+        last: String::new(),
+        truncated: false,
+        redactor: Redactor::default(),
+    });
+    let text = sink.redactor.scrub(msg);
+    if text == sink.last || sink.truncated {
+        return;
+    }
+    let line = format!("buzz-backend-kubernetes: {text}\n");
+    let mut err = std::io::stderr().lock();
+    if sink.written + line.len() > STDERR_BUDGET {
+        let _ = err.write_all(b"buzz-backend-kubernetes: (further diagnostics suppressed)\n");
+        sink.truncated = true;
+        return;
+    }
+    let _ = err.write_all(line.as_bytes());
+    sink.written += line.len();
+    sink.last = text;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrubs_longest_first_and_ignores_short_values() {
+        let r = Redactor::new(["abcd".to_string(), "abcdefgh".to_string(), "xyz".to_string()]);
+        assert_eq!(
+            r.scrub("k=abcdefgh v=abcd s=xyz"),
+            "k=[redacted] v=[redacted] s=xyz"
+        );
+    }
+}

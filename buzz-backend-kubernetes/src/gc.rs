@@ -1,0 +1,261 @@
+//! The preflight GC plan (spec §Garbage collection, §K8s Secrets lifecycle,
+//! §Deploy State Machine auto-repair fence). Pure.
+//!
+//! - Deletes terminated pods that pass the full-pubkey annotation check and
+//!   carry the management marker, together with their referenced Secrets.
+//! - Deletes annotation-verified, marker-bearing orphan Secrets — referenced by
+//!   no existing pod — only when older than 2 × the deploy deadline, where age
+//!   is measured on the apiserver's clock: the `Date` header of the very list
+//!   call that returned the Secrets, minus their `creationTimestamp`. No `Date`,
+//!   no orphan GC on that pass (the same-clock rule).
+//! - Never touches the current generation, nor anything unmarked or unverified.
+//!
+//! Every planned delete is fenced on the UID and resourceVersion observed.
+
+use crate::classify::referenced_secrets;
+use crate::consts::*;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::ObjectMeta;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+/// One fenced delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fenced {
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+/// What a GC pass deletes and what it noticed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcPlan {
+    pub pods: Vec<Fenced>,
+    pub secrets: Vec<Fenced>,
+    /// True when orphan-Secret GC was skipped because the list had no usable `Date`.
+    pub orphan_gc_skipped: bool,
+    /// Objects that match the selector but are not positively ours (reported, untouched).
+    pub untouched: Vec<String>,
+}
+
+/// True when the object carries this agent's full annotation and the management marker.
+pub fn verified_and_marked(meta: &ObjectMeta, pubkey: &str) -> bool {
+    let labels = meta.labels.clone().unwrap_or_default();
+    let ann = meta.annotations.clone().unwrap_or_default();
+    ann.get(ANN_PUBKEY_FULL).map(String::as_str) == Some(pubkey)
+        && labels.get(LABEL_PUBKEY).map(String::as_str) == Some(&pubkey[..32])
+        && labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY)
+        && labels.get(LABEL_BINDING_VERSION).map(String::as_str) == Some(BINDING_VERSION)
+}
+
+fn fenced(meta: &ObjectMeta) -> Option<Fenced> {
+    Some(Fenced {
+        name: meta.name.clone()?,
+        uid: meta.uid.clone()?,
+        resource_version: meta.resource_version.clone()?,
+    })
+}
+
+fn terminated(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Plans one GC pass. `server_now` is the `Date` of the Secret list response.
+pub fn plan(
+    pubkey: &str,
+    pods: &[Pod],
+    secrets: &[Secret],
+    server_now: Option<SystemTime>,
+    min_orphan_age: Duration,
+) -> GcPlan {
+    let mut out = GcPlan::default();
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    let mut doomed_refs: BTreeSet<String> = BTreeSet::new();
+    for pod in pods {
+        let refs = referenced_secrets(pod);
+        let ours = verified_and_marked(&pod.metadata, pubkey);
+        if ours
+            && terminated(pod)
+            && pod.metadata.deletion_timestamp.is_none()
+            && let Some(f) = fenced(&pod.metadata)
+        {
+            out.pods.push(f);
+            doomed_refs.extend(refs);
+            continue;
+        }
+        if !ours {
+            out.untouched
+                .push(format!("pod {}", pod.metadata.name.as_deref().unwrap_or("?")));
+        }
+        referenced.extend(refs);
+    }
+    for s in secrets {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        if !verified_and_marked(&s.metadata, pubkey) {
+            out.untouched.push(format!("secret {name}"));
+            continue;
+        }
+        if referenced.contains(&name) {
+            continue; // the current generation (or another existing pod's)
+        }
+        if doomed_refs.contains(&name) {
+            out.secrets.extend(fenced(&s.metadata));
+            continue;
+        }
+        let Some(now) = server_now else {
+            out.orphan_gc_skipped = true;
+            continue;
+        };
+        let Some(created) = s.metadata.creation_timestamp.as_ref() else {
+            continue;
+        };
+        let created = SystemTime::from(created.0);
+        if now.duration_since(created).is_ok_and(|age| age > min_orphan_age) {
+            out.secrets.extend(fenced(&s.metadata));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::podspec::{PodIntent, pod, secret};
+    use k8s_openapi::api::core::v1::PodStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::collections::BTreeMap;
+
+    const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const GATE: Duration = Duration::from_secs(1200);
+
+    fn intent() -> PodIntent {
+        PodIntent {
+            image: "r.test/s:v1".into(),
+            cpu_request: "1".into(),
+            memory_request: "1Gi".into(),
+            cpu_limit: "1".into(),
+            memory_limit: "1Gi".into(),
+            service_account: None,
+            restart_policy: "Never".into(),
+        }
+    }
+
+    fn stamp(mut meta: ObjectMeta, created: SystemTime) -> ObjectMeta {
+        let n = meta.name.clone().unwrap();
+        meta.uid = Some(format!("uid-{n}"));
+        meta.resource_version = Some("7".into());
+        meta.creation_timestamp = Some(Time(created.try_into().unwrap()));
+        meta
+    }
+
+    fn sec(generation: &str, created: SystemTime) -> Secret {
+        let mut s = secret(PK, generation, BTreeMap::new());
+        s.metadata = stamp(s.metadata, created);
+        s
+    }
+
+    fn pd(generation: &str, phase: &str, created: SystemTime) -> Pod {
+        let mut p = pod(PK, &intent(), generation);
+        p.metadata = stamp(p.metadata, created);
+        p.status = Some(PodStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn g(n: u8) -> String {
+        format!("{n:02x}").repeat(16)
+    }
+
+    #[test]
+    fn terminated_verified_marked_pods_go_with_their_secrets() {
+        let now = SystemTime::now();
+        let p = plan(
+            PK,
+            &[pd(&g(1), "Succeeded", now)],
+            &[sec(&g(1), now)],
+            Some(now),
+            GATE,
+        );
+        assert_eq!(p.pods.len(), 1);
+        assert_eq!(
+            p.secrets.len(),
+            1,
+            "a terminated pod's Secret goes with it regardless of age"
+        );
+    }
+
+    #[test]
+    fn current_generation_is_never_touched() {
+        let old = SystemTime::now() - Duration::from_secs(100_000);
+        let p = plan(
+            PK,
+            &[pd(&g(1), "Running", old)],
+            &[sec(&g(1), old)],
+            Some(SystemTime::now()),
+            GATE,
+        );
+        assert_eq!(p, GcPlan::default());
+    }
+
+    #[test]
+    fn orphan_secret_age_gate_uses_the_server_clock() {
+        let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let young = sec(&g(2), server_now - Duration::from_secs(60));
+        let old = sec(&g(3), server_now - Duration::from_secs(1201));
+        let p = plan(PK, &[], &[young, old], Some(server_now), GATE);
+        assert_eq!(
+            p.secrets.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+            vec![format!("buzz-agent-0123456789ab-{}", g(3))]
+        );
+    }
+
+    #[test]
+    fn no_date_header_means_no_orphan_gc() {
+        let ancient = SystemTime::UNIX_EPOCH + Duration::from_secs(1);
+        let p = plan(PK, &[], &[sec(&g(2), ancient)], None, GATE);
+        assert!(p.secrets.is_empty() && p.orphan_gc_skipped);
+    }
+
+    #[test]
+    fn unmarked_or_unverified_objects_are_never_gc_d() {
+        let now = SystemTime::now();
+        let ancient = now - Duration::from_secs(1_000_000);
+        let mut unmarked = sec(&g(4), ancient);
+        unmarked
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .remove(LABEL_MANAGED_BY);
+        let mut foreign = sec(&g(5), ancient);
+        foreign
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
+        let mut unmarked_pod = pd(&g(6), "Failed", ancient);
+        unmarked_pod
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .remove(LABEL_BINDING_VERSION);
+        let p = plan(PK, &[unmarked_pod], &[unmarked, foreign], Some(now), GATE);
+        assert!(p.pods.is_empty() && p.secrets.is_empty());
+        assert_eq!(p.untouched.len(), 3);
+    }
+
+    #[test]
+    fn planned_deletes_are_fenced_on_the_observation() {
+        let now = SystemTime::now();
+        let p = plan(PK, &[pd(&g(1), "Failed", now)], &[], Some(now), GATE);
+        assert_eq!(p.pods[0].uid, "uid-buzz-agent-0123456789ab");
+        assert_eq!(p.pods[0].resource_version, "7");
+    }
+}

@@ -1,0 +1,138 @@
+//! `info` (spec §info; wire-facts §7): name, version, `protocol_version: 1`,
+//! description and the JSON Schema of the nine v1 `provider_config` fields.
+//! Answered with no cluster contact and no kube client construction.
+
+use crate::consts::*;
+use rand::Rng;
+use serde_json::{Value, json};
+
+/// A fresh `buzz-agents-<6 [a-z0-9]>` namespace default (§K8s Namespace).
+pub fn random_namespace() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..6)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("buzz-agents-{suffix}")
+}
+
+/// The `config_schema`. `default_image` is the digest-pinned default, if any;
+/// without one, `image` is required.
+pub fn config_schema(default_image: Option<&str>) -> Value {
+    let mut image = json!({
+        "type": "string",
+        "title": "Image",
+        "description": "Container image with the buzz-acp harness (buzz-sprig or an image built on it). A tag or a digest; :latest is refused. Leave empty for the provider's digest-pinned default.",
+    });
+    let mut required = vec!["namespace"];
+    match default_image {
+        Some(d) => image["default"] = d.into(),
+        None => required.push("image"),
+    }
+    let quantity = |title: &str, desc: &str, default: &str| json!({ "type": "string", "title": title, "description": desc, "default": default });
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "title": "Kubernetes",
+        "additionalProperties": false,
+        "required": required,
+        "properties": {
+            "context": {
+                "type": "string",
+                "title": "Kube context",
+                "description": "Context from your kubeconfig ($KUBECONFIG or ~/.kube/config). Empty means the current context. Credentials never go here.",
+                "default": "",
+            },
+            "namespace": {
+                "type": "string",
+                "title": "Namespace",
+                "description": "Namespace the agent's pod runs in. Created when missing if your credentials allow it.",
+                "default": random_namespace(),
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                "maxLength": 63,
+            },
+            "image": image,
+            "cpu_request": quantity("CPU request", "Kubernetes quantity, for example 500m or 1.", DEFAULT_CPU_REQUEST),
+            "memory_request": quantity("Memory request", "Kubernetes quantity, for example 1Gi.", DEFAULT_MEMORY_REQUEST),
+            "cpu_limit": quantity("CPU limit", "Kubernetes quantity, at least the request.", DEFAULT_CPU_LIMIT),
+            "memory_limit": quantity("Memory limit", "Kubernetes quantity, at least the request.", DEFAULT_MEMORY_LIMIT),
+            "inactivity_seconds": {
+                "type": "integer",
+                "title": "Stop after inactivity (seconds)",
+                "description": "The agent stops itself after this long without work. 0 means no bound: it runs until stopped, and Kubernetes restarts it only after a crash.",
+                "default": DEFAULT_INACTIVITY_SECONDS,
+                "minimum": 0,
+            },
+            "service_account": {
+                "type": "string",
+                "title": "Service account",
+                "description": "ServiceAccount for scheduling and RBAC. Empty means the namespace default. No API token is mounted either way.",
+                "default": "",
+            },
+        },
+    })
+}
+
+/// The full `info` response.
+pub fn response(default_image: Option<&str>) -> Value {
+    json!({
+        "ok": true,
+        "name": PROVIDER_NAME,
+        "version": VERSION,
+        "protocol_version": buzz_contract::wire::PROTOCOL_VERSION,
+        "description": "Runs a Buzz agent as a bare pod in a Kubernetes cluster, using your kubeconfig.",
+        "config_schema": config_schema(default_image),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FIELDS;
+
+    #[test]
+    fn schema_has_the_nine_fields_with_titles_types_and_defaults() {
+        let s = config_schema(None);
+        let props = s["properties"].as_object().unwrap();
+        assert_eq!(props.len(), 9);
+        for f in FIELDS {
+            let p = &props[f];
+            assert!(p["title"].is_string() && p["description"].is_string(), "{f}");
+            assert!(p["type"].is_string(), "{f}");
+        }
+        assert_eq!(props["inactivity_seconds"]["type"], "integer");
+        assert_eq!(props["inactivity_seconds"]["default"], 7200);
+        assert_eq!(props["memory_limit"]["default"], "4Gi");
+        assert_eq!(
+            s["required"],
+            json!(["namespace", "image"]),
+            "no baked default: image is required"
+        );
+        let with_default = config_schema(Some("r.test/s@sha256:00"));
+        assert_eq!(with_default["required"], json!(["namespace"]));
+    }
+
+    #[test]
+    fn namespace_default_is_fresh_and_well_formed() {
+        let a = random_namespace();
+        let b = random_namespace();
+        for n in [&a, &b] {
+            let suffix = n.strip_prefix("buzz-agents-").unwrap();
+            assert_eq!(suffix.len(), 6);
+            assert!(
+                suffix
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            );
+        }
+        assert_ne!(a, b, "fresh on every call (36^6 space)");
+    }
+
+    #[test]
+    fn no_schema_field_trips_the_i2_lint() {
+        let s = config_schema(None);
+        for k in s["properties"].as_object().unwrap().keys() {
+            assert!(!buzz_contract::i2::key_name_is_secretish(k), "{k}");
+        }
+    }
+}

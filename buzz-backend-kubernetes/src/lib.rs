@@ -1,0 +1,24 @@
+//! `buzz-backend-kubernetes`: the Kubernetes binding of the Buzz provider
+//! protocol (spec §The Kubernetes Binding; conformance [L2], [L3]).
+//!
+//! Pure core (no I/O, clock or randomness inside): [`config`], [`image`],
+//! [`quantity`], [`envtiers`], [`podspec`] (shape and fingerprint),
+//! [`classify`] (the state-machine rows), [`gc`] (the GC plan).
+//! Shell: [`cluster`] (the one narrow trait over the API and its kube
+//! implementation), [`reconcile`] (the loop), [`protocol`] (the process contract).
+
+pub mod classify;
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod consts;
+pub mod diag;
+pub mod envtiers;
+pub mod error;
+pub mod gc;
+pub mod image;
+pub mod info;
+pub mod podspec;
+pub mod protocol;
+pub mod quantity;
+pub mod reconcile;

@@ -1,0 +1,303 @@
+//! Pod and Secret shape (spec §Pod shape, §K8s Secrets, §Entrypoint; wire-facts §7)
+//! and the create-intent fingerprint (§Deploy State Machine "Create-intent fingerprint").
+//!
+//! The fingerprint hashes the pod spec this module builds with a fixed
+//! placeholder in place of the per-attempt Secret name. Its input type,
+//! [`PodIntent`], holds no Secret data and no attempt identity, so "secret
+//! values never change it" holds by construction; admission defaults never
+//! enter it because it is computed before the create, from our own template.
+
+use crate::config::ProviderConfig;
+use crate::consts::*;
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, Pod, PodSecurityContext, PodSpec,
+    ResourceRequirements, SeccompProfile, Secret, SecretEnvSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::ObjectMeta;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// Stands in for the per-attempt Secret name inside the fingerprinted template.
+pub const SECRET_PLACEHOLDER: &str = "<generation-secret>";
+
+/// Everything provider-controlled that can affect scheduling or container creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodIntent {
+    pub image: String,
+    pub cpu_request: String,
+    pub memory_request: String,
+    pub cpu_limit: String,
+    pub memory_limit: String,
+    pub service_account: Option<String>,
+    pub restart_policy: String,
+}
+
+impl PodIntent {
+    /// The intent of `config`.
+    pub fn from_config(c: &ProviderConfig) -> Self {
+        PodIntent {
+            image: c.image.reference.clone(),
+            cpu_request: c.cpu_request.clone(),
+            memory_request: c.memory_request.clone(),
+            cpu_limit: c.cpu_limit.clone(),
+            memory_limit: c.memory_limit.clone(),
+            service_account: c.service_account.clone(),
+            restart_policy: c.restart_policy().to_string(),
+        }
+    }
+}
+
+/// `buzz-agent-<first 12 hex>`: pod name and `agent_id`.
+pub fn pod_name(pubkey: &str) -> String {
+    format!("{NAME_PREFIX}{}", &pubkey[..12])
+}
+
+/// `buzz-agent-<first 12 hex>-<generation>`.
+pub fn secret_name(pubkey: &str, generation: &str) -> String {
+    format!("{NAME_PREFIX}{}-{generation}", &pubkey[..12])
+}
+
+/// Identity labels plus the management marker.
+pub fn labels(pubkey: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_PUBKEY.to_string(), pubkey[..32].to_string()),
+        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_BINDING_VERSION.to_string(), BINDING_VERSION.to_string()),
+    ])
+}
+
+/// The label selector for this agent's objects.
+pub fn selector(pubkey: &str) -> String {
+    format!("{LABEL_PUBKEY}={}", &pubkey[..32])
+}
+
+fn quantities(cpu: &str, mem: &str) -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpu.into())),
+        ("memory".to_string(), Quantity(mem.into())),
+    ])
+}
+
+/// The pod spec for `intent`, referencing `secret` through `envFrom`.
+pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
+    PodSpec {
+        restart_policy: Some(intent.restart_policy.clone()),
+        termination_grace_period_seconds: Some(GRACE_SECONDS),
+        automount_service_account_token: Some(false),
+        service_account_name: intent.service_account.clone(),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(RUN_AS),
+            run_as_group: Some(RUN_AS),
+            fs_group: Some(RUN_AS),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                localhost_profile: None,
+            }),
+            ..Default::default()
+        }),
+        containers: vec![Container {
+            name: CONTAINER.into(),
+            image: Some(intent.image.clone()),
+            env: Some(vec![EnvVar {
+                name: "HOME".into(),
+                value: Some(HOME.into()),
+                value_from: None,
+            }]),
+            env_from: Some(vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name: secret.into(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }]),
+            working_dir: Some(HOME.into()),
+            volume_mounts: Some(vec![VolumeMount {
+                name: WORKSPACE_VOLUME.into(),
+                mount_path: HOME.into(),
+                ..Default::default()
+            }]),
+            resources: Some(ResourceRequirements {
+                requests: Some(quantities(&intent.cpu_request, &intent.memory_request)),
+                limits: Some(quantities(&intent.cpu_limit, &intent.memory_limit)),
+                ..Default::default()
+            }),
+            security_context: Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                privileged: Some(false),
+                run_as_non_root: Some(true),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    add: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        volumes: Some(vec![Volume {
+            name: WORKSPACE_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
+/// Unkeyed SHA-256 over the canonical serialization of the create-intent
+/// template (binding version + pod spec with the Secret placeholder).
+pub fn fingerprint(intent: &PodIntent) -> String {
+    let template = serde_json::json!({
+        "binding_version": BINDING_VERSION,
+        "container": CONTAINER,
+        "spec": pod_spec(intent, SECRET_PLACEHOLDER),
+    });
+    // serde_json maps are ordered (BTreeMap), so this serialization is canonical.
+    hex::encode(Sha256::digest(template.to_string().as_bytes()))
+}
+
+/// The full Pod object for one create attempt.
+pub fn pod(pubkey: &str, intent: &PodIntent, generation: &str) -> Pod {
+    let annotations = BTreeMap::from([
+        (ANN_PUBKEY_FULL.to_string(), pubkey.to_string()),
+        (ANN_CREATE_INTENT.to_string(), fingerprint(intent)),
+        (ANN_IMAGE.to_string(), intent.image.clone()),
+        (ANN_GENERATION.to_string(), generation.to_string()),
+        (ANN_PROVIDER_VERSION.to_string(), VERSION.to_string()),
+    ]);
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(pubkey)),
+            labels: Some(labels(pubkey)),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(pod_spec(intent, &secret_name(pubkey, generation))),
+        status: None,
+    }
+}
+
+/// The immutable per-attempt Secret holding the agent env.
+pub fn secret(pubkey: &str, generation: &str, env: BTreeMap<String, String>) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(secret_name(pubkey, generation)),
+            labels: Some(labels(pubkey)),
+            annotations: Some(BTreeMap::from([
+                (ANN_PUBKEY_FULL.to_string(), pubkey.to_string()),
+                (ANN_GENERATION.to_string(), generation.to_string()),
+            ])),
+            ..Default::default()
+        },
+        immutable: Some(true),
+        string_data: Some(env),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    }
+}
+
+/// A fresh generation token: 32 lowercase hex.
+pub fn new_generation() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn intent() -> PodIntent {
+        PodIntent {
+            image: "registry.test/sprig:v1".into(),
+            cpu_request: "1".into(),
+            memory_request: "2Gi".into(),
+            cpu_limit: "2".into(),
+            memory_limit: "4Gi".into(),
+            service_account: None,
+            restart_policy: "Never".into(),
+        }
+    }
+    const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn names_labels_annotations() {
+        let g = new_generation();
+        assert!(buzz_contract::keys::is_hex32_lower(&g));
+        let p = pod(PK, &intent(), &g);
+        assert_eq!(p.metadata.name.as_deref(), Some("buzz-agent-0123456789ab"));
+        let l = p.metadata.labels.unwrap();
+        assert_eq!(l[LABEL_PUBKEY], &PK[..32]);
+        assert_eq!(l[LABEL_MANAGED_BY], "buzz-backend-kubernetes");
+        assert_eq!(l[LABEL_BINDING_VERSION], "1");
+        let a = p.metadata.annotations.unwrap();
+        assert_eq!(a[ANN_PUBKEY_FULL], PK);
+        assert_eq!(a[ANN_CREATE_INTENT], fingerprint(&intent()));
+        let s = secret(PK, &g, BTreeMap::new());
+        assert_eq!(s.metadata.name.unwrap(), format!("buzz-agent-0123456789ab-{g}"));
+        assert_eq!(s.immutable, Some(true));
+    }
+
+    #[test]
+    fn hardening_defaults() {
+        let spec = pod_spec(&intent(), "s");
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.termination_grace_period_seconds, Some(60));
+        let psc = spec.security_context.unwrap();
+        assert_eq!((psc.run_as_non_root, psc.run_as_user), (Some(true), Some(1000)));
+        assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+        let c = &spec.containers[0];
+        let sc = c.security_context.clone().unwrap();
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(c.working_dir.as_deref(), Some("/home/agent"));
+        assert!(spec.host_network.is_none() && spec.host_pid.is_none());
+        assert!(spec.volumes.unwrap()[0].empty_dir.is_some());
+    }
+
+    proptest! {
+        /// The Secret name (attempt identity) never changes the fingerprint:
+        /// two attempts with the same intent agree.
+        #[test]
+        fn attempt_identity_never_changes_the_fingerprint(g1 in "[0-9a-f]{32}", g2 in "[0-9a-f]{32}") {
+            let a = pod(PK, &intent(), &g1);
+            let b = pod(PK, &intent(), &g2);
+            prop_assert_eq!(
+                &a.metadata.annotations.unwrap()[ANN_CREATE_INTENT],
+                &b.metadata.annotations.unwrap()[ANN_CREATE_INTENT]
+            );
+        }
+
+        /// Every fingerprinted field changes it.
+        #[test]
+        fn every_fingerprinted_field_changes_it(field in 0usize..7, v in "[a-z0-9]{1,8}") {
+            let base = intent();
+            let mut changed = base.clone();
+            match field {
+                0 => changed.image = format!("registry.test/sprig:{v}x"),
+                1 => changed.cpu_request = format!("{v}m"),
+                2 => changed.memory_request = format!("{v}Mi"),
+                3 => changed.cpu_limit = format!("{v}m"),
+                4 => changed.memory_limit = format!("{v}Mi"),
+                5 => changed.service_account = Some(v.clone()),
+                _ => changed.restart_policy = "OnFailure".into(),
+            }
+            prop_assert_ne!(fingerprint(&base), fingerprint(&changed));
+        }
+    }
+
+    #[test]
+    fn a_changed_default_image_changes_it() {
+        let d1 = format!("ghcr.io/block/buzz-sprig@sha256:{}", "1".repeat(64));
+        let d2 = format!("ghcr.io/block/buzz-sprig@sha256:{}", "2".repeat(64));
+        let cfg = |d: &str| {
+            crate::config::ProviderConfig::parse(&serde_json::json!({"namespace": "ns"}), Some(d)).unwrap()
+        };
+        assert_ne!(
+            fingerprint(&PodIntent::from_config(&cfg(&d1))),
+            fingerprint(&PodIntent::from_config(&cfg(&d2)))
+        );
+    }
+}

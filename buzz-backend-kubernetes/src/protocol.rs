@@ -1,0 +1,331 @@
+//! The process contract (spec §Provider Protocol, §Invocation; [L2] item 1)
+//! and the checks that come before any mutation (§Deploy State Machine step 0,
+//! §Launch data owner rule and relay-mesh rule, §Reserved-key rule, I1).
+//!
+//! One JSON object in (≤ 16 MiB, `op` = `info` | `deploy`, optional string
+//! `request_id`, unknown fields ignored); one JSON object out. Every failure
+//! the provider can describe is an in-band `{"ok":false,"error":…}` with exit
+//! code 0; the binary exits non-zero only on crash paths.
+
+use crate::config::{ProviderConfig, default_image};
+use crate::consts::*;
+use crate::diag::{self, Redactor};
+use crate::envtiers::{self, Authoritative};
+use crate::error::DeployError;
+use crate::podspec::{self, PodIntent};
+use crate::reconcile::{self, Plan, Timing};
+use buzz_contract::gate::{RespondTo, validate_allowlist};
+use buzz_contract::keys::{KeyError, normalize_pubkey_hex, parse_private_key, pubkey_hex};
+use buzz_contract::nip_oa::AuthTag;
+use buzz_contract::wire::{MAX_REQUEST_BYTES, OP_DEPLOY, OP_INFO, parse_agent};
+use nostr::ToBech32;
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+/// A parsed request.
+#[derive(Debug)]
+pub enum Request {
+    Info,
+    Deploy { agent: Value, provider_config: Value },
+}
+
+/// The in-band failure form.
+pub fn failure(msg: &str) -> Value {
+    json!({ "ok": false, "error": msg })
+}
+
+/// Parses the raw stdin bytes into a request.
+pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
+    let req = |m: &str| DeployError::Request(m.to_string());
+    if bytes.len() > MAX_REQUEST_BYTES {
+        return Err(req(
+            "the request is larger than 16 MiB; send one JSON object with op \"info\" or \"deploy\"",
+        ));
+    }
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        let what = if e.is_eof() {
+            "is truncated"
+        } else {
+            "is not valid JSON"
+        };
+        DeployError::Request(format!(
+            "the request {what} ({e}); send exactly one JSON object with op \"info\" or \"deploy\""
+        ))
+    })?;
+    let Value::Object(mut o) = v else {
+        return Err(req(
+            "the request must be a JSON object with op \"info\" or \"deploy\"",
+        ));
+    };
+    match o.get("request_id") {
+        None | Some(Value::String(_)) => {}
+        Some(_) => return Err(req("request_id must be a string")),
+    }
+    let op = match o.get("op") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(req("op must be a string: \"info\" or \"deploy\"")),
+        None => return Err(req("the request has no op; expected \"info\" or \"deploy\"")),
+    };
+    match op.as_str() {
+        OP_INFO => Ok(Request::Info),
+        OP_DEPLOY => {
+            let agent = match o.remove("agent") {
+                Some(a @ Value::Object(_)) => a,
+                Some(_) => return Err(req("deploy's agent must be a JSON object")),
+                None => return Err(req("deploy needs an agent object")),
+            };
+            let provider_config = match o.remove("provider_config") {
+                None | Some(Value::Null) => Value::Object(Map::new()),
+                Some(c) => c,
+            };
+            Ok(Request::Deploy {
+                agent,
+                provider_config,
+            })
+        }
+        other => {
+            let shown: String = other.chars().take(32).collect();
+            Err(DeployError::Request(format!(
+                "unknown op {shown:?}; this provider implements \"info\" and \"deploy\""
+            )))
+        }
+    }
+}
+
+/// Every secret value the payload carries, for scrubbing output (L2 item 5).
+pub fn redactor_for(agent: &Value) -> Redactor {
+    let mut values: Vec<String> = Vec::new();
+    let s = |v: &Value| v.as_str().map(str::to_string);
+    if let Some(k) = agent.get("private_key_nsec").and_then(s) {
+        values.push(k.trim().to_string());
+        if let Ok(keys) = parse_private_key(&k) {
+            values.push(keys.secret_key().to_secret_hex());
+            let Ok(bech32) = keys.secret_key().to_bech32();
+            values.push(bech32);
+        }
+        values.push(k);
+    }
+    values.extend(agent.get("auth_tag").and_then(s));
+    let maps = [
+        agent.get("env_vars"),
+        agent.pointer("/launch/env"),
+        agent.pointer("/launch/policy_env"),
+    ];
+    for m in maps.into_iter().flatten() {
+        if let Some(o) = m.as_object() {
+            values.extend(o.values().filter_map(s));
+        }
+    }
+    Redactor::new(values)
+}
+
+fn refused(m: String) -> DeployError {
+    DeployError::Refused(m)
+}
+
+/// All checks before any cluster contact; returns the deploy plan.
+pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -> Result<Plan, DeployError> {
+    let config = ProviderConfig::parse(config_v, default_image)?;
+    let agent =
+        parse_agent(agent_v).map_err(|e| DeployError::Request(format!("the deploy payload's {e}")))?;
+    // Step 0: derive identity from the key before anything else.
+    let keys = parse_private_key(&agent.private_key_nsec).map_err(|e| match e {
+        KeyError::Empty => refused(
+            "agent.private_key_nsec is empty: refusing to deploy an agent without an identity (I1); check the agent's key in the keyring".into(),
+        ),
+        KeyError::Malformed => refused(
+            "agent.private_key_nsec is malformed: expected nsec1… or 64 hex characters; nothing was deployed".into(),
+        ),
+    })?;
+    let pubkey = pubkey_hex(&keys);
+    let launch = agent.launch.as_ref();
+    let owner_pubkey = match launch
+        .and_then(|l| l.owner_pubkey.as_deref())
+        .filter(|s| !s.trim().is_empty())
+    {
+        Some(raw) => Some(
+            normalize_pubkey_hex(raw)
+                .ok_or_else(|| refused("agent.launch.owner_pubkey must be a 64-hex public key".into()))?,
+        ),
+        None => None,
+    };
+    let auth_tag = agent
+        .auth_tag
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(tag) = &auth_tag
+        && let Err(e) = AuthTag::verified_owner(tag, &pubkey)
+    {
+        if owner_pubkey.is_none() {
+            return Err(refused(format!(
+                "agent.auth_tag does not verify for this agent's key ({e}) and launch.owner_pubkey is absent; without an owner the agent could never honour !shutdown, so nothing was deployed"
+            )));
+        }
+        diag::line(&format!(
+            "agent.auth_tag does not verify ({e}); the harness falls back to launch.owner_pubkey"
+        ));
+    }
+    if auth_tag.is_none() && owner_pubkey.is_none() {
+        return Err(refused(
+            "the payload has neither auth_tag nor launch.owner_pubkey; without an owner the agent could never honour !shutdown, so nothing was deployed".into(),
+        ));
+    }
+    if agent.provider.as_deref().map(str::trim) == Some("relay-mesh") {
+        return Err(refused(
+            "this agent uses Buzz shared compute (relay-mesh), which only works on this computer; choose a model provider the pod can reach, or run the agent locally".into(),
+        ));
+    }
+    let relay_url = agent.relay_url.trim().to_string();
+    if relay_url.is_empty() {
+        return Err(refused(
+            "agent.relay_url is empty; the agent needs a relay to connect to".into(),
+        ));
+    }
+    if !(relay_url.starts_with("wss://") || relay_url.starts_with("ws://")) {
+        return Err(refused("agent.relay_url must be a ws:// or wss:// URL".into()));
+    }
+    let respond_to = RespondTo::parse(agent.respond_to.trim()).map_err(|e| refused(format!("agent.{e}")))?;
+    let allowlist = validate_allowlist(respond_to, &agent.respond_to_allowlist)
+        .map_err(|e| refused(format!("agent.{e}")))?;
+    let (agent_command, agent_args) = match launch {
+        Some(l) => (l.command.trim().to_string(), l.args.clone()),
+        None => (agent.agent_command.trim().to_string(), agent.agent_args.clone()),
+    };
+    if agent_command.contains('/') {
+        return Err(refused(
+            "the agent command must be a command name resolved in the image, not a host path".into(),
+        ));
+    }
+    let authoritative = Authoritative {
+        relay_url,
+        private_key: agent.private_key_nsec.trim().to_string(),
+        auth_tag,
+        owner_pubkey,
+        agent_command,
+        agent_args,
+        respond_to: respond_to.as_str().to_string(),
+        respond_to_allowlist: allowlist,
+        inactivity_seconds: config.inactivity_seconds,
+        generation: "0".repeat(32),
+    };
+    let env = envtiers::assemble(&agent, &authoritative)?;
+    let size = envtiers::secret_size(&env);
+    if size > SECRET_MAX_BYTES - 4096 {
+        return Err(refused(format!(
+            "the agent environment is {size} bytes, more than a Kubernetes Secret holds (1 MiB); trim the env"
+        )));
+    }
+    let intent = PodIntent::from_config(&config);
+    Ok(Plan {
+        namespace: config.namespace.clone(),
+        agent_id: podspec::pod_name(&pubkey),
+        fingerprint: podspec::fingerprint(&intent),
+        pubkey,
+        intent,
+        agent,
+        authoritative,
+    })
+}
+
+/// The deadline in force: 600 s, or `BUZZ_K8S_DEPLOY_DEADLINE_SECS`.
+pub fn timing() -> Timing {
+    let deadline = std::env::var(DEADLINE_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(DEPLOY_DEADLINE);
+    Timing {
+        deadline,
+        safety_net: WATCH_SAFETY_NET,
+    }
+}
+
+fn exec_plugin_of(context: Option<&str>) -> Option<String> {
+    let kc = kube::config::Kubeconfig::read().ok()?;
+    let ctx_name = context.map(str::to_string).or(kc.current_context.clone())?;
+    let ctx = kc.contexts.iter().find(|c| c.name == ctx_name)?.context.clone()?;
+    let user = ctx.user?;
+    let auth = kc.auth_infos.iter().find(|a| a.name == user)?.auth_info.clone()?;
+    auth.exec?.command
+}
+
+async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
+    let opts = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = kube::Config::from_kubeconfig(&opts).await.map_err(|e| {
+        DeployError::Cluster(format!(
+            "could not load your kubeconfig ($KUBECONFIG, else ~/.kube/config){}: {e}",
+            context.map(|c| format!(" with context {c}")).unwrap_or_default()
+        ))
+    })?;
+    kube::Client::try_from(config)
+        .map_err(|e| DeployError::Cluster(format!("could not build a cluster client: {e}")))
+}
+
+/// Runs a deploy end to end; the caller redacts the error.
+pub async fn deploy(agent: &Value, provider_config: &Value) -> Result<String, DeployError> {
+    let plan = prepare(agent, provider_config, default_image().as_deref())?;
+    let context = provider_config
+        .get("context")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let client = client(context).await?;
+    let cluster = crate::cluster::KubeCluster::new(client, &plan.namespace);
+    reconcile::deploy(&cluster, &plan, timing()).await.map_err(|e| match e {
+        DeployError::Cluster(m) if m.contains("could not get cluster credentials") => match exec_plugin_of(context) {
+            Some(cmd) => DeployError::Cluster(format!(
+                "your kubeconfig's exec credential plugin `{cmd}` failed (is it installed and on PATH? /opt/homebrew/bin, /usr/local/bin and ~/.local/bin are searched too): {m}"
+            )),
+            None => DeployError::Cluster(m),
+        },
+        other => other,
+    })
+}
+
+/// Prepends the spec's PATH entries so kubeconfig exec plugins resolve (§K8s Auth).
+/// Call while the process is still single-threaded.
+pub fn augment_path() {
+    let mut parts = path_prepend();
+    if let Some(p) = std::env::var_os("PATH") {
+        parts.extend(std::env::split_paths(&p).map(|p| p.to_string_lossy().into_owned()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    parts.retain(|p| seen.insert(p.clone()));
+    if let Ok(joined) = std::env::join_paths(parts) {
+        // SAFETY: called from main before any thread is spawned.
+        unsafe { std::env::set_var("PATH", joined) };
+    }
+}
+
+/// Handles one request and returns the response object (never panics on input).
+pub fn handle(bytes: &[u8]) -> Value {
+    let request = match parse_request(bytes) {
+        Ok(r) => r,
+        Err(e) => return failure(&e.to_string()),
+    };
+    match request {
+        Request::Info => crate::info::response(default_image().as_deref()),
+        Request::Deploy {
+            agent,
+            provider_config,
+        } => {
+            let redactor = redactor_for(&agent);
+            diag::set_redactor(redactor.clone());
+            augment_path();
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return failure(&format!("could not start the async runtime: {e}")),
+            };
+            match rt.block_on(deploy(&agent, &provider_config)) {
+                Ok(agent_id) => json!({ "ok": true, "agent_id": agent_id }),
+                Err(e) => failure(&redactor.scrub(&e.to_string())),
+            }
+        }
+    }
+}

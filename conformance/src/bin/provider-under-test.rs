@@ -1,0 +1,8 @@
+//! The provider binary as the conformance suites run it: the same entry point
+//! as `buzz-backend-kubernetes`'s own `main` (a one-line wrapper), built as a
+//! binary of this package so `cargo test -p buzz-conformance` always runs the
+//! current provider code, never a stale build.
+
+fn main() -> std::process::ExitCode {
+    buzz_backend_kubernetes::cli::main()
+}
