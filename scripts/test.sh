@@ -28,6 +28,15 @@ cargo clippy --version >/dev/null 2>&1 || die "clippy missing. fix: rustup compo
 command -v go >/dev/null 2>&1 ||
   die "go not found (needed once, to build the test control plane). fix: apt-get update && apt-get install -y golang-go (any Go >= 1.21 fetches the pinned toolchain itself)"
 command -v cc >/dev/null 2>&1 || die "a C compiler is needed by ring. fix: apt-get update && apt-get install -y build-essential"
+# libfaketime runs the provider with a skewed local clock (GC same-clock rule test).
+if ! ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing faketime"
+    (apt-get install -y faketime || (apt-get update && apt-get install -y faketime)) >/dev/null
+  else
+    die "libfaketime missing. fix: sudo apt-get update && sudo apt-get install -y faketime"
+  fi
+fi
 
 # --- test control plane binaries (cached by version) -----------------------
 say "test control plane binaries"

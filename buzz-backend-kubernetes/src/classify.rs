@@ -276,9 +276,12 @@ pub enum Action {
     ReadSecret(String),
 }
 
-/// Maps a row to an action. One create attempt per call: a pod this call
-/// created (or adopted after losing the race) is never deleted-and-recreated;
-/// its failure is reported instead (spec §One create attempt per call).
+/// Maps a row to an action. One create attempt per call: once this call has
+/// created a pod, or lost the create race and adopted the winner, it never
+/// deletes again — a replacement would need a second create. The failure of
+/// its attempt is reported instead (spec §One create attempt per call), and a
+/// divergent pod it meets is observed, never replaced (§Conflicts converge:
+/// the create loser never applies divergence to the winner).
 pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -> Action {
     let own = st.created_uid.is_some() && st.created_uid.as_deref() == pod_uid;
     let attempted = st.created_uid.is_some() || st.adopting;
@@ -291,14 +294,12 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
         ))),
         Row::DeletionMarked => Action::WaitGone,
         Row::NoInstance if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} disappeared before its container started; press Start again"
+            "pod {agent_id} disappeared before its container was confirmed running; press Start again"
         ))),
         Row::NoInstance => Action::Create,
-        Row::Terminated { summary } if own || st.adopting => {
-            Action::Fail(DeployError::StartupFailed(format!(
-                "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
-            )))
-        }
+        Row::Terminated { summary } if attempted => Action::Fail(DeployError::StartupFailed(format!(
+            "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
+        ))),
         Row::Terminated { .. } => Action::Replace {
             why: "its previous life ended".into(),
         },
@@ -307,13 +308,12 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
             "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent configuration and Start again"
         ))),
         Row::NeedSecretRead { secret } => Action::ReadSecret(secret),
-        Row::NeverStartedBroken { cause } if own || st.adopting => Action::Fail(DeployError::StartupFailed(
-            format!("pod {agent_id} cannot start: {cause}"),
-        )),
+        Row::NeverStartedBroken { cause } if attempted => Action::Fail(DeployError::StartupFailed(format!(
+            "pod {agent_id} cannot start: {cause}"
+        ))),
         Row::NeverStartedBroken { cause } => Action::Replace { why: cause },
         Row::NeverStartedRecoverable { condition } => Action::Observe { condition },
-        // The create loser never applies divergence to the winner (spec §Conflicts converge).
-        Row::NeverStartedDivergent { condition } if own || st.adopting => Action::Observe { condition },
+        Row::NeverStartedDivergent { condition } if attempted => Action::Observe { condition },
         Row::NeverStartedDivergent { .. } => Action::Replace {
             why: "it never started and its recorded create intent differs from this deploy's".into(),
         },

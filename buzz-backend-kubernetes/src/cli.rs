@@ -11,6 +11,8 @@ use buzz_contract::wire::MAX_REQUEST_BYTES;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
+/// Setting this to `panic` makes the process panic after reading stdin (tests only).
+pub const CRASH_TEST_ENV: &str = "BUZZ_K8S_CRASH_TEST";
 /// Exit code of a caught panic.
 const EXIT_PANIC: u8 = 70;
 /// Exit code when stdin/stdout failed.
@@ -32,7 +34,13 @@ pub fn main() -> ExitCode {
         eprintln!("buzz-backend-kubernetes: could not read stdin: {e}");
         return ExitCode::from(EXIT_IO);
     }
-    let response = match std::panic::catch_unwind(|| protocol::handle(&input)) {
+    let response = match std::panic::catch_unwind(|| {
+        // Test seam for the crash-path contract (a panic writes nothing to stdout).
+        if std::env::var_os(CRASH_TEST_ENV).is_some_and(|v| v == "panic") {
+            panic!("crash test requested");
+        }
+        protocol::handle(&input)
+    }) {
         Ok(r) => r,
         Err(_) => return ExitCode::from(EXIT_PANIC),
     };

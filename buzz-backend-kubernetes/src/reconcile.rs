@@ -57,6 +57,8 @@ struct Loop<'a, C: Cluster> {
     plan: &'a Plan,
     timing: Timing,
     deadline: Instant,
+    /// Set once any API call succeeded in this deploy.
+    contacted: std::cell::Cell<bool>,
 }
 
 fn cluster_err(what: &str, ns: &str, e: ClusterError) -> DeployError {
@@ -82,30 +84,80 @@ impl<'a, C: Cluster> Loop<'a, C> {
     }
 
     /// Retries transient failures (5xx, 429, dropped connections) with backoff until the deadline.
-    async fn retry<T, F, Fut>(&self, what: &str, mut f: F) -> Result<T, DeployError>
+    async fn retry<T, F, Fut>(&self, what: &str, f: F) -> Result<T, DeployError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClusterError>>,
+    {
+        self.retry_raw(f)
+            .await
+            .map_err(|e| cluster_err(what, &self.plan.namespace, e))
+    }
+
+    async fn retry_raw<T, F, Fut>(&self, mut f: F) -> Result<T, ClusterError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ClusterError>>,
     {
         let mut backoff = Duration::from_millis(100);
+        let mut attempts = 0u32;
         loop {
+            attempts += 1;
             match f().await {
-                Ok(t) => return Ok(t),
+                Ok(t) => {
+                    self.contacted.set(true);
+                    return Ok(t);
+                }
+                // A cluster never reached is a wrong kubeconfig or a down cluster, not a
+                // blip: fail fast instead of retrying for the whole deadline.
+                Err(ClusterError::Transient(m)) if !self.contacted.get() && attempts >= 4 => {
+                    return Err(ClusterError::Transient(format!(
+                        "the cluster could not be reached: {m}"
+                    )));
+                }
                 Err(ClusterError::Transient(m)) if self.remaining() > backoff => {
-                    diag::line(&format!(
-                        "retrying after a transient error while trying to {what}: {m}"
-                    ));
+                    diag::line(&format!("retrying after a transient API error: {m}"));
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
-                Err(e) => return Err(cluster_err(what, &self.plan.namespace, e)),
+                other => return other,
             }
+        }
+    }
+
+    /// Lists this agent's pods. A Forbidden here may mean the namespace does not
+    /// exist for a namespace-scoped user (RBAC grants nothing in a namespace that
+    /// is not there), so it is settled by trying to create the namespace.
+    async fn list_own_pods(&self, sel: &str) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, DeployError> {
+        match self.retry_raw(|| self.cluster.list_pods(sel)).await {
+            Ok(pods) => Ok(pods),
+            Err(ClusterError::Api {
+                code: 403, message, ..
+            }) => {
+                let ns = &self.plan.namespace;
+                match self
+                    .retry("create the namespace", || self.cluster.create_namespace())
+                    .await?
+                {
+                    NamespaceCreate::Created => {
+                        diag::line(&format!("created namespace {ns}"));
+                        self.retry("list pods", || self.cluster.list_pods(sel)).await
+                    }
+                    NamespaceCreate::Exists => Err(DeployError::Cluster(format!(
+                        "your kubeconfig user may not list pods in namespace {ns}: {message}; ask for pod and secret rights (create, get, list, watch, delete) there"
+                    ))),
+                    NamespaceCreate::Forbidden => Err(DeployError::Cluster(format!(
+                        "your kubeconfig user may not use namespace {ns} and may not create namespaces; if {ns} does not exist, ask a cluster admin to run `kubectl create namespace {ns}`, otherwise ask for pod and secret rights in it"
+                    ))),
+                }
+            }
+            Err(e) => Err(cluster_err("list pods", &self.plan.namespace, e)),
         }
     }
 
     async fn preflight_gc(&self) -> Result<(), DeployError> {
         let sel = podspec::selector(&self.plan.pubkey);
-        let pods = self.retry("list pods", || self.cluster.list_pods(&sel)).await?;
+        let pods = self.list_own_pods(&sel).await?;
         let (secrets, date) = self
             .retry("list secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
@@ -374,6 +426,7 @@ pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Res
         plan,
         timing,
         deadline: Instant::now() + timing.deadline,
+        contacted: Default::default(),
     };
     l.run().await
 }

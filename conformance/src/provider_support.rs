@@ -185,3 +185,18 @@ async fn run_raw(bin: &Path, kubeconfig: &Path, stdin: &[u8], env: &[(&str, &str
         elapsed: start.elapsed(),
     }
 }
+
+/// Path of libfaketime's preload library (Debian package `faketime`), used to
+/// run the provider with a skewed local clock. Panics with the install command.
+pub fn faketime_lib() -> PathBuf {
+    for p in [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+    ] {
+        if Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!("libfaketime is missing; install it with: apt-get update && apt-get install -y faketime");
+}
