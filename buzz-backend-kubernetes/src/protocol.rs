@@ -263,8 +263,18 @@ async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
             context.map(|c| format!(" with context {c}")).unwrap_or_default()
         ))
     })?;
-    kube::Client::try_from(config)
-        .map_err(|e| DeployError::Cluster(format!("could not build a cluster client: {e}")))
+    kube::Client::try_from(config).map_err(|e| match exec_plugin_of(context) {
+        Some(cmd) => exec_plugin_error(&cmd, &e.to_string()),
+        None => DeployError::Cluster(format!(
+            "could not build a cluster client from your kubeconfig: {e}"
+        )),
+    })
+}
+
+fn exec_plugin_error(cmd: &str, cause: &str) -> DeployError {
+    DeployError::Cluster(format!(
+        "your kubeconfig's exec credential plugin `{cmd}` failed (is it installed and on PATH? /opt/homebrew/bin, /usr/local/bin and ~/.local/bin are searched too): {cause}"
+    ))
 }
 
 /// Runs a deploy end to end; the caller redacts the error.
@@ -277,15 +287,17 @@ pub async fn deploy(agent: &Value, provider_config: &Value) -> Result<String, De
         .filter(|s| !s.is_empty());
     let client = client(context).await?;
     let cluster = crate::cluster::KubeCluster::new(client, &plan.namespace);
-    reconcile::deploy(&cluster, &plan, timing()).await.map_err(|e| match e {
-        DeployError::Cluster(m) if m.contains("could not get cluster credentials") => match exec_plugin_of(context) {
-            Some(cmd) => DeployError::Cluster(format!(
-                "your kubeconfig's exec credential plugin `{cmd}` failed (is it installed and on PATH? /opt/homebrew/bin, /usr/local/bin and ~/.local/bin are searched too): {m}"
-            )),
-            None => DeployError::Cluster(m),
-        },
-        other => other,
-    })
+    reconcile::deploy(&cluster, &plan, timing())
+        .await
+        .map_err(|e| match e {
+            DeployError::Cluster(m) if m.contains("could not get cluster credentials") => {
+                match exec_plugin_of(context) {
+                    Some(cmd) => exec_plugin_error(&cmd, &m),
+                    None => DeployError::Cluster(m),
+                }
+            }
+            other => other,
+        })
 }
 
 /// Prepends the spec's PATH entries so kubeconfig exec plugins resolve (§K8s Auth).

@@ -276,3 +276,31 @@ fn unreachable_cluster_fails_fast_with_the_reason() {
     assert!(e.contains("could not be reached"), "{e}");
     eprintln!("unreachable cluster reported after {:?}", start.elapsed());
 }
+
+#[test]
+fn a_missing_exec_credential_plugin_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        r#"{"apiVersion":"v1","kind":"Config",
+            "clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:9","insecure-skip-tls-verify":true}}],
+            "users":[{"name":"u","user":{"exec":{"apiVersion":"client.authentication.k8s.io/v1beta1","command":"buzz-test-missing-plugin","interactiveMode":"Never"}}}],
+            "contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}"#,
+    )
+    .unwrap();
+    let keys = Keys::generate();
+    let req = json!({ "op": "deploy", "agent": {
+        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
+        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
+        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let e = run(
+        req.to_string().as_bytes(),
+        &[("KUBECONFIG", kc.to_str().unwrap())],
+    )
+    .error();
+    assert!(
+        e.contains("`buzz-test-missing-plugin`"),
+        "the plugin is named: {e}"
+    );
+}

@@ -234,11 +234,11 @@ async fn unschedulable_past_the_deadline_survives_and_is_adopted_later() {
     let kubelet = env().kubelet().await.unwrap();
     let auto = kubelet.automate(&c.ns, Behavior::Unschedulable);
     let proxy = env().start_proxy().await.unwrap();
-    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "3")];
+    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5")];
     let out = deploy_env(proxy.admin_kubeconfig(), &c.request(), &short).await;
     let err = out.error();
     assert!(
-        err.contains("not confirmed within 3 s") && err.contains("Unschedulable"),
+        err.contains("not confirmed within 5 s") && err.contains("Unschedulable"),
         "{err}"
     );
     assert!(
@@ -275,7 +275,7 @@ async fn identical_starts_against_a_permanently_pending_pod_delete_nothing() {
         },
     );
     let proxy = env().start_proxy().await.unwrap();
-    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
+    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5")];
     let mut first_uid = None;
     for _ in 0..3 {
         let err = deploy_env(proxy.admin_kubeconfig(), &c.request(), &short)
@@ -397,7 +397,7 @@ async fn corrected_config_replaces_a_never_started_pod_but_not_a_started_one() {
             message: String::new(),
         },
     );
-    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
+    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5")];
     let bad = c.request_with(json!({ "image": "registry.test/typo:v1" }));
     let err = deploy_env(env().admin_kubeconfig(), &bad, &short).await.error();
     assert!(
@@ -463,7 +463,7 @@ async fn a_changed_default_image_replaces_a_never_started_pod() {
         &req,
         &[
             ("BUZZ_K8S_DEFAULT_IMAGE", &v1),
-            ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2"),
+            ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5"),
         ],
     )
     .await
@@ -475,7 +475,7 @@ async fn a_changed_default_image_replaces_a_never_started_pod() {
         &req,
         &[
             ("BUZZ_K8S_DEFAULT_IMAGE", &v2),
-            ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2"),
+            ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5"),
         ],
     )
     .await
@@ -703,7 +703,7 @@ async fn local_clock_skew_or_missing_date_never_deletes_an_inflight_secret() {
 
     let faketime = buzz_conformance::provider_support::faketime_lib();
     let fast = [
-        ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "1"),
+        ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "3"),
         ("LD_PRELOAD", faketime.to_str().unwrap()),
         ("FAKETIME", "+1h"),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
@@ -717,11 +717,11 @@ async fn local_clock_skew_or_missing_date_never_deletes_an_inflight_secret() {
 
     let proxy = env().start_proxy().await.unwrap();
     proxy.set_date_mode(DateMode::Strip);
-    tokio::time::sleep(Duration::from_millis(2500)).await; // older than 2 × 1 s on any clock
+    tokio::time::sleep(Duration::from_millis(6500)).await; // older than 2 × 3 s on any clock
     let out = deploy_env(
         proxy.admin_kubeconfig(),
         &c.request(),
-        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "1")],
+        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "3")],
     )
     .await;
     out.agent_id();
@@ -843,7 +843,7 @@ async fn different_payload_contenders_then_a_later_deploy_replaces_the_winner() 
         let (req, kc) = (b_hook.clone(), direct.clone());
         async move {
             let out = provider()
-                .deploy(&kc, &req, &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")])
+                .deploy(&kc, &req, &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "4")])
                 .await;
             assert!(
                 out.error().contains("not confirmed"),
@@ -855,7 +855,7 @@ async fn different_payload_contenders_then_a_later_deploy_replaces_the_winner() 
     let out = deploy_env(
         proxy.admin_kubeconfig(),
         &a,
-        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "8")],
+        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "12")],
     )
     .await;
     assert!(out.error().contains("not confirmed"), "{}", out.response);
@@ -885,7 +885,7 @@ async fn different_payload_contenders_then_a_later_deploy_replaces_the_winner() 
     let err = deploy_env(
         proxy.admin_kubeconfig(),
         &a,
-        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")],
+        &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "4")],
     )
     .await
     .error();

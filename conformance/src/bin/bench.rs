@@ -1,14 +1,33 @@
 //! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher>`
 //! prints one JSON object of figures for that component.
+//!
+//! `bench __provider` makes this binary act as the provider (the same
+//! `buzz_backend_kubernetes::cli::main` the real binary runs), so the provider
+//! benchmark measures release-built provider code without a second build.
 
-fn main() -> anyhow::Result<()> {
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
     let which = std::env::args().nth(1).unwrap_or_default();
+    if which == buzz_conformance::bench::provider::PROVIDER_ARG {
+        return buzz_backend_kubernetes::cli::main();
+    }
     let figures = match which.as_str() {
-        "provider" => buzz_conformance::bench::provider::run()?,
-        "harness" => buzz_conformance::bench::harness::run()?,
-        "launcher" => buzz_conformance::bench::launcher::run()?,
-        other => anyhow::bail!("usage: bench <provider|harness|launcher> (got {other:?})"),
+        "provider" => buzz_conformance::bench::provider::run(),
+        "harness" => buzz_conformance::bench::harness::run(),
+        "launcher" => buzz_conformance::bench::launcher::run(),
+        other => Err(anyhow::anyhow!(
+            "usage: bench <provider|harness|launcher> (got {other:?})"
+        )),
     };
-    println!("{figures}");
-    Ok(())
+    match figures {
+        Ok(f) => {
+            println!("{f}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
