@@ -20,7 +20,8 @@ use buzz_contract::wire::AgentPayload;
 use std::collections::BTreeMap;
 
 /// Top-level values the authoritative tier is built from, already validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Its `Debug` redacts the key and the auth tag.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Authoritative {
     pub relay_url: String,
     /// The trimmed private key exactly as received (nsec or hex).
@@ -33,6 +34,22 @@ pub struct Authoritative {
     pub respond_to_allowlist: Vec<String>,
     pub inactivity_seconds: u64,
     pub generation: String,
+}
+
+impl std::fmt::Debug for Authoritative {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authoritative")
+            .field("relay_url", &self.relay_url)
+            .field("private_key", &"<redacted>")
+            .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
+            .field("owner_pubkey", &self.owner_pubkey)
+            .field("agent_command", &self.agent_command)
+            .field("agent_args", &self.agent_args)
+            .field("respond_to", &self.respond_to)
+            .field("inactivity_seconds", &self.inactivity_seconds)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
 }
 
 fn lower_tier(tier: &BTreeMap<String, String>, name: &str) -> Result<BTreeMap<String, String>, DeployError> {

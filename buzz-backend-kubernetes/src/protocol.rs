@@ -22,8 +22,7 @@ use nostr::ToBech32;
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
-/// A parsed request.
-#[derive(Debug)]
+/// A parsed request. Deliberately not `Debug`: it holds the raw payload.
 pub enum Request {
     Info,
     Deploy { agent: Value, provider_config: Value },
@@ -339,5 +338,136 @@ pub fn handle(bytes: &[u8]) -> Value {
                 Err(e) => failure(&redactor.scrub(&e.to_string())),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn agent(env_value: &str, nsec: &str) -> Value {
+        json!({
+            "relay_url": "wss://relay.test",
+            "private_key_nsec": nsec,
+            "env_vars": { "LEGACY": env_value },
+            "launch": { "command": "goose", "args": ["acp"], "env": { "API_X": env_value },
+                        "policy_env": { "P": env_value }, "owner_pubkey": "ab".repeat(32) },
+        })
+    }
+
+    fn cfg() -> Value {
+        json!({ "namespace": "ns", "image": "registry.test/s:v1" })
+    }
+
+    proptest! {
+        /// Secret values (the key and every env value) never change the
+        /// create-intent fingerprint: the plan's intent cannot see them.
+        #[test]
+        fn secret_values_never_change_the_fingerprint(v1 in "[ -~]{0,40}", v2 in "[ -~]{0,40}") {
+            let k1 = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+            let k2 = nostr::Keys::generate().secret_key().to_secret_hex();
+            let a = prepare(&agent(&v1, &k1), &cfg(), None).unwrap();
+            let b = prepare(&agent(&v2, &k2), &cfg(), None).unwrap();
+            prop_assert_eq!(a.fingerprint, b.fingerprint);
+        }
+    }
+
+    #[test]
+    fn plan_debug_output_never_shows_the_key() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let plan = prepare(&agent("env-canary", &nsec), &cfg(), None).unwrap();
+        let shown = format!("{plan:?}");
+        assert!(!shown.contains(&nsec) && !shown.contains("env-canary"), "{shown}");
+    }
+
+    #[test]
+    fn owner_rules() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let mut a = agent("v", &nsec);
+        a["launch"]["owner_pubkey"] = json!("not-hex");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("owner_pubkey")
+        );
+        a["launch"]["owner_pubkey"] = Value::Null;
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("neither auth_tag")
+        );
+        a["auth_tag"] = json!("[\"auth\",\"x\"]");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("does not verify")
+        );
+        a["launch"]["owner_pubkey"] = json!("ab".repeat(32));
+        assert!(
+            prepare(&a, &cfg(), None).is_ok(),
+            "a bad tag falls back to owner_pubkey"
+        );
+    }
+
+    #[test]
+    fn relay_and_command_rules() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let mut a = agent("v", &nsec);
+        a["relay_url"] = json!("  ");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("relay_url is empty")
+        );
+        a["relay_url"] = json!("https://relay.test");
+        assert!(prepare(&a, &cfg(), None).is_err());
+        a["relay_url"] = json!("wss://relay.test");
+        a["provider"] = json!(" relay-mesh ");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("relay-mesh")
+        );
+        a["provider"] = Value::Null;
+        a["launch"]["command"] = json!("/Users/me/.local/bin/goose");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("not a host path")
+        );
+        a["launch"]["command"] = json!("goose");
+        a["respond_to"] = json!("allowlist");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("allowlist is empty")
+        );
+        a["private_key_nsec"] = json!("   ");
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("without an identity")
+        );
+    }
+
+    #[test]
+    fn oversized_env_is_refused() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let a = agent(&"x".repeat(600 * 1024), &nsec);
+        assert!(
+            prepare(&a, &cfg(), None)
+                .unwrap_err()
+                .to_string()
+                .contains("more than a Kubernetes Secret holds")
+        );
     }
 }
