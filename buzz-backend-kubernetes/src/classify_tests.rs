@@ -11,15 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn intent() -> PodIntent {
-    PodIntent {
-        image: "registry.test/sprig:v1".into(),
-        cpu_request: "1".into(),
-        memory_request: "2Gi".into(),
-        cpu_limit: "2".into(),
-        memory_limit: "4Gi".into(),
-        service_account: None,
-        restart_policy: "Never".into(),
-    }
+    crate::podspec::sample_intent()
 }
 
 fn fp() -> String {

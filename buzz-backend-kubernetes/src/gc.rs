@@ -132,15 +132,7 @@ mod tests {
     const GATE: Duration = Duration::from_secs(1200);
 
     fn intent() -> PodIntent {
-        PodIntent {
-            image: "r.test/s:v1".into(),
-            cpu_request: "1".into(),
-            memory_request: "1Gi".into(),
-            cpu_limit: "1".into(),
-            memory_limit: "1Gi".into(),
-            service_account: None,
-            restart_policy: "Never".into(),
-        }
+        crate::podspec::sample_intent()
     }
 
     fn stamp(mut meta: ObjectMeta, created: SystemTime) -> ObjectMeta {

@@ -204,21 +204,27 @@ pub fn new_generation() -> String {
     hex::encode(bytes)
 }
 
+/// A representative intent for unit tests.
+#[cfg(test)]
+pub(crate) fn sample_intent() -> PodIntent {
+    PodIntent {
+        image: "registry.test/sprig:v1".into(),
+        cpu_request: "1".into(),
+        memory_request: "2Gi".into(),
+        cpu_limit: "2".into(),
+        memory_limit: "4Gi".into(),
+        service_account: None,
+        restart_policy: "Never".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     fn intent() -> PodIntent {
-        PodIntent {
-            image: "registry.test/sprig:v1".into(),
-            cpu_request: "1".into(),
-            memory_request: "2Gi".into(),
-            cpu_limit: "2".into(),
-            memory_limit: "4Gi".into(),
-            service_account: None,
-            restart_policy: "Never".into(),
-        }
+        sample_intent()
     }
     const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

@@ -135,14 +135,8 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 code: 403, message, ..
             }) => {
                 let ns = &self.plan.namespace;
-                match self
-                    .retry("create the namespace", || self.cluster.create_namespace())
-                    .await?
-                {
-                    NamespaceCreate::Created => {
-                        diag::line(&format!("created namespace {ns}"));
-                        self.retry("list pods", || self.cluster.list_pods(sel)).await
-                    }
+                match self.create_namespace().await? {
+                    NamespaceCreate::Created => self.retry("list pods", || self.cluster.list_pods(sel)).await,
                     NamespaceCreate::Exists => Err(DeployError::Cluster(format!(
                         "your kubeconfig user may not list pods in namespace {ns}: {message}; ask for pod and secret rights (create, get, list, watch, delete) there"
                     ))),
@@ -153,6 +147,16 @@ impl<'a, C: Cluster> Loop<'a, C> {
             }
             Err(e) => Err(cluster_err("list pods", &self.plan.namespace, e)),
         }
+    }
+
+    async fn create_namespace(&self) -> Result<NamespaceCreate, DeployError> {
+        let outcome = self
+            .retry("create the namespace", || self.cluster.create_namespace())
+            .await?;
+        if outcome == NamespaceCreate::Created {
+            diag::line(&format!("created namespace {}", self.plan.namespace));
+        }
+        Ok(outcome)
     }
 
     async fn preflight_gc(&self) -> Result<(), DeployError> {
@@ -193,17 +197,11 @@ impl<'a, C: Cluster> Loop<'a, C> {
         Ok(())
     }
 
+    /// Creates the namespace a namespaced create found missing.
     async fn ensure_namespace(&self) -> Result<(), DeployError> {
         let ns = &self.plan.namespace;
-        match self
-            .retry("create the namespace", || self.cluster.create_namespace())
-            .await?
-        {
-            NamespaceCreate::Created => {
-                diag::line(&format!("created namespace {ns}"));
-                Ok(())
-            }
-            NamespaceCreate::Exists => Ok(()),
+        match self.create_namespace().await? {
+            NamespaceCreate::Created | NamespaceCreate::Exists => Ok(()),
             NamespaceCreate::Forbidden => Err(DeployError::Cluster(format!(
                 "namespace {ns} does not exist and your kubeconfig user may not create it; ask a cluster admin to run `kubectl create namespace {ns}` (or choose a namespace you can use)"
             ))),

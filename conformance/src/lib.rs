@@ -7,5 +7,7 @@
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
 
 pub mod bench;
+pub mod harness_support;
+pub mod launcher_support;
 pub mod provider_support;
 pub mod testenv;

@@ -3,13 +3,13 @@
 //! kube-apiserver + etcd of `TestEnv`, with the kubelet driver and the fault proxy.
 
 use buzz_conformance::provider_support::{IMAGE, Outcome, Provider, TestAgent, config, deploy_request};
-use buzz_conformance::testenv::{Behavior, DateMode, Matcher, TestEnv, Verb};
+use buzz_conformance::testenv::{Behavior, DateMode, Matcher, TestEnv, Verb, wait_for_pod};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn provider() -> Provider {
     Provider::new(env!("CARGO_BIN_EXE_provider-under-test"))
@@ -52,19 +52,6 @@ fn secret_ref(p: &Pod) -> String {
         .unwrap()
         .name
         .clone()
-}
-
-async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = pods.get_opt(name).await.unwrap()
-            && pred(&p)
-        {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {name}: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn secrets_of(client: &Client, ns: &str, agent: &TestAgent) -> Vec<Secret> {
@@ -298,13 +285,7 @@ async fn identical_starts_against_a_permanently_pending_pod_delete_nothing() {
 async fn never_started_pod_whose_secret_is_gone_is_repaired() {
     let c = case("p-nosecret").await;
     let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ContainerCreating".into(),
-            message: String::new(),
-        },
-    );
+    let auto = kubelet.automate(&c.ns, Behavior::never_start("ContainerCreating"));
     let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
     deploy_env(env().admin_kubeconfig(), &c.request(), &short)
         .await
@@ -315,7 +296,7 @@ async fn never_started_pod_whose_secret_is_gone_is_repaired() {
         .await
         .unwrap();
     auto.set_behavior(Behavior::Faithful);
-    wait_pod(&c.pods, &c.agent.pod_name(), "CreateContainerConfigError", |p| {
+    wait_for_pod(&c.pods, &c.agent.pod_name(), "CreateContainerConfigError", |p| {
         container(p)
             .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
             .as_deref()
@@ -341,13 +322,7 @@ async fn never_started_pod_whose_secret_is_gone_is_repaired() {
 async fn container_starting_before_the_fenced_delete_is_kept() {
     let c = case("p-race").await;
     let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ImagePullBackOff".into(),
-            message: String::new(),
-        },
-    );
+    let auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
     let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
     deploy_env(env().admin_kubeconfig(), &c.request(), &short)
         .await
@@ -390,13 +365,7 @@ async fn container_starting_before_the_fenced_delete_is_kept() {
 async fn corrected_config_replaces_a_never_started_pod_but_not_a_started_one() {
     let c = case("p-correct").await;
     let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ImagePullBackOff".into(),
-            message: String::new(),
-        },
-    );
+    let auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
     let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "5")];
     let bad = c.request_with(json!({ "image": "registry.test/typo:v1" }));
     let err = deploy_env(env().admin_kubeconfig(), &bad, &short).await.error();
@@ -446,13 +415,7 @@ async fn corrected_config_replaces_a_never_started_pod_but_not_a_started_one() {
 async fn a_changed_default_image_replaces_a_never_started_pod() {
     let c = case("p-upgrade").await;
     let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ErrImagePull".into(),
-            message: String::new(),
-        },
-    );
+    let auto = kubelet.automate(&c.ns, Behavior::never_start("ErrImagePull"));
     let v1 = format!("registry.test/buzz-sprig@sha256:{}", "1".repeat(64));
     let v2 = format!("registry.test/buzz-sprig@sha256:{}", "2".repeat(64));
     let mut cfg = config(&c.ns);
@@ -496,13 +459,7 @@ async fn a_changed_default_image_replaces_a_never_started_pod() {
 async fn admission_defaulting_causes_no_false_divergence() {
     let c = case("p-admission").await;
     let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ContainerCreating".into(),
-            message: String::new(),
-        },
-    );
+    let _auto = kubelet.automate(&c.ns, Behavior::never_start("ContainerCreating"));
     let proxy = env().start_proxy().await.unwrap();
     let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
     deploy_env(proxy.admin_kubeconfig(), &c.request(), &short)
@@ -827,13 +784,7 @@ async fn five_concurrent_identical_deploys_converge_ten_times() {
 async fn different_payload_contenders_then_a_later_deploy_replaces_the_winner() {
     let c = case("p-diverge").await;
     let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(
-        &c.ns,
-        Behavior::NeverStart {
-            reason: "ImagePullBackOff".into(),
-            message: String::new(),
-        },
-    );
+    let _auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
     let proxy = env().start_proxy().await.unwrap();
     let a = c.request_with(json!({ "cpu_request": "500m" }));
     let b = c.request_with(json!({ "cpu_request": "750m" }));
@@ -1031,7 +982,7 @@ async fn on_failure_crash_loop_is_reported_and_clean_exit_completes() {
     )
     .await
     .agent_id();
-    let done = wait_pod(&c2.pods, &c2.agent.pod_name(), "Succeeded", |p| {
+    let done = wait_for_pod(&c2.pods, &c2.agent.pod_name(), "Succeeded", |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
     })
     .await;

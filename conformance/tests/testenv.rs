@@ -2,7 +2,7 @@
 //! semantic that the provider's reconciler relies on, against the real
 //! kube-apiserver + etcd of [`TestEnv`].
 
-use buzz_conformance::testenv::{DateMode, Matcher, TestEnv, TestEnvConfig, Verb, process};
+use buzz_conformance::testenv::{DateMode, Matcher, TestEnv, TestEnvConfig, Verb, process, wait_for_pod};
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
@@ -395,19 +395,6 @@ fn teardown_leaves_no_process_and_no_temp_dir() {
     assert!(!dir.exists(), "{} survived teardown", dir.display());
 }
 
-async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(p) = pods.get_opt(name).await.unwrap()
-            && pred(&p)
-        {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {name}: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn waiting_reason(p: &Pod) -> Option<String> {
     p.status
         .as_ref()?
@@ -451,7 +438,7 @@ async fn kubelet_faithful_mode_waits_for_the_env_from_secret() {
             ..Default::default()
         }]);
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let p = wait_pod(&pods, "p", "CreateContainerConfigError", |p| {
+    let p = wait_for_pod(&pods, "p", "CreateContainerConfigError", |p| {
         waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
     })
     .await;
@@ -475,7 +462,7 @@ async fn kubelet_faithful_mode_waits_for_the_env_from_secret() {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    wait_pod(&pods, "p", "running", running).await;
+    wait_for_pod(&pods, "p", "running", running).await;
 }
 
 /// Scripted behaviours: `Unschedulable` leaves the pod unbound with the
@@ -492,7 +479,7 @@ async fn kubelet_scripts_unschedulable_heal_and_crash_loop() {
     pods.create(&PostParams::default(), &agent_pod("p"))
         .await
         .unwrap();
-    let p = wait_pod(&pods, "p", "Unschedulable", |p| {
+    let p = wait_for_pod(&pods, "p", "Unschedulable", |p| {
         p.status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
@@ -507,7 +494,7 @@ async fn kubelet_scripts_unschedulable_heal_and_crash_loop() {
     .await;
     assert!(p.spec.unwrap().node_name.is_none(), "unschedulable means unbound");
     auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
-    wait_pod(&pods, "p", "healed and running", running).await;
+    wait_for_pod(&pods, "p", "healed and running", running).await;
 
     auto.set_behavior(Behavior::FailStartup {
         code: 3,
@@ -517,7 +504,7 @@ async fn kubelet_scripts_unschedulable_heal_and_crash_loop() {
     let mut crashing = agent_pod("c");
     crashing.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
     pods.create(&PostParams::default(), &crashing).await.unwrap();
-    let p = wait_pod(&pods, "c", "CrashLoopBackOff", |p| {
+    let p = wait_for_pod(&pods, "c", "CrashLoopBackOff", |p| {
         waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
     })
     .await;

@@ -49,6 +49,31 @@ pub enum Behavior {
     Manual,
 }
 
+impl Behavior {
+    /// `NeverStart` with this waiting reason and no message.
+    pub fn never_start(reason: &str) -> Behavior {
+        Behavior::NeverStart {
+            reason: reason.into(),
+            message: String::new(),
+        }
+    }
+}
+
+/// Polls `name` until `pred` holds (30 s deadline, 50 ms interval); panics
+/// naming `what` on timeout. For tests.
+pub async fn wait_for_pod(pods: &Api<Pod>, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(p)) = pods.get_opt(name).await
+            && pred(&p)
+        {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {name}: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Handle for an automated namespace; dropping it stops the automation.
 pub struct PodAutomation {
     behavior: Arc<Mutex<Behavior>>,

@@ -20,12 +20,13 @@
 
 mod kubeconfig;
 mod kubelet;
+mod on_runtime;
 mod pki;
 pub mod process;
 mod proxy;
 mod sa_creator;
 
-pub use kubelet::{Behavior, KubeletDriver, PodAutomation};
+pub use kubelet::{Behavior, KubeletDriver, PodAutomation, wait_for_pod};
 pub use proxy::{DateMode, FaultProxy, Matcher, RequestInfo, Verb};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -484,13 +485,17 @@ impl TestEnv {
         &self.handle
     }
 
-    /// A client for any kubeconfig, bound to the env's own runtime so it
+    /// A client for any kubeconfig whose requests all run on the env's own
+    /// runtime (see `on_runtime`), so it works from any thread or runtime and
     /// outlives the calling test's runtime.
     pub async fn client_for(&self, kubeconfig: &Path) -> Result<Client> {
         let kc = Kubeconfig::read_from(kubeconfig)?;
         let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
         let _guard = self.handle.enter();
-        Ok(Client::try_from(config)?)
+        let builder = kube::client::ClientBuilder::try_from(config)?;
+        Ok(builder
+            .with_layer(&on_runtime::OnRuntimeLayer(self.handle.clone()))
+            .build())
     }
     /// Client of the `system:masters` user.
     pub async fn admin_client(&self) -> Result<Client> {

@@ -1,0 +1,543 @@
+//! ACP agent slots (wire-facts §6; spec §Stop and Delete): each slot spawns
+//! `BUZZ_ACP_AGENT_COMMAND` in its own process group (stdin/stdout piped,
+//! stderr inherited) and drives it as an ACP client through the official
+//! `agent-client-protocol` crate: `initialize`, one `session/new` per channel,
+//! `session/prompt` per turn, `session/cancel` on idle timeout, hard cap or
+//! owner `!cancel`. `session/update` resets the idle deadline; permission
+//! requests are answered `allow_once` (else `reject_once`). A crashed agent
+//! respawns with backoff; a slot that keeps dying gives up.
+
+use crate::backoff::respawn_delay;
+use crate::procs::{ProcessTable, signal_group};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, Implementation, InitializeRequest, McpServer, McpServerStdio,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
+    SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// What every slot spawns and how it runs turns.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    pub system_prompt: Option<String>,
+    pub model: Option<String>,
+    pub session_title: Option<String>,
+    pub mcp_command: Option<String>,
+    pub idle_timeout: Duration,
+    pub max_turn: Duration,
+    pub cancel_grace: Duration,
+    pub respawn_backoff: Duration,
+    pub max_failures: u32,
+}
+
+/// One dispatched turn.
+#[derive(Debug, Clone)]
+pub struct TurnJob {
+    pub turn_id: u64,
+    pub channel: String,
+    pub text: String,
+}
+
+/// Commands to a slot.
+#[derive(Debug)]
+pub enum SlotCmd {
+    Prompt(TurnJob),
+    Cancel,
+    Shutdown,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The agent answered; `text` is its final message.
+    Completed { text: String, stop_reason: String },
+    /// Cancelled (owner `!cancel`, idle timeout, hard cap, shutdown).
+    Cancelled { why: &'static str },
+    /// The agent failed or died.
+    Failed,
+}
+
+/// Slot reports to the pool.
+#[derive(Debug)]
+pub enum SlotEvent {
+    Ready {
+        slot: usize,
+    },
+    TurnDone {
+        slot: usize,
+        turn_id: u64,
+        channel: String,
+        outcome: TurnOutcome,
+    },
+    Died {
+        slot: usize,
+        failures: u32,
+    },
+    GaveUp {
+        slot: usize,
+    },
+}
+
+/// Spawns slot `slot`; returns its command sender.
+pub fn spawn_slot(
+    slot: usize,
+    spec: Arc<AgentSpec>,
+    procs: ProcessTable,
+    events: mpsc::UnboundedSender<SlotEvent>,
+) -> mpsc::UnboundedSender<SlotCmd> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(slot_main(slot, spec, procs, events, rx));
+    tx
+}
+
+enum Once {
+    Shutdown,
+    Died { had_success: bool },
+}
+
+async fn slot_main(
+    slot: usize,
+    spec: Arc<AgentSpec>,
+    procs: ProcessTable,
+    events: mpsc::UnboundedSender<SlotEvent>,
+    mut cmds: mpsc::UnboundedReceiver<SlotCmd>,
+) {
+    let mut failures = 0u32;
+    loop {
+        if procs.is_closed() {
+            return;
+        }
+        match run_once(slot, &spec, &procs, &events, &mut cmds).await {
+            Once::Shutdown => return,
+            Once::Died { had_success } => {
+                failures = if had_success { 1 } else { failures + 1 };
+                tracing::warn!(slot, failures, "agent died");
+                let _ = events.send(SlotEvent::Died { slot, failures });
+                if failures >= spec.max_failures {
+                    tracing::error!(slot, "agent slot keeps dying; giving up");
+                    let _ = events.send(SlotEvent::GaveUp { slot });
+                    return;
+                }
+                let wake = tokio::time::sleep(respawn_delay(spec.respawn_backoff, failures));
+                tokio::pin!(wake);
+                loop {
+                    tokio::select! {
+                        () = &mut wake => break,
+                        c = cmds.recv() => match c {
+                            None | Some(SlotCmd::Shutdown) => return,
+                            Some(_) => {}
+                        },
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The turn currently streaming on this connection.
+#[derive(Default)]
+struct Sink {
+    session: Option<SessionId>,
+    text: String,
+    last_update: Option<Instant>,
+}
+
+struct Shared {
+    sink: Mutex<Sink>,
+    updated: Notify,
+}
+
+fn choose_permission(req: &RequestPermissionRequest) -> RequestPermissionOutcome {
+    [PermissionOptionKind::AllowOnce, PermissionOptionKind::RejectOnce]
+        .iter()
+        .find_map(|k| req.options.iter().find(|o| o.kind == *k))
+        .map(|o| RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone())))
+        .unwrap_or(RequestPermissionOutcome::Cancelled)
+}
+
+async fn run_once(
+    slot: usize,
+    spec: &AgentSpec,
+    procs: &ProcessTable,
+    events: &mpsc::UnboundedSender<SlotEvent>,
+    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+) -> Once {
+    let mut command = tokio::process::Command::new(&spec.command);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(slot, command = %spec.command, error = %e, "cannot spawn the agent");
+            return Once::Died { had_success: false };
+        }
+    };
+    let Some(pid) = child.id().map(|p| p as i32) else {
+        return Once::Died { had_success: false };
+    };
+    let exited_tx = procs.register(pid);
+    if procs.is_closed() {
+        // Shutdown began while spawning: this agent never gets work.
+        signal_group(pid, libc::SIGKILL);
+    }
+    let mut exited = exited_tx.subscribe();
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        signal_group(pid, libc::SIGKILL);
+        return Once::Died { had_success: false };
+    };
+    let table = procs.clone();
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+        table.remove(pid);
+        let _ = exited_tx.send(true);
+    });
+    tracing::info!(slot, pid, "agent spawned");
+
+    let shared = Arc::new(Shared {
+        sink: Mutex::new(Sink::default()),
+        updated: Notify::new(),
+    });
+    let on_update = shared.clone();
+    let mut had_success = false;
+    let mut in_flight: Option<(u64, String)> = None;
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let result = Client
+        .v1()
+        .name("buzz-acp")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                let mut sink = on_update.sink.lock().unwrap_or_else(|p| p.into_inner());
+                if sink.session.as_ref() == Some(&n.session_id) {
+                    sink.last_update = Some(Instant::now());
+                    if let SessionUpdate::AgentMessageChunk(chunk) = &n.update
+                        && let ContentBlock::Text(t) = &chunk.content
+                    {
+                        sink.text.push_str(&t.text);
+                    }
+                    drop(sink);
+                    on_update.updated.notify_waiters();
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: RequestPermissionRequest, responder, _cx| {
+                responder.respond(RequestPermissionResponse::new(choose_permission(&req)))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async |cx: ConnectionTo<Agent>| {
+            let mut st = SlotState {
+                exited: &mut exited,
+                had_success: &mut had_success,
+                in_flight: &mut in_flight,
+            };
+            serve(slot, spec, &cx, &shared, events, cmds, &mut st).await
+        })
+        .await;
+    if let Some((turn_id, channel)) = in_flight.take() {
+        // The connection ended under a turn: report it so its channel frees up.
+        let _ = events.send(SlotEvent::TurnDone {
+            slot,
+            turn_id,
+            channel,
+            outcome: TurnOutcome::Failed,
+        });
+    }
+    let once = match result {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(slot, error = %e, "agent connection ended");
+            Once::Died { had_success }
+        }
+    };
+    if matches!(once, Once::Died { .. }) {
+        signal_group(pid, libc::SIGKILL);
+    }
+    once
+}
+
+fn new_session_request(spec: &AgentSpec) -> NewSessionRequest {
+    let mut req = NewSessionRequest::new(spec.cwd.clone());
+    if let Some(cmd) = &spec.mcp_command {
+        req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
+    }
+    if let Some(p) = &spec.system_prompt {
+        req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
+            p.clone(),
+        ))]));
+    }
+    let mut meta = serde_json::Map::new();
+    if let Some(m) = &spec.model {
+        meta.insert("model".into(), serde_json::Value::String(m.clone()));
+    }
+    if let Some(t) = &spec.session_title {
+        meta.insert("title".into(), serde_json::Value::String(t.clone()));
+    }
+    if !meta.is_empty() {
+        req = req.meta(meta);
+    }
+    req
+}
+
+/// Per-connection bookkeeping that outlives [`serve`].
+struct SlotState<'a> {
+    exited: &'a mut watch::Receiver<bool>,
+    had_success: &'a mut bool,
+    in_flight: &'a mut Option<(u64, String)>,
+}
+
+async fn serve(
+    slot: usize,
+    spec: &AgentSpec,
+    cx: &ConnectionTo<Agent>,
+    shared: &Shared,
+    events: &mpsc::UnboundedSender<SlotEvent>,
+    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+    st: &mut SlotState<'_>,
+) -> Result<Once, agent_client_protocol::Error> {
+    let SlotState {
+        exited,
+        had_success,
+        in_flight,
+    } = st;
+    let init = InitializeRequest::new(ProtocolVersion::V1)
+        .client_info(Implementation::new("buzz-acp", env!("CARGO_PKG_VERSION")));
+    tokio::select! {
+        r = cx.send_request(init).block_task() => { r?; }
+        _ = exited.wait_for(|e| *e) => return Ok(Once::Died { had_success: false }),
+    }
+    let _ = events.send(SlotEvent::Ready { slot });
+    let mut sessions: HashMap<String, SessionId> = HashMap::new();
+    loop {
+        let cmd = tokio::select! {
+            c = cmds.recv() => c,
+            _ = exited.wait_for(|e| *e) => return Ok(Once::Died { had_success: **had_success }),
+        };
+        let job = match cmd {
+            None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
+            Some(SlotCmd::Cancel) => continue,
+            Some(SlotCmd::Prompt(job)) => job,
+        };
+        **in_flight = Some((job.turn_id, job.channel.clone()));
+        let (outcome, fate) = run_turn(spec, cx, shared, cmds, exited, &mut sessions, &job).await;
+        **in_flight = None;
+        if matches!(outcome, TurnOutcome::Completed { .. }) {
+            **had_success = true;
+        }
+        let _ = events.send(SlotEvent::TurnDone {
+            slot,
+            turn_id: job.turn_id,
+            channel: job.channel.clone(),
+            outcome,
+        });
+        match fate {
+            Fate::Continue => {}
+            Fate::Shutdown => return Ok(Once::Shutdown),
+            Fate::Dead => {
+                return Ok(Once::Died {
+                    had_success: **had_success,
+                });
+            }
+        }
+    }
+}
+
+enum Fate {
+    Continue,
+    Shutdown,
+    Dead,
+}
+
+async fn run_turn(
+    spec: &AgentSpec,
+    cx: &ConnectionTo<Agent>,
+    shared: &Shared,
+    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+    exited: &mut watch::Receiver<bool>,
+    sessions: &mut HashMap<String, SessionId>,
+    job: &TurnJob,
+) -> (TurnOutcome, Fate) {
+    let session = match sessions.get(&job.channel) {
+        Some(s) => s.clone(),
+        None => {
+            let created = tokio::select! {
+                r = cx.send_request(new_session_request(spec)).block_task() => r,
+                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed, Fate::Dead),
+            };
+            match created {
+                Ok(r) => {
+                    sessions.insert(job.channel.clone(), r.session_id.clone());
+                    r.session_id
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "session/new failed");
+                    return (TurnOutcome::Failed, Fate::Continue);
+                }
+            }
+        }
+    };
+    let started = Instant::now();
+    {
+        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
+        *sink = Sink {
+            session: Some(session.clone()),
+            text: String::new(),
+            last_update: Some(started),
+        };
+    }
+    let prompt = PromptRequest::new(
+        session.clone(),
+        vec![ContentBlock::Text(TextContent::new(job.text.clone()))],
+    );
+    let response = cx.send_request(prompt).block_task();
+    tokio::pin!(response);
+    let hard_deadline = started + spec.max_turn;
+    let mut cancelled: Option<(&'static str, Instant)> = None;
+    let mut shutdown_requested = false;
+    let result = loop {
+        let last = shared
+            .sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_update
+            .unwrap_or(started);
+        let next_deadline = match cancelled {
+            Some((_, grace_end)) => grace_end,
+            None => (last + spec.idle_timeout).min(hard_deadline),
+        };
+        let mut cancel_now: Option<&'static str> = None;
+        tokio::select! {
+            r = &mut response => break Some(r),
+            _ = exited.wait_for(|e| *e) => break None,
+            () = shared.updated.notified() => continue,
+            _ = tokio::time::sleep_until(next_deadline.into()) => {
+                if cancelled.is_some() {
+                    tracing::warn!("agent ignored session/cancel; killing it");
+                    break None;
+                }
+                // Re-read the last update: a wake-up may have been missed.
+                let now = Instant::now();
+                let last = shared.sink.lock().unwrap_or_else(|p| p.into_inner()).last_update.unwrap_or(started);
+                if now >= hard_deadline {
+                    cancel_now = Some("max turn duration");
+                } else if now >= last + spec.idle_timeout {
+                    cancel_now = Some("idle timeout");
+                }
+            }
+            c = cmds.recv() => match c {
+                Some(SlotCmd::Cancel) => cancel_now = Some("cancel"),
+                None | Some(SlotCmd::Shutdown) => {
+                    shutdown_requested = true;
+                    cancel_now = Some("shutdown");
+                }
+                Some(SlotCmd::Prompt(_)) => tracing::error!("prompt dispatched to a busy slot; dropped"),
+            },
+        }
+        if let Some(why) = cancel_now
+            && cancelled.is_none()
+        {
+            tracing::info!(reason = why, "cancelling turn");
+            let _ = cx.send_notification(CancelNotification::new(session.clone()));
+            cancelled = Some((why, Instant::now() + spec.cancel_grace));
+        }
+    };
+    let text = {
+        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let text = std::mem::take(&mut sink.text);
+        *sink = Sink::default();
+        text
+    };
+    let fate_after = |alive: bool| match (alive, shutdown_requested) {
+        (false, _) => Fate::Dead,
+        (true, true) => Fate::Shutdown,
+        (true, false) => Fate::Continue,
+    };
+    match result {
+        None => (
+            cancelled.map_or(TurnOutcome::Failed, |(why, _)| TurnOutcome::Cancelled { why }),
+            if shutdown_requested {
+                Fate::Shutdown
+            } else {
+                Fate::Dead
+            },
+        ),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "session/prompt failed");
+            let alive = !*exited.borrow();
+            (TurnOutcome::Failed, fate_after(alive))
+        }
+        Some(Ok(r)) => {
+            let outcome = if cancelled.is_some() || r.stop_reason == StopReason::Cancelled {
+                TurnOutcome::Cancelled {
+                    why: cancelled.map_or("agent", |(w, _)| w),
+                }
+            } else {
+                TurnOutcome::Completed {
+                    text,
+                    stop_reason: format!("{:?}", r.stop_reason),
+                }
+            };
+            (outcome, fate_after(true))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{PermissionOption, ToolCallUpdate, ToolCallUpdateFields};
+
+    fn req(kinds: &[(&str, PermissionOptionKind)]) -> RequestPermissionRequest {
+        let options = kinds
+            .iter()
+            .map(|(id, k)| PermissionOption::new(id.to_string(), *id, *k))
+            .collect();
+        RequestPermissionRequest::new(
+            "s",
+            ToolCallUpdate::new("t", ToolCallUpdateFields::new()),
+            options,
+        )
+    }
+
+    fn selected(o: RequestPermissionOutcome) -> Option<String> {
+        match o {
+            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn permission_prefers_allow_once_then_reject_once() {
+        use PermissionOptionKind::*;
+        let r = req(&[("a", AllowAlways), ("r", RejectOnce), ("o", AllowOnce)]);
+        assert_eq!(selected(choose_permission(&r)), Some("o".into()));
+        let r = req(&[("a", AllowAlways), ("r", RejectOnce)]);
+        assert_eq!(
+            selected(choose_permission(&r)),
+            Some("r".into()),
+            "never allow_always"
+        );
+        let r = req(&[("a", AllowAlways)]);
+        assert_eq!(selected(choose_permission(&r)), None);
+    }
+}

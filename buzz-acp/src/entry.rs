@@ -1,0 +1,92 @@
+//! The binary edge: parse, validate, log to stderr, run, exit with the
+//! pinned code (see [`crate::exit`]). Lives in the library so that the
+//! conformance suite can build the identical entry point as its own binary
+//! (`buzz-acp-under-test`) and locate it with `CARGO_BIN_EXE_*`.
+
+use crate::cli::Cli;
+use crate::config::Config;
+use crate::exit::Exit;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn init_logging() {
+    // Third-party crates log raw wire frames at debug level (including our
+    // AUTH event with the NIP-OA tag): cap them at warn whatever the filter.
+    let mut filter = EnvFilter::try_from_env("BUZZ_ACP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    for d in [
+        "nostr=warn",
+        "nostr_sdk=warn",
+        "nostr_relay_pool=warn",
+        "nostr_database=warn",
+        "async_wsocket=warn",
+        "tungstenite=warn",
+        "tokio_tungstenite=warn",
+        "agent_client_protocol=warn",
+    ] {
+        if let Ok(d) = d.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn fresh_nonce() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs the harness process and exits with its code; never returns.
+pub fn main() -> ! {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { Exit::Config.code() } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    init_logging();
+    let cfg = match Config::from_cli(&cli, fresh_nonce) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::exit(e.exit().code());
+        }
+    };
+    drop(cli);
+    if let Some(reason) = &cfg.identity.auth_tag_rejected {
+        tracing::warn!(%reason, "BUZZ_AUTH_TAG is not used; owner falls back to BUZZ_ACP_AGENT_OWNER");
+    }
+    if cfg.relay_observer {
+        tracing::warn!("BUZZ_ACP_RELAY_OBSERVER is accepted but not implemented by this harness");
+    }
+    if !cfg.presence {
+        tracing::warn!("presence suppressed by BUZZ_ACP_NO_PRESENCE (never do this for a remote agent)");
+    }
+    tracing::info!(
+        agent = %cfg.identity.pubkey,
+        owner = %cfg.identity.owner,
+        run = %cfg.run_nonce,
+        agents = cfg.agents,
+        lazy = cfg.lazy_pool,
+        "buzz-acp starting"
+    );
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            std::process::exit(Exit::Internal.code());
+        }
+    };
+    let exit = rt.block_on(crate::run::run(cfg));
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    std::process::exit(exit.code());
+}

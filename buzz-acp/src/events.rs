@@ -1,0 +1,187 @@
+//! Outbound event shapes (wire-facts §2 NIP-42, §3 presence, §4 replies and
+//! typing). Tag construction is pure; signing uses the agent keys only.
+
+use crate::inbound::InboundEvent;
+use buzz_contract::nip_oa::AuthTag;
+use buzz_contract::presence::{
+    KIND_AUTH, KIND_CHANNEL_MESSAGE, KIND_PRESENCE, KIND_TYPING, TAG_RUN, TAG_SEQ,
+};
+use nostr_sdk::prelude::{Event, EventBuilder, Keys, Kind, RelayUrl, Tag, Timestamp};
+
+/// Most bytes of a message's content (wire-facts §4: 64 KiB).
+pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+
+/// Truncates to at most 64 KiB on a character boundary.
+pub fn clamp_content(s: &str) -> &str {
+    if s.len() <= MAX_CONTENT_BYTES {
+        return s;
+    }
+    let mut end = MAX_CONTENT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Reply tags: `h`, NIP-10 marked `e` tags and the asker's `p` tag.
+/// A direct reply is `["e", parent, "", "reply"]`; a reply inside a thread
+/// carries `["e", root, "", "root"]` and `["e", parent, "", "reply"]`.
+pub fn reply_tags(mention: &InboundEvent, channel: &str, p_tag_asker: bool) -> Vec<Vec<String>> {
+    let mut tags = Vec::new();
+    if !channel.is_empty() {
+        tags.push(vec!["h".to_string(), channel.to_string()]);
+    }
+    if let Some(root) = mention.thread_root().filter(|r| *r != mention.id) {
+        tags.push(vec!["e".into(), root.to_string(), String::new(), "root".into()]);
+    }
+    tags.push(vec![
+        "e".into(),
+        mention.id.clone(),
+        String::new(),
+        "reply".into(),
+    ]);
+    if p_tag_asker {
+        tags.push(vec!["p".into(), mention.author.clone()]);
+    }
+    tags
+}
+
+/// Presence tags: exactly `run` and `seq` (wire-facts §3).
+pub fn presence_tags(run: &str, seq: u64) -> Vec<Vec<String>> {
+    vec![
+        vec![TAG_RUN.into(), run.into()],
+        vec![TAG_SEQ.into(), seq.to_string()],
+    ]
+}
+
+/// Typing tags: channel `h` and the thread `e` (wire-facts §4).
+pub fn typing_tags(mention: &InboundEvent, channel: &str) -> Vec<Vec<String>> {
+    let mut tags = Vec::new();
+    if !channel.is_empty() {
+        tags.push(vec!["h".to_string(), channel.to_string()]);
+    }
+    let thread = mention.thread_root().unwrap_or(&mention.id).to_string();
+    tags.push(vec!["e".into(), thread]);
+    tags
+}
+
+fn to_tags(tags: Vec<Vec<String>>) -> Vec<Tag> {
+    tags.into_iter().filter_map(|t| Tag::parse(t).ok()).collect()
+}
+
+/// Signs an event of `kind` with `content` and `tags`, created now.
+pub fn sign(keys: &Keys, kind: u16, content: &str, tags: Vec<Vec<String>>) -> Event {
+    EventBuilder::new(Kind::from(kind), content)
+        .tags(to_tags(tags))
+        .custom_created_at(Timestamp::now())
+        .sign_with_keys(keys)
+        .expect("signing with in-memory keys cannot fail")
+}
+
+/// A presence event (kind 20001, bare content, run/seq tags).
+pub fn presence(keys: &Keys, state: &str, run: &str, seq: u64) -> Event {
+    sign(keys, KIND_PRESENCE, state, presence_tags(run, seq))
+}
+
+/// A kind 9 reply to `mention`.
+pub fn reply(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, p_tag: bool) -> Event {
+    sign(
+        keys,
+        KIND_CHANNEL_MESSAGE,
+        clamp_content(text),
+        reply_tags(mention, channel, p_tag),
+    )
+}
+
+/// A typing indicator (kind 20002).
+pub fn typing(keys: &Keys, mention: &InboundEvent, channel: &str) -> Event {
+    sign(keys, KIND_TYPING, "", typing_tags(mention, channel))
+}
+
+/// The NIP-42 answer: kind 22242 with exactly one `relay` and one
+/// `challenge` tag, plus the NIP-OA `auth` tag when one is configured.
+pub fn auth(keys: &Keys, relay: &RelayUrl, challenge: &str, auth_tag: Option<&AuthTag>) -> Event {
+    let mut tags = vec![
+        Tag::parse(["relay", relay.as_str()]).expect("2-element tag"),
+        Tag::parse(["challenge", challenge]).expect("2-element tag"),
+    ];
+    if let Some(t) = auth_tag {
+        tags.push(t.to_tag());
+    }
+    EventBuilder::new(Kind::from(KIND_AUTH), "")
+        .tags(tags)
+        .sign_with_keys(keys)
+        .expect("signing with in-memory keys cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mention(tags: Vec<Vec<String>>) -> InboundEvent {
+        InboundEvent {
+            id: "m".repeat(64),
+            author: "b".repeat(64),
+            kind: 9,
+            content: "hi".into(),
+            tags,
+        }
+    }
+
+    #[test]
+    fn direct_reply_tags() {
+        let t = reply_tags(&mention(vec![]), "c1", true);
+        assert_eq!(
+            t,
+            vec![
+                vec!["h".to_string(), "c1".into()],
+                vec!["e".into(), "m".repeat(64), "".into(), "reply".into()],
+                vec!["p".into(), "b".repeat(64)],
+            ]
+        );
+        assert_eq!(reply_tags(&mention(vec![]), "c1", false).len(), 2);
+    }
+
+    #[test]
+    fn nested_reply_tags() {
+        let m = mention(vec![vec!["e".into(), "r".repeat(64), "".into(), "root".into()]]);
+        let t = reply_tags(&m, "c1", true);
+        assert_eq!(
+            t[1],
+            vec!["e".to_string(), "r".repeat(64), "".into(), "root".into()]
+        );
+        assert_eq!(
+            t[2],
+            vec!["e".to_string(), "m".repeat(64), "".into(), "reply".into()]
+        );
+    }
+
+    #[test]
+    fn presence_and_auth_shapes() {
+        let k = Keys::generate();
+        let e = presence(&k, "online", &"ab".repeat(16), 3);
+        assert_eq!(e.kind, Kind::from(20001));
+        assert_eq!(e.content, "online");
+        assert_eq!(e.tags.len(), 2);
+        let owner = Keys::generate();
+        let tag = AuthTag::mint(&owner, &k.public_key().to_hex(), "").unwrap();
+        let url = RelayUrl::parse("ws://127.0.0.1:1").unwrap();
+        let a = auth(&k, &url, "chal", Some(&tag));
+        assert_eq!(a.kind, Kind::from(22242));
+        let names: Vec<&str> = a.tags.iter().map(|t| t.as_slice()[0].as_str()).collect();
+        assert_eq!(names, vec!["relay", "challenge", "auth"]);
+        assert_eq!(
+            a.tags.iter().last().unwrap().as_slice()[1],
+            owner.public_key().to_hex()
+        );
+        assert!(a.verify().is_ok());
+        assert_eq!(auth(&k, &url, "chal", None).tags.len(), 2);
+    }
+
+    #[test]
+    fn content_clamps_on_char_boundary() {
+        let s = "é".repeat(40_000);
+        let c = clamp_content(&s);
+        assert!(c.len() <= MAX_CONTENT_BYTES && c.is_char_boundary(c.len()));
+    }
+}

@@ -1,0 +1,267 @@
+//! Inbound decisions (wire-facts §4; spec §Stop and Delete): addressing,
+//! self-authored drop, owner control before the respond-to gate, the gate
+//! itself, and event-id de-duplication. Pure: plain data in, a decision out.
+
+use buzz_contract::gate::{self, RespondTo};
+use buzz_contract::presence::{CANCEL_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND};
+use std::collections::{HashSet, VecDeque};
+
+/// The fields of an inbound event the decision needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundEvent {
+    /// Event id, hex.
+    pub id: String,
+    /// Author pubkey, hex.
+    pub author: String,
+    /// Event kind.
+    pub kind: u16,
+    /// Content.
+    pub content: String,
+    /// Tags as string arrays.
+    pub tags: Vec<Vec<String>>,
+}
+
+impl InboundEvent {
+    /// The first `h` tag value (the channel), if any.
+    pub fn channel(&self) -> Option<&str> {
+        self.tag_value("h")
+    }
+
+    fn tag_value(&self, name: &str) -> Option<&str> {
+        self.tags
+            .iter()
+            .find(|t| t.first().map(String::as_str) == Some(name))
+            .and_then(|t| t.get(1))
+            .map(String::as_str)
+    }
+
+    /// True when a `p` (or `mention`) tag names `pubkey`.
+    pub fn addresses(&self, pubkey: &str) -> bool {
+        self.tags.iter().any(|t| {
+            matches!(t.first().map(String::as_str), Some("p" | "mention"))
+                && t.get(1).map(String::as_str) == Some(pubkey)
+        })
+    }
+
+    /// The thread root named by a NIP-10 marked `["e", id, relay, "root"]` tag.
+    pub fn thread_root(&self) -> Option<&str> {
+        self.tags
+            .iter()
+            .find(|t| {
+                t.first().map(String::as_str) == Some("e") && t.get(3).map(String::as_str) == Some("root")
+            })
+            .and_then(|t| t.get(1))
+            .map(String::as_str)
+    }
+}
+
+/// Why an event is dropped without any effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    WrongKind,
+    SelfAuthored,
+    NotAddressed,
+    OtherChannel,
+    Gated,
+}
+
+/// What to do with an inbound event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Ignore it.
+    Drop(DropReason),
+    /// Owner `!shutdown`: take the graceful stop path.
+    Shutdown,
+    /// Owner `!cancel`: cancel the in-flight turn of this channel.
+    Cancel { channel: String },
+    /// Dispatch a turn to the agent pool.
+    Dispatch { channel: String },
+}
+
+/// The gate inputs, fixed at startup.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Agent pubkey hex.
+    pub agent: String,
+    /// Resolved owner pubkey hex.
+    pub owner: String,
+    /// Respond-to mode.
+    pub respond_to: RespondTo,
+    /// Normalised allowlist.
+    pub allowlist: Vec<String>,
+    /// Channel scope; empty = every channel.
+    pub channels: Vec<String>,
+}
+
+/// Decides an inbound event. Owner control comes before the gate; a
+/// non-owner's `!shutdown` or `!cancel` is an ordinary message.
+pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
+    if ev.kind != KIND_CHANNEL_MESSAGE {
+        return Decision::Drop(DropReason::WrongKind);
+    }
+    if ev.author == policy.agent {
+        return Decision::Drop(DropReason::SelfAuthored);
+    }
+    if !ev.addresses(&policy.agent) {
+        return Decision::Drop(DropReason::NotAddressed);
+    }
+    let channel = ev.channel().unwrap_or_default().to_string();
+    if !policy.channels.is_empty() && !policy.channels.contains(&channel) {
+        return Decision::Drop(DropReason::OtherChannel);
+    }
+    let is_owner = ev.author == policy.owner;
+    let command = ev.content.trim();
+    if is_owner && command == SHUTDOWN_COMMAND {
+        return Decision::Shutdown;
+    }
+    if is_owner && command == CANCEL_COMMAND {
+        return Decision::Cancel { channel };
+    }
+    if gate::allows(
+        policy.respond_to,
+        Some(&policy.owner),
+        &policy.allowlist,
+        &ev.author,
+    ) {
+        Decision::Dispatch { channel }
+    } else {
+        Decision::Drop(DropReason::Gated)
+    }
+}
+
+/// A bounded set of seen event ids (oldest forgotten first).
+#[derive(Debug)]
+pub struct SeenIds {
+    cap: usize,
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl SeenIds {
+    /// A set remembering at most `cap` ids.
+    pub fn new(cap: usize) -> SeenIds {
+        SeenIds {
+            cap: cap.max(1),
+            order: VecDeque::new(),
+            set: HashSet::new(),
+        }
+    }
+
+    /// Records `id`; returns `false` if it was already seen.
+    pub fn insert(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        if self.order.len() == self.cap
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        self.order.push_back(id.to_string());
+        self.set.insert(id.to_string());
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    fn policy(mode: RespondTo) -> Policy {
+        Policy {
+            agent: hex('a'),
+            owner: hex('0'),
+            respond_to: mode,
+            allowlist: vec![hex('1')],
+            channels: vec![],
+        }
+    }
+
+    fn ev(author: &str, content: &str) -> InboundEvent {
+        InboundEvent {
+            id: hex('e'),
+            author: author.into(),
+            kind: 9,
+            content: content.into(),
+            tags: vec![vec!["h".into(), "chan".into()], vec!["p".into(), hex('a')]],
+        }
+    }
+
+    #[test]
+    fn owner_shutdown_and_cancel_precede_the_gate() {
+        let p = policy(RespondTo::Nobody);
+        assert_eq!(decide(&p, &ev(&hex('0'), "  !shutdown\n")), Decision::Shutdown);
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "!cancel")),
+            Decision::Cancel {
+                channel: "chan".into()
+            }
+        );
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "!shutdown now")),
+            Decision::Drop(DropReason::Gated)
+        );
+    }
+
+    #[test]
+    fn non_owner_shutdown_is_an_ordinary_message() {
+        let p = policy(RespondTo::Anyone);
+        assert_eq!(
+            decide(&p, &ev(&hex('2'), "!shutdown")),
+            Decision::Dispatch {
+                channel: "chan".into()
+            }
+        );
+        let p = policy(RespondTo::OwnerOnly);
+        assert_eq!(
+            decide(&p, &ev(&hex('2'), "!shutdown")),
+            Decision::Drop(DropReason::Gated)
+        );
+    }
+
+    #[test]
+    fn respond_to_matrix() {
+        let d = |m, a: char| matches!(decide(&policy(m), &ev(&hex(a), "hi")), Decision::Dispatch { .. });
+        assert!(d(RespondTo::OwnerOnly, '0') && !d(RespondTo::OwnerOnly, '1'));
+        assert!(
+            d(RespondTo::Allowlist, '0') && d(RespondTo::Allowlist, '1') && !d(RespondTo::Allowlist, '2')
+        );
+        assert!(d(RespondTo::Anyone, '2'));
+        assert!(!d(RespondTo::Nobody, '0') && !d(RespondTo::Nobody, '2'));
+    }
+
+    #[test]
+    fn drops() {
+        let p = policy(RespondTo::Anyone);
+        assert_eq!(
+            decide(&p, &ev(&hex('a'), "hi")),
+            Decision::Drop(DropReason::SelfAuthored)
+        );
+        let mut e = ev(&hex('2'), "hi");
+        e.tags.pop();
+        assert_eq!(decide(&p, &e), Decision::Drop(DropReason::NotAddressed));
+        e.tags.push(vec!["mention".into(), hex('a')]);
+        assert!(matches!(decide(&p, &e), Decision::Dispatch { .. }));
+        e.kind = 1;
+        assert_eq!(decide(&p, &e), Decision::Drop(DropReason::WrongKind));
+        let mut scoped = policy(RespondTo::Anyone);
+        scoped.channels = vec!["other".into()];
+        assert_eq!(
+            decide(&scoped, &ev(&hex('2'), "hi")),
+            Decision::Drop(DropReason::OtherChannel)
+        );
+    }
+
+    #[test]
+    fn seen_ids_dedup_and_forget_oldest() {
+        let mut s = SeenIds::new(2);
+        assert!(s.insert("a") && s.insert("b"));
+        assert!(!s.insert("a"));
+        assert!(s.insert("c"));
+        assert!(s.insert("a"), "a was evicted");
+    }
+}

@@ -1,0 +1,28 @@
+//! `buzz-acp`: the Buzz agent harness (spec `remote-agents.md` §Launchers
+//! layer 1, I1, I3, I5, §Stop and Delete, §Auto-Stop, §Conformance \[L1\];
+//! wire-facts §1–6).
+//!
+//! Pure decision core (DESIGN.md Decision 1): [`config`] (identity and
+//! validation), [`args`], [`backoff`], [`budget`], [`inbound`] (owner control
+//! and the gate), [`events`] (tag shapes), [`schedule`] (turn queueing and the
+//! inactivity rule), [`exit`] (the pinned exit-code table).
+//! Imperative shell: [`relay`] (nostr-sdk), [`acp`] (agent processes over the
+//! official `agent-client-protocol` crate), [`procs`] (process groups,
+//! orphan reaping), [`run`] (the main loop and the budgeted shutdown),
+//! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
+//! (every knob as a clap argument with its env name).
+
+pub mod acp;
+pub mod args;
+pub mod backoff;
+pub mod budget;
+pub mod cli;
+pub mod config;
+pub mod entry;
+pub mod events;
+pub mod exit;
+pub mod inbound;
+pub mod procs;
+pub mod relay;
+pub mod run;
+pub mod schedule;

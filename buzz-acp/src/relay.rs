@@ -1,0 +1,491 @@
+//! The relay connection (wire-facts §2, §3; spec I3): one nostr-sdk client
+//! per connection attempt with automatic authentication off, so that the
+//! kind 22242 answer carries the NIP-OA `auth` tag. Handles relays that
+//! challenge on open, relays that challenge only on the first REQ/EVENT
+//! (`auth-required:` then resend) and relays that never challenge.
+//!
+//! Reconnects back off 1, 2, 4, 8, 16 s ±20 %; after a reconnect it
+//! re-authenticates, re-subscribes with `since` = last seen − 5 s, drops
+//! duplicate event ids and re-announces presence. Presence `online` goes out
+//! only once the subscription is live (EOSE), then every interval; a stop
+//! publishes `offline` bounded by 2 s and closes bounded by 5 s.
+
+use crate::backoff::reconnect_delay;
+use crate::events;
+use crate::exit::Exit;
+use crate::inbound::SeenIds;
+use buzz_contract::nip_oa::AuthTag;
+use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, OFFLINE, ONLINE};
+use nostr_sdk::prelude::*;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// Connect timeout of one attempt.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Overlap when re-subscribing (wire-facts §2).
+pub const RESUBSCRIBE_OVERLAP: u64 = 5;
+/// Pending outbound events kept while disconnected.
+pub const OUTBOX_CAP: usize = 1000;
+/// Remembered event ids for de-duplication.
+pub const SEEN_CAP: usize = 10_000;
+const SUB_ID: &str = "buzz-acp";
+
+/// How a relay answered our AUTH (wire-facts §2 "OK-false prefixes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthOutcome {
+    Accepted,
+    /// `auth-required:`, `restricted:`, `blocked:`: exit with [`Exit::AuthDenied`].
+    Terminal,
+    /// Anything else (`error:` …): reconnect.
+    Transient,
+}
+
+/// Classifies the OK answer to our kind 22242 event.
+pub fn classify_auth_ok(status: bool, message: &str) -> AuthOutcome {
+    if status {
+        return AuthOutcome::Accepted;
+    }
+    let m = message.trim_start();
+    if ["auth-required:", "restricted:", "blocked:"]
+        .iter()
+        .any(|p| m.starts_with(p))
+    {
+        AuthOutcome::Terminal
+    } else {
+        AuthOutcome::Transient
+    }
+}
+
+/// The `since` of a re-subscription: last seen − 5 s, or the start time.
+pub fn resubscribe_since(start: Timestamp, last_seen: Option<Timestamp>) -> Timestamp {
+    match last_seen {
+        Some(t) => Timestamp::from(t.as_secs().saturating_sub(RESUBSCRIBE_OVERLAP)),
+        None => start,
+    }
+}
+
+/// Commands to the relay task.
+#[derive(Debug)]
+pub enum RelayCmd {
+    /// Publish (queued while disconnected).
+    Publish(Box<Event>),
+    /// Publish `offline` (bounded), close (bounded), then acknowledge.
+    Stop {
+        offline_bound: Duration,
+        close_bound: Duration,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// What the relay task reports.
+#[derive(Debug)]
+pub enum RelayEvent {
+    /// A new (de-duplicated, signature-verified) event from our subscription.
+    Inbound(Box<Event>),
+    /// The subscription is live; presence was announced.
+    Live,
+    /// The connection dropped; reconnecting.
+    Down,
+    /// Terminal: exit with this reason.
+    Fatal(Exit),
+}
+
+/// Relay task settings.
+#[derive(Clone)]
+pub struct RelaySettings {
+    pub url: RelayUrl,
+    pub keys: Keys,
+    pub auth_tag: Option<AuthTag>,
+    pub agent: PublicKey,
+    pub channels: Vec<String>,
+    pub presence: bool,
+    pub run: String,
+    pub presence_interval: Duration,
+    pub reconnect_base: Duration,
+    pub lost_after: Option<Duration>,
+}
+
+enum SessionEnd {
+    Disconnected,
+    Stopped,
+    Fatal(Exit),
+}
+
+struct Task {
+    s: RelaySettings,
+    cmds: mpsc::UnboundedReceiver<RelayCmd>,
+    out: mpsc::UnboundedSender<RelayEvent>,
+    start: Timestamp,
+    last_seen: Option<Timestamp>,
+    seq: u64,
+    seen: SeenIds,
+    outbox: VecDeque<Event>,
+}
+
+/// Spawns the relay task.
+pub fn spawn(
+    s: RelaySettings,
+) -> (
+    mpsc::UnboundedSender<RelayCmd>,
+    mpsc::UnboundedReceiver<RelayEvent>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (cmd_tx, cmds) = mpsc::unbounded_channel();
+    let (out, out_rx) = mpsc::unbounded_channel();
+    let task = Task {
+        s,
+        cmds,
+        out,
+        start: Timestamp::now(),
+        last_seen: None,
+        seq: 0,
+        seen: SeenIds::new(SEEN_CAP),
+        outbox: VecDeque::new(),
+    };
+    let handle = tokio::spawn(task.run());
+    (cmd_tx, out_rx, handle)
+}
+
+fn jitter() -> f64 {
+    use ::rand::Rng;
+    ::rand::rng().random_range(-1.0..=1.0)
+}
+
+impl Task {
+    async fn run(mut self) {
+        let mut attempt: u32 = 0;
+        let mut down_since = Instant::now();
+        loop {
+            let client = Client::builder()
+                .opts(ClientOptions::new().automatic_authentication(false))
+                .build();
+            let added = client
+                .pool()
+                .add_relay(self.s.url.clone(), RelayOptions::new().reconnect(false))
+                .await;
+            let end = match (added, client.relay(self.s.url.clone()).await) {
+                (Ok(_), Ok(relay)) => {
+                    let notes = relay.notifications();
+                    // A stop must not wait for a slow connect: keep serving commands.
+                    let connect = relay.try_connect(CONNECT_TIMEOUT);
+                    tokio::pin!(connect);
+                    let connected = loop {
+                        tokio::select! {
+                            r = &mut connect => break r,
+                            cmd = self.cmds.recv() => match cmd {
+                                Some(RelayCmd::Publish(e)) => self.queue(*e),
+                                Some(RelayCmd::Stop { done, .. }) => {
+                                    let _ = done.send(());
+                                    client.shutdown().await;
+                                    return;
+                                }
+                                None => return,
+                            },
+                        }
+                    };
+                    match connected {
+                        Ok(()) => {
+                            tracing::info!(relay = %self.s.url, "relay connected");
+                            self.session(&client, &relay, notes, &mut attempt, &mut down_since)
+                                .await
+                        }
+                        Err(e) => {
+                            tracing::warn!(relay = %self.s.url, error = %e, "relay connect failed");
+                            SessionEnd::Disconnected
+                        }
+                    }
+                }
+                _ => SessionEnd::Disconnected,
+            };
+            client.shutdown().await;
+            match end {
+                SessionEnd::Stopped => return,
+                SessionEnd::Fatal(e) => {
+                    let _ = self.out.send(RelayEvent::Fatal(e));
+                    return self.drain_until_stop().await;
+                }
+                SessionEnd::Disconnected => {
+                    let _ = self.out.send(RelayEvent::Down);
+                }
+            }
+            if let Some(bound) = self.s.lost_after
+                && down_since.elapsed() >= bound
+            {
+                tracing::error!("relay unreachable past the configured bound");
+                let _ = self.out.send(RelayEvent::Fatal(Exit::RelayLost));
+                return self.drain_until_stop().await;
+            }
+            let delay = reconnect_delay(self.s.reconnect_base, attempt, jitter());
+            attempt = attempt.saturating_add(1);
+            tracing::info!(delay_ms = delay.as_millis() as u64, "relay reconnect scheduled");
+            let wake = tokio::time::sleep(delay);
+            tokio::pin!(wake);
+            loop {
+                tokio::select! {
+                    () = &mut wake => break,
+                    cmd = self.cmds.recv() => match cmd {
+                        Some(RelayCmd::Publish(e)) => self.queue(*e),
+                        Some(RelayCmd::Stop { done, .. }) => {
+                            let _ = done.send(());
+                            return;
+                        }
+                        None => return,
+                    },
+                }
+            }
+        }
+    }
+
+    /// After a fatal end: acknowledge a stop without a connection.
+    async fn drain_until_stop(mut self) {
+        while let Some(cmd) = self.cmds.recv().await {
+            if let RelayCmd::Stop { done, .. } = cmd {
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+
+    fn queue(&mut self, e: Event) {
+        if self.outbox.len() >= OUTBOX_CAP {
+            self.outbox.pop_front();
+            tracing::warn!("relay outbox full; dropped the oldest pending event");
+        }
+        self.outbox.push_back(e);
+    }
+
+    fn filters(&self) -> Vec<Filter> {
+        let since = resubscribe_since(self.start, self.last_seen);
+        let base = Filter::new()
+            .kind(Kind::from(KIND_CHANNEL_MESSAGE))
+            .pubkey(self.s.agent)
+            .since(since);
+        if self.s.channels.is_empty() {
+            vec![base]
+        } else {
+            self.s
+                .channels
+                .iter()
+                .map(|c| {
+                    base.clone()
+                        .custom_tag(SingleLetterTag::lowercase(Alphabet::H), c.clone())
+                })
+                .collect()
+        }
+    }
+
+    fn presence_event(&mut self, state: &str) -> Event {
+        let e = events::presence(&self.s.keys, state, &self.s.run, self.seq);
+        tracing::debug!(state, seq = self.seq, "presence published");
+        self.seq += 1;
+        e
+    }
+
+    async fn session(
+        &mut self,
+        client: &Client,
+        relay: &Relay,
+        mut notes: tokio::sync::broadcast::Receiver<RelayNotification>,
+        attempt: &mut u32,
+        down_since: &mut Instant,
+    ) -> SessionEnd {
+        let sub = SubscriptionId::new(SUB_ID);
+        // Sent, not yet acknowledged events; `true` = refused with auth-required, resend after AUTH.
+        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        let mut auth_id: Option<EventId> = None;
+        let mut resub_after_auth = false;
+        let mut live = false;
+        if relay
+            .send_msg(ClientMessage::req(sub.clone(), self.filters()))
+            .is_err()
+        {
+            return SessionEnd::Disconnected;
+        }
+        let mut tick = tokio::time::interval(self.s.presence_interval);
+        tick.reset();
+        loop {
+            tokio::select! {
+                note = notes.recv() => {
+                    let note = match note {
+                        Ok(n) => n,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(skipped = n, "relay notifications lagged");
+                            continue;
+                        }
+                        Err(_) => return SessionEnd::Disconnected,
+                    };
+                    match note {
+                        RelayNotification::Message { message } => match message {
+                            RelayMessage::Auth { challenge } => {
+                                let ev = events::auth(&self.s.keys, &self.s.url, &challenge, self.s.auth_tag.as_ref());
+                                auth_id = Some(ev.id);
+                                tracing::info!("answering NIP-42 challenge");
+                                if relay.send_msg(ClientMessage::auth(ev)).is_err() {
+                                    return SessionEnd::Disconnected;
+                                }
+                            }
+                            RelayMessage::Ok { event_id, status, message } => {
+                                if Some(event_id) == auth_id {
+                                    match classify_auth_ok(status, &message) {
+                                        AuthOutcome::Accepted => {
+                                            tracing::info!("authenticated to relay");
+                                            // Re-send the REQ if it was refused, or if the relay may
+                                            // have ignored it before authentication (not live yet).
+                                            if (std::mem::take(&mut resub_after_auth) || !live)
+                                                && relay.send_msg(ClientMessage::req(sub.clone(), self.filters())).is_err()
+                                            {
+                                                return SessionEnd::Disconnected;
+                                            }
+                                            for (e, refused) in pending.values_mut() {
+                                                if *refused {
+                                                    *refused = false;
+                                                    let _ = relay.send_msg(ClientMessage::event(e.clone()));
+                                                }
+                                            }
+                                        }
+                                        AuthOutcome::Terminal => {
+                                            tracing::error!(reason = %message, "relay denied authentication");
+                                            return SessionEnd::Fatal(Exit::AuthDenied);
+                                        }
+                                        AuthOutcome::Transient => {
+                                            tracing::warn!(reason = %message, "relay authentication failed transiently");
+                                            return SessionEnd::Disconnected;
+                                        }
+                                    }
+                                } else if let Some((_, refused)) = pending.get_mut(&event_id) {
+                                    if status {
+                                        pending.remove(&event_id);
+                                    } else if message.starts_with("auth-required:") {
+                                        *refused = true;
+                                    } else {
+                                        tracing::warn!(reason = %message, "relay refused an event");
+                                        pending.remove(&event_id);
+                                    }
+                                }
+                            }
+                            RelayMessage::Closed { subscription_id, message } if *subscription_id == sub => {
+                                if message.starts_with("auth-required:") {
+                                    resub_after_auth = true;
+                                } else {
+                                    tracing::warn!(reason = %message, "relay closed the subscription");
+                                    return SessionEnd::Disconnected;
+                                }
+                            }
+                            RelayMessage::EndOfStoredEvents(id) if *id == sub && !live => {
+                                live = true;
+                                *attempt = 0;
+                                *down_since = Instant::now();
+                                tracing::info!("subscription live");
+                                if self.s.presence {
+                                    let e = self.presence_event(ONLINE);
+                                    pending.insert(e.id, (e.clone(), false));
+                                    let _ = relay.send_msg(ClientMessage::event(e));
+                                    tick.reset();
+                                }
+                                while let Some(e) = self.outbox.pop_front() {
+                                    pending.insert(e.id, (e.clone(), false));
+                                    let _ = relay.send_msg(ClientMessage::event(e));
+                                }
+                                let _ = self.out.send(RelayEvent::Live);
+                            }
+                            RelayMessage::Event { subscription_id, event } if *subscription_id == sub => {
+                                let event = event.into_owned();
+                                self.last_seen = Some(self.last_seen.map_or(event.created_at, |t| t.max(event.created_at)));
+                                if self.seen.insert(&event.id.to_hex()) {
+                                    let _ = self.out.send(RelayEvent::Inbound(Box::new(event)));
+                                }
+                            }
+                            _ => {}
+                        },
+                        RelayNotification::RelayStatus { status } => {
+                            if matches!(status, RelayStatus::Disconnected | RelayStatus::Terminated | RelayStatus::Banned) {
+                                tracing::warn!(?status, "relay connection lost");
+                                return SessionEnd::Disconnected;
+                            }
+                        }
+                        RelayNotification::Shutdown => return SessionEnd::Disconnected,
+                        _ => {}
+                    }
+                }
+                _ = tick.tick(), if live && self.s.presence => {
+                    let e = self.presence_event(ONLINE);
+                    pending.insert(e.id, (e.clone(), false));
+                    let _ = relay.send_msg(ClientMessage::event(e));
+                }
+                cmd = self.cmds.recv() => match cmd {
+                    Some(RelayCmd::Publish(e)) => {
+                        if live {
+                            pending.insert(e.id, ((*e).clone(), false));
+                            let _ = relay.send_msg(ClientMessage::event(*e));
+                        } else {
+                            self.queue(*e);
+                        }
+                    }
+                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) => {
+                        if self.s.presence && live {
+                            let e = self.presence_event(OFFLINE);
+                            let id = e.id;
+                            let sent = relay.send_msg(ClientMessage::event(e)).is_ok();
+                            let waited = sent && tokio::time::timeout(offline_bound, wait_ok(&mut notes, id)).await.is_ok();
+                            tracing::info!(acknowledged = waited, "presence offline published");
+                        }
+                        let closed = tokio::time::timeout(close_bound, client.shutdown()).await.is_ok();
+                        tracing::info!(closed, "relay closed");
+                        let _ = done.send(());
+                        return SessionEnd::Stopped;
+                    }
+                    None => return SessionEnd::Stopped,
+                },
+            }
+        }
+    }
+}
+
+async fn wait_ok(notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>, id: EventId) {
+    loop {
+        match notes.recv().await {
+            Ok(RelayNotification::Message {
+                message: RelayMessage::Ok { event_id, .. },
+            }) if event_id == id => return,
+            Ok(RelayNotification::Shutdown) | Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_ok_prefixes() {
+        assert_eq!(classify_auth_ok(true, ""), AuthOutcome::Accepted);
+        for t in [
+            "auth-required: no",
+            "restricted: members only",
+            "blocked: go away",
+        ] {
+            assert_eq!(classify_auth_ok(false, t), AuthOutcome::Terminal, "{t}");
+        }
+        assert_eq!(
+            classify_auth_ok(false, "error: try later"),
+            AuthOutcome::Transient
+        );
+        assert_eq!(classify_auth_ok(false, ""), AuthOutcome::Transient);
+    }
+
+    #[test]
+    fn resubscribe_overlaps_five_seconds() {
+        let start = Timestamp::from(1000);
+        assert_eq!(resubscribe_since(start, None), start);
+        assert_eq!(
+            resubscribe_since(start, Some(Timestamp::from(2000))),
+            Timestamp::from(1995)
+        );
+        assert_eq!(
+            resubscribe_since(start, Some(Timestamp::from(3))),
+            Timestamp::from(0)
+        );
+    }
+}

@@ -1,0 +1,446 @@
+//! The main loop and the budgeted graceful stop (spec §Stop and Delete,
+//! §Auto-Stop, I3, I5; Known Defects 6 and 7).
+//!
+//! Every intentional stop — owner `!shutdown`, SIGTERM/SIGINT, the inactivity
+//! reaper — takes one path: stop taking work, cancel in-flight turns, drain,
+//! reap every agent process group concurrently (SIGTERM, then SIGKILL), then
+//! the reserved finalization slice: presence `offline` (≤ 2 s) and relay
+//! close (≤ 5 s), all under one shared deadline. Failures that end the
+//! harness (all agents dead, relay lost) take the same path with their own
+//! exit code.
+
+use crate::acp::{self, AgentSpec, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
+use crate::budget::ShutdownPlan;
+use crate::config::Config;
+use crate::events;
+use crate::exit::Exit;
+use crate::inbound::{self, Decision, InboundEvent, Policy};
+use crate::procs::{self, ProcessTable};
+use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
+use crate::schedule::{Scheduler, inactivity_expired};
+use nostr_sdk::prelude::{Event, Keys, PublicKey};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, oneshot};
+
+/// Typing indicator period (wire-facts §4).
+pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Unspawned,
+    Starting,
+    Idle,
+    Busy,
+    Dead,
+}
+
+struct Slot {
+    state: SlotState,
+    tx: Option<mpsc::UnboundedSender<SlotCmd>>,
+}
+
+struct Pending {
+    mention: InboundEvent,
+    channel: String,
+}
+
+/// Why the main loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Owner,
+    Signal,
+    Reaper,
+    Fail(Exit),
+}
+
+struct Harness {
+    cfg: Config,
+    keys: Keys,
+    policy: Policy,
+    spec: Arc<AgentSpec>,
+    procs: ProcessTable,
+    slots: Vec<Slot>,
+    sched: Scheduler<TurnJob>,
+    pending: HashMap<u64, Pending>,
+    typing: HashMap<u64, tokio::task::JoinHandle<()>>,
+    next_turn: u64,
+    slot_tx: mpsc::UnboundedSender<SlotEvent>,
+    relay_tx: mpsc::UnboundedSender<RelayCmd>,
+    last_activity: Instant,
+}
+
+fn to_inbound(e: &Event) -> InboundEvent {
+    InboundEvent {
+        id: e.id.to_hex(),
+        author: e.pubkey.to_hex(),
+        kind: e.kind.as_u16(),
+        content: e.content.clone(),
+        tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+    }
+}
+
+fn system_prompt(cfg: &Config) -> Option<String> {
+    match (&cfg.system_prompt, &cfg.team_instructions) {
+        (None, None) => None,
+        (Some(p), None) => Some(p.clone()),
+        (None, Some(t)) => Some(t.clone()),
+        (Some(p), Some(t)) => Some(format!("{p}\n\n{t}")),
+    }
+}
+
+impl Harness {
+    fn spawn_slot(&mut self, i: usize) {
+        let tx = acp::spawn_slot(i, self.spec.clone(), self.procs.clone(), self.slot_tx.clone());
+        self.slots[i] = Slot {
+            state: SlotState::Starting,
+            tx: Some(tx),
+        };
+    }
+
+    fn publish(&self, e: Event) {
+        let _ = self.relay_tx.send(RelayCmd::Publish(Box::new(e)));
+    }
+
+    /// Assigns runnable turns to idle slots; wakes lazy slots when needed.
+    fn pump(&mut self) {
+        let idle: Vec<usize> = (0..self.slots.len())
+            .filter(|i| self.slots[*i].state == SlotState::Idle)
+            .collect();
+        for (slot, _channel, job) in self.sched.assign(&idle) {
+            self.slots[slot].state = SlotState::Busy;
+            let turn_id = job.turn_id;
+            if let Some(tx) = &self.slots[slot].tx {
+                let _ = tx.send(SlotCmd::Prompt(job));
+            }
+            if self.cfg.typing
+                && let Some(p) = self.pending.get(&turn_id)
+            {
+                let (keys, mention, channel, relay) = (
+                    self.keys.clone(),
+                    p.mention.clone(),
+                    p.channel.clone(),
+                    self.relay_tx.clone(),
+                );
+                let h = tokio::spawn(async move {
+                    let mut t = tokio::time::interval(TYPING_PERIOD);
+                    loop {
+                        t.tick().await;
+                        let e = events::typing(&keys, &mention, &channel);
+                        if relay.send(RelayCmd::Publish(Box::new(e))).is_err() {
+                            return;
+                        }
+                    }
+                });
+                self.typing.insert(turn_id, h);
+            }
+        }
+        if self.sched.has_runnable() {
+            let starting = self
+                .slots
+                .iter()
+                .filter(|s| s.state == SlotState::Starting)
+                .count();
+            let want = self.sched.queued().saturating_sub(starting);
+            let unspawned: Vec<usize> = (0..self.slots.len())
+                .filter(|i| self.slots[*i].state == SlotState::Unspawned)
+                .take(want)
+                .collect();
+            for i in unspawned {
+                tracing::info!(slot = i, "waking lazy agent slot");
+                self.spawn_slot(i);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, mention: InboundEvent, channel: String) {
+        let turn_id = self.next_turn;
+        self.next_turn += 1;
+        self.last_activity = Instant::now();
+        let job = TurnJob {
+            turn_id,
+            channel: channel.clone(),
+            text: mention.content.clone(),
+        };
+        tracing::info!(turn_id, "mention queued");
+        self.sched.push(&channel, job);
+        self.pending.insert(turn_id, Pending { mention, channel });
+        self.pump();
+    }
+
+    fn on_slot(&mut self, ev: SlotEvent) -> Option<Stop> {
+        match ev {
+            SlotEvent::Ready { slot } => {
+                self.slots[slot].state = SlotState::Idle;
+            }
+            SlotEvent::TurnDone {
+                slot,
+                turn_id,
+                channel,
+                outcome,
+            } => {
+                self.sched.finished(&channel);
+                self.last_activity = Instant::now();
+                if self.slots[slot].state == SlotState::Busy {
+                    self.slots[slot].state = SlotState::Idle;
+                }
+                if let Some(h) = self.typing.remove(&turn_id) {
+                    h.abort();
+                }
+                let pending = self.pending.remove(&turn_id);
+                match &outcome {
+                    TurnOutcome::Completed { text, stop_reason } => {
+                        tracing::info!(turn_id, stop_reason, "turn completed");
+                        if let Some(p) = pending
+                            && self.cfg.reply
+                            && !text.trim().is_empty()
+                        {
+                            self.publish(events::reply(
+                                &self.keys,
+                                &p.mention,
+                                &p.channel,
+                                text,
+                                self.cfg.reply_p_tag,
+                            ));
+                        }
+                    }
+                    TurnOutcome::Cancelled { why } => tracing::info!(turn_id, reason = why, "turn cancelled"),
+                    TurnOutcome::Failed => tracing::warn!(turn_id, "turn failed"),
+                }
+            }
+            SlotEvent::Died { slot, failures } => {
+                self.slots[slot].state = SlotState::Starting;
+                self.sched.forget_slot(slot);
+                tracing::warn!(slot, failures, "agent slot will respawn");
+            }
+            SlotEvent::GaveUp { slot } => {
+                self.slots[slot].state = SlotState::Dead;
+                self.slots[slot].tx = None;
+                if self.slots.iter().all(|s| s.state == SlotState::Dead) {
+                    tracing::error!("all agents dead");
+                    return Some(Stop::Fail(Exit::AgentsDead));
+                }
+            }
+        }
+        self.pump();
+        None
+    }
+
+    fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
+        let ev = to_inbound(e);
+        match inbound::decide(&self.policy, &ev) {
+            Decision::Shutdown => {
+                tracing::info!("owner !shutdown received");
+                Some(Stop::Owner)
+            }
+            Decision::Cancel { channel } => {
+                if let Some(slot) = self.sched.running_slot(&channel)
+                    && let Some(tx) = &self.slots[slot].tx
+                {
+                    tracing::info!("owner !cancel: cancelling the channel's turn");
+                    let _ = tx.send(SlotCmd::Cancel);
+                }
+                None
+            }
+            Decision::Dispatch { channel } => {
+                self.dispatch(ev, channel);
+                None
+            }
+            Decision::Drop(reason) => {
+                tracing::debug!(?reason, "inbound event dropped");
+                None
+            }
+        }
+    }
+
+    /// Cancel → drain → reap concurrently, bounded by the plan.
+    async fn stop_children(&mut self, plan: &ShutdownPlan, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
+        self.procs.close();
+        let dropped = self.sched.clear_queued();
+        if dropped > 0 {
+            tracing::info!(dropped, "queued mentions dropped at shutdown");
+        }
+        for (_, slot) in self.sched.running() {
+            if let Some(tx) = &self.slots[slot].tx {
+                let _ = tx.send(SlotCmd::Cancel);
+            }
+        }
+        while self.sched.busy() {
+            match tokio::time::timeout_at(plan.drain_until.into(), slot_rx.recv()).await {
+                Ok(Some(ev)) => {
+                    let _ = self.on_slot(ev);
+                }
+                _ => break,
+            }
+        }
+        if self.sched.busy() {
+            tracing::warn!("drain deadline reached with turns still in flight");
+        }
+        for s in &self.slots {
+            if let Some(tx) = &s.tx {
+                let _ = tx.send(SlotCmd::Shutdown);
+            }
+        }
+        for (_, h) in self.typing.drain() {
+            h.abort();
+        }
+        let left = self.procs.reap_all(plan.kill_at, plan.children_until).await;
+        if left > 0 {
+            tracing::error!(
+                left,
+                "agent process groups still alive at the child-cleanup deadline"
+            );
+        }
+    }
+}
+
+/// Runs the harness until it stops; returns the exit reason.
+pub async fn run(cfg: Config) -> Exit {
+    let keys = cfg.identity.keys.clone();
+    let Ok(agent) = PublicKey::from_hex(&cfg.identity.pubkey) else {
+        return Exit::Internal;
+    };
+    let mut sigterm = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return Exit::Internal,
+    };
+    let mut sigint = match signal(SignalKind::interrupt()) {
+        Ok(s) => s,
+        Err(_) => return Exit::Internal,
+    };
+    let mut sigchld = signal(SignalKind::child()).ok();
+    let pid1 = std::process::id() == 1;
+
+    let (relay_tx, mut relay_rx, relay_task) = relay::spawn(RelaySettings {
+        url: cfg.relay_url.clone(),
+        keys: keys.clone(),
+        auth_tag: cfg.identity.auth_tag.clone(),
+        agent,
+        channels: cfg.channels.clone(),
+        presence: cfg.presence,
+        run: cfg.run_nonce.clone(),
+        presence_interval: cfg.presence_interval,
+        reconnect_base: cfg.reconnect_base,
+        lost_after: cfg.relay_lost_after,
+    });
+    let (slot_tx, mut slot_rx) = mpsc::unbounded_channel();
+    let spec = Arc::new(AgentSpec {
+        command: cfg.agent_command.clone(),
+        args: cfg.agent_args.clone(),
+        cwd: cfg.cwd.clone(),
+        system_prompt: system_prompt(&cfg),
+        model: cfg.model.clone(),
+        session_title: cfg.session_title.clone(),
+        mcp_command: cfg.mcp_command.clone(),
+        idle_timeout: cfg.idle_timeout,
+        max_turn: cfg.max_turn_duration,
+        cancel_grace: cfg.cancel_grace,
+        respawn_backoff: cfg.respawn_backoff,
+        max_failures: cfg.max_agent_failures,
+    });
+    let policy = Policy {
+        agent: cfg.identity.pubkey.clone(),
+        owner: cfg.identity.owner.clone(),
+        respond_to: cfg.respond_to,
+        allowlist: cfg.allowlist.clone(),
+        channels: cfg.channels.clone(),
+    };
+    let n = cfg.agents;
+    let mut h = Harness {
+        keys,
+        policy,
+        spec,
+        procs: ProcessTable::default(),
+        slots: (0..n)
+            .map(|_| Slot {
+                state: SlotState::Unspawned,
+                tx: None,
+            })
+            .collect(),
+        sched: Scheduler::default(),
+        pending: HashMap::new(),
+        typing: HashMap::new(),
+        next_turn: 0,
+        slot_tx,
+        relay_tx,
+        last_activity: Instant::now(),
+        cfg,
+    };
+    if !h.cfg.lazy_pool {
+        for i in 0..n {
+            h.spawn_slot(i);
+        }
+    }
+    // The reaper has its own timer, independent of pool readiness (spec §Auto-Stop).
+    let mut reaper = tokio::time::interval(h.cfg.reaper_check);
+    reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut orphan_sweep = tokio::time::interval(Duration::from_secs(5));
+
+    let stop = loop {
+        tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break Stop::Signal; }
+            _ = sigint.recv() => { tracing::info!("SIGINT received"); break Stop::Signal; }
+            ev = relay_rx.recv() => match ev {
+                Some(RelayEvent::Inbound(e)) => if let Some(s) = h.on_inbound(&e) { break s; },
+                Some(RelayEvent::Live) => tracing::info!("relay live"),
+                Some(RelayEvent::Down) => tracing::warn!("relay down; reconnecting"),
+                Some(RelayEvent::Fatal(code)) => break Stop::Fail(code),
+                None => break Stop::Fail(Exit::RelayLost),
+            },
+            Some(ev) = slot_rx.recv() => if let Some(s) = h.on_slot(ev) { break s; },
+            _ = reaper.tick() => {
+                if let Some(bound) = h.cfg.exit_after_inactivity
+                    && inactivity_expired(bound, h.last_activity, h.sched.busy(), Instant::now())
+                {
+                    tracing::info!(bound_secs = bound.as_secs(), "inactivity bound reached; stopping");
+                    break Stop::Reaper;
+                }
+            }
+            _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } }, if pid1 => {
+                procs::reap_orphans(&h.procs);
+            }
+            _ = orphan_sweep.tick(), if pid1 => { procs::reap_orphans(&h.procs); }
+        }
+    };
+    let exit = match stop {
+        Stop::Owner | Stop::Signal | Stop::Reaper => Exit::Intentional,
+        Stop::Fail(e) => e,
+    };
+    let plan = ShutdownPlan::new(
+        Instant::now(),
+        h.cfg.shutdown_budget,
+        h.cfg.shutdown_drain,
+        h.cfg.kill_grace,
+    );
+    tracing::info!(
+        ?stop,
+        budget_secs = h.cfg.shutdown_budget.as_secs(),
+        "graceful stop"
+    );
+    h.stop_children(&plan, &mut slot_rx).await;
+    if pid1 {
+        procs::reap_orphans(&h.procs);
+    }
+    let (done_tx, done_rx) = oneshot::channel();
+    let now = Instant::now();
+    let _ = h.relay_tx.send(RelayCmd::Stop {
+        offline_bound: plan.offline_bound(now),
+        close_bound: plan.close_bound(now),
+        done: done_tx,
+    });
+    if tokio::time::timeout_at(plan.deadline.into(), done_rx)
+        .await
+        .is_err()
+    {
+        tracing::error!("finalization did not finish inside the budget");
+    }
+    relay_task.abort();
+    tracing::info!(
+        code = exit.code(),
+        elapsed_ms = plan.start.elapsed().as_millis() as u64,
+        "harness exiting"
+    );
+    exit
+}

@@ -1,0 +1,189 @@
+//! Turn scheduling (wire-facts §6; issue "one session per channel, one turn
+//! in flight per channel; further mentions queue") and the inactivity rule
+//! (spec §Auto-Stop, I5). Pure: no I/O, no clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Per-channel FIFO queues with at most one turn in flight per channel.
+#[derive(Debug)]
+pub struct Scheduler<J> {
+    queues: HashMap<String, VecDeque<J>>,
+    /// Channels with queued work, oldest first.
+    order: VecDeque<String>,
+    /// channel → slot running its turn.
+    in_flight: HashMap<String, usize>,
+    /// channel → slot that last ran it (holds its session).
+    affinity: HashMap<String, usize>,
+}
+
+impl<J> Default for Scheduler<J> {
+    fn default() -> Self {
+        Scheduler {
+            queues: HashMap::new(),
+            order: VecDeque::new(),
+            in_flight: HashMap::new(),
+            affinity: HashMap::new(),
+        }
+    }
+}
+
+impl<J> Scheduler<J> {
+    /// Queues a job for `channel`.
+    pub fn push(&mut self, channel: &str, job: J) {
+        let q = self.queues.entry(channel.to_string()).or_default();
+        if q.is_empty() {
+            self.order.push_back(channel.to_string());
+        }
+        q.push_back(job);
+    }
+
+    /// True while any job is queued or in flight (the reaper defers on it).
+    pub fn busy(&self) -> bool {
+        !self.in_flight.is_empty() || !self.order.is_empty()
+    }
+
+    /// Number of queued (not yet running) jobs.
+    pub fn queued(&self) -> usize {
+        self.queues.values().map(VecDeque::len).sum()
+    }
+
+    /// True if some queued job could run now (its channel is not in flight).
+    pub fn has_runnable(&self) -> bool {
+        self.order.iter().any(|c| !self.in_flight.contains_key(c))
+    }
+
+    /// The slot running `channel`'s turn, if any.
+    pub fn running_slot(&self, channel: &str) -> Option<usize> {
+        self.in_flight.get(channel).copied()
+    }
+
+    /// Channels with a turn in flight and their slots.
+    pub fn running(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.in_flight.iter().map(|(c, s)| (c.as_str(), *s))
+    }
+
+    /// Assigns runnable jobs to `idle` slots: oldest channel first, preferring
+    /// the slot that holds the channel's session. Returns (slot, channel, job).
+    pub fn assign(&mut self, idle: &[usize]) -> Vec<(usize, String, J)> {
+        let mut free: Vec<usize> = idle.to_vec();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.order.len() && !free.is_empty() {
+            let channel = self.order[i].clone();
+            if self.in_flight.contains_key(&channel) {
+                i += 1;
+                continue;
+            }
+            let pos = self
+                .affinity
+                .get(&channel)
+                .and_then(|s| free.iter().position(|f| f == s))
+                .unwrap_or(0);
+            let slot = free.remove(pos);
+            let q = self
+                .queues
+                .get_mut(&channel)
+                .expect("ordered channels have queues");
+            let job = q.pop_front().expect("ordered channels have work");
+            if q.is_empty() {
+                self.queues.remove(&channel);
+                self.order.remove(i);
+            } else {
+                // Keep FIFO fairness: this channel's next job waits behind others.
+                let c = self.order.remove(i).expect("index in range");
+                self.order.push_back(c);
+            }
+            self.in_flight.insert(channel.clone(), slot);
+            self.affinity.insert(channel.clone(), slot);
+            out.push((slot, channel, job));
+        }
+        out
+    }
+
+    /// Marks `channel`'s turn as finished.
+    pub fn finished(&mut self, channel: &str) {
+        self.in_flight.remove(channel);
+    }
+
+    /// Forgets the session affinity to `slot` (its agent died).
+    pub fn forget_slot(&mut self, slot: usize) {
+        self.affinity.retain(|_, s| *s != slot);
+    }
+
+    /// Drops every queued job (shutdown: no new turns).
+    pub fn clear_queued(&mut self) -> usize {
+        let n = self.queued();
+        self.queues.clear();
+        self.order.clear();
+        n
+    }
+}
+
+/// The inactivity rule: expired once `bound` has passed since the last
+/// dispatched turn ended or started, and nothing is queued or in flight.
+pub fn inactivity_expired(bound: Duration, last_activity: Instant, busy: bool, now: Instant) -> bool {
+    !busy && now.saturating_duration_since(last_activity) >= bound
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_turn_per_channel_and_queueing() {
+        let mut s = Scheduler::default();
+        s.push("a", 1);
+        s.push("a", 2);
+        s.push("b", 3);
+        let got = s.assign(&[0, 1, 2]);
+        assert_eq!(got.len(), 2, "a's second job waits for its first");
+        assert!(got.iter().any(|(_, c, j)| c == "a" && *j == 1));
+        assert!(got.iter().any(|(_, c, j)| c == "b" && *j == 3));
+        assert!(s.assign(&[2]).is_empty());
+        assert!(s.busy());
+        s.finished("a");
+        let got = s.assign(&[2]);
+        assert_eq!(got[0].1, "a");
+        assert_eq!(got[0].2, 2);
+        s.finished("a");
+        s.finished("b");
+        assert!(!s.busy());
+    }
+
+    #[test]
+    fn affinity_prefers_the_session_slot() {
+        let mut s = Scheduler::default();
+        s.push("a", 1);
+        assert_eq!(s.assign(&[3])[0].0, 3);
+        s.finished("a");
+        s.push("a", 2);
+        assert_eq!(s.assign(&[1, 3])[0].0, 3);
+        s.finished("a");
+        s.forget_slot(3);
+        s.push("a", 4);
+        assert_eq!(s.assign(&[1, 3])[0].0, 1);
+    }
+
+    #[test]
+    fn no_slot_no_assignment_and_clear() {
+        let mut s = Scheduler::default();
+        s.push("a", 1);
+        assert!(s.assign(&[]).is_empty());
+        assert!(s.has_runnable());
+        assert_eq!(s.clear_queued(), 1);
+        assert!(!s.busy());
+    }
+
+    #[test]
+    fn inactivity_rule() {
+        let t = Instant::now();
+        let b = Duration::from_secs(2);
+        assert!(!inactivity_expired(b, t, false, t + Duration::from_millis(1999)));
+        assert!(inactivity_expired(b, t, false, t + b));
+        assert!(
+            !inactivity_expired(b, t, true, t + b * 10),
+            "a turn in flight defers"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! A scripted ACP agent for the harness suite (DESIGN.md Decision 2: "real
+//! ACP"), built on the agent side of `agent-client-protocol`.
+//!
+//! Behaviour: `ACP_TEST_AGENT_MODE` or the first argument, a comma-separated
+//! set of
+//! - `echo` (default): answers `echo: <prompt>`;
+//! - `slow`: streams a chunk every `ACP_TEST_AGENT_STEP_MS` (100) for
+//!   `ACP_TEST_AGENT_SLOW_MS` (2000), then echoes; a `[slow:MS]` prompt
+//!   directive does the same for one prompt in any mode;
+//! - `ignore-cancel`: `session/cancel` is ignored;
+//! - `ignore-sigterm`: SIGTERM is ignored;
+//! - `crash`: exits with status 3 on a prompt;
+//! - `permission`: asks `session/request_permission` and answers with the chosen option;
+//! - `hang`: never answers a prompt and sends nothing (until cancelled);
+//! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
+//! - `orphan`: at start, leaves an orphaned `sleep 1` behind (its shell exits
+//!   at once), for the PID 1 zombie-reaping test.
+//!
+//! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
+//! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, InitializeRequest, InitializeResponse,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
+    SessionUpdate, StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+};
+use agent_client_protocol::{Agent, ByteStreams};
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+#[derive(Debug, Default, Clone)]
+struct Modes {
+    slow: bool,
+    ignore_cancel: bool,
+    crash: bool,
+    permission: bool,
+    hang: bool,
+}
+
+fn modes() -> (Modes, bool) {
+    let raw = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("ACP_TEST_AGENT_MODE").ok())
+        .unwrap_or_default();
+    let mut m = Modes::default();
+    let mut ignore_sigterm = false;
+    if raw.split(',').any(|p| p.trim() == "orphan") {
+        let _ = std::process::Command::new("sh")
+            .args(["-c", "sleep 1 & exit 0"])
+            .status();
+    }
+    for part in raw.split(',').map(str::trim) {
+        match part {
+            "slow" => m.slow = true,
+            "ignore-cancel" => m.ignore_cancel = true,
+            "ignore-sigterm" => ignore_sigterm = true,
+            "crash" => m.crash = true,
+            "permission" => m.permission = true,
+            "hang" => m.hang = true,
+            "stuck" => {
+                m.hang = true;
+                m.ignore_cancel = true;
+                ignore_sigterm = true;
+            }
+            _ => {}
+        }
+    }
+    (m, ignore_sigterm)
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn log(value: serde_json::Value) {
+    if let Ok(path) = std::env::var("ACP_TEST_AGENT_LOG") {
+        let mut v = value;
+        v["t_ms"] = serde_json::json!(now_ms() as u64);
+        v["pid"] = serde_json::json!(std::process::id());
+        // One write(2) per line: agents of a pool share the file (O_APPEND).
+        let line = format!("{v}\n");
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+fn prompt_text(req: &PromptRequest) -> String {
+    req.prompt
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn slow_directive(text: &str) -> Option<Duration> {
+    let start = text.find("[slow:")? + 6;
+    let end = start + text[start..].find(']')?;
+    text[start..end].parse().ok().map(Duration::from_millis)
+}
+
+fn chunk(session: &SessionId, text: &str) -> SessionNotification {
+    SessionNotification::new(
+        session.clone(),
+        SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(TextContent::new(text)))),
+    )
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> agent_client_protocol::Result<()> {
+    let (m, ignore_sigterm) = modes();
+    if ignore_sigterm {
+        // SAFETY: setting a signal disposition to SIG_IGN has no memory effects.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+    }
+    log(serde_json::json!({"event": "start"}));
+    let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let sessions = Arc::new(AtomicU64::new(0));
+    let m2 = m.clone();
+    let c_cancel = cancelled.clone();
+    let transport = ByteStreams::new(tokio::io::stdout().compat_write(), tokio::io::stdin().compat());
+    Agent
+        .v1()
+        .name("acp-test-agent")
+        .on_receive_request(
+            async move |req: InitializeRequest, responder, _cx| {
+                responder.respond(
+                    InitializeResponse::new(req.protocol_version)
+                        .agent_capabilities(AgentCapabilities::new()),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: NewSessionRequest, responder, _cx| {
+                let n = sessions.fetch_add(1, Ordering::SeqCst);
+                let id = format!("s{}-{n}", std::process::id());
+                let sp = req.system_prompt.as_ref().map(|p| {
+                    p.content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text(t) => Some(t.text.clone()),
+                            _ => None,
+                        })
+                        .collect::<String>()
+                });
+                log(
+                    serde_json::json!({"event": "session_new", "session": id, "system_prompt": sp,
+                    "mcp_servers": req.mcp_servers.len(), "meta": req.meta}),
+                );
+                responder.respond(NewSessionResponse::new(id))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: CancelNotification, _cx| {
+                log(serde_json::json!({"event": "cancel", "session": n.session_id.0.to_string()}));
+                if !m2.ignore_cancel {
+                    c_cancel
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(n.session_id.0.to_string());
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: PromptRequest, responder, cx| {
+                let text = prompt_text(&req);
+                let session = req.session_id.clone();
+                log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
+                if m.crash {
+                    std::process::exit(3);
+                }
+                let m = m.clone();
+                let cancelled = cancelled.clone();
+                cancelled
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&*session.0);
+                let is_cancelled = move |s: &SessionId| {
+                    cancelled
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains(&*s.0)
+                };
+                let task_cx = cx.clone();
+                cx.spawn(async move {
+                    let cx = task_cx;
+                    if m.hang {
+                        loop {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            if is_cancelled(&session) {
+                                return responder.respond(PromptResponse::new(StopReason::Cancelled));
+                            }
+                        }
+                    }
+                    let slow =
+                        slow_directive(&text).or(m.slow.then(|| env_ms("ACP_TEST_AGENT_SLOW_MS", 2000)));
+                    if let Some(total) = slow {
+                        let step = env_ms("ACP_TEST_AGENT_STEP_MS", 100);
+                        let end = Instant::now() + total;
+                        while Instant::now() < end {
+                            tokio::time::sleep(step).await;
+                            if is_cancelled(&session) {
+                                return responder.respond(PromptResponse::new(StopReason::Cancelled));
+                            }
+                            cx.send_notification(SessionNotification::new(
+                                session.clone(),
+                                SessionUpdate::AgentThoughtChunk(ContentChunk::new(ContentBlock::Text(
+                                    TextContent::new("."),
+                                ))),
+                            ))?;
+                        }
+                    }
+                    let mut answer = format!("echo: {text}");
+                    if m.permission {
+                        let options = vec![
+                            PermissionOption::new("no", "Reject", PermissionOptionKind::RejectOnce),
+                            PermissionOption::new("yes", "Allow once", PermissionOptionKind::AllowOnce),
+                        ];
+                        let req = RequestPermissionRequest::new(
+                            session.clone(),
+                            ToolCallUpdate::new("tool-1", ToolCallUpdateFields::new()),
+                            options,
+                        );
+                        let r = cx.send_request(req).block_task().await?;
+                        answer = match r.outcome {
+                            RequestPermissionOutcome::Selected(s) => format!("permission: {}", s.option_id.0),
+                            _ => "permission: cancelled".to_string(),
+                        };
+                    }
+                    cx.send_notification(chunk(&session, &answer))?;
+                    responder.respond(PromptResponse::new(StopReason::EndTurn))
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_to(transport)
+        .await
+}

@@ -1,0 +1,139 @@
+//! Helpers for the launcher conformance suite (`tests/launcher.rs`, issue 5
+//! "Tests"): a throwaway launcher world (state dir, owner, one agent on a
+//! fake provider), provider directories, the fake's call log, and checks
+//! that no process outlived an operation.
+
+use desktop_launcher::app::StartOptions;
+use desktop_launcher::gate::GateConfig;
+use desktop_launcher::record::Backend;
+use desktop_launcher::store::Store;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// One launcher world in a temp dir.
+pub struct World {
+    pub tmp: TempDir,
+    pub store: Store,
+    /// The agent's workdir (the fake provider's cwd: its log lives here).
+    pub workdir: PathBuf,
+    /// A provider directory that is searched first.
+    pub providers: PathBuf,
+}
+
+impl World {
+    /// A world with an owner and agent `agent` on provider `provider_id`.
+    pub fn new(provider_id: &str) -> World {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(tmp.path().join("state")).expect("store");
+        store.init_owner(None).expect("owner");
+        let mut rec = store
+            .create_agent("agent", "wss://relay.example.com")
+            .expect("agent");
+        let workdir = tmp.path().join("work");
+        std::fs::create_dir_all(&workdir).expect("workdir");
+        rec.workdir = Some(workdir.clone());
+        rec.backend = Backend::Provider {
+            id: provider_id.to_string(),
+            config: Default::default(),
+            path_cache: None,
+        };
+        store.save_agent(&rec).expect("save");
+        let providers = tmp.path().join("providers");
+        std::fs::create_dir_all(&providers).expect("providers dir");
+        World {
+            tmp,
+            store,
+            workdir,
+            providers,
+        }
+    }
+
+    /// Installs `fake` as `buzz-backend-<id>` in `dir` (default: the first provider dir).
+    pub fn install(&self, fake: &Path, id: &str, dir: Option<&Path>) -> PathBuf {
+        let dir = dir.unwrap_or(&self.providers);
+        std::fs::create_dir_all(dir).expect("dir");
+        let dest = dir.join(format!("buzz-backend-{id}"));
+        std::fs::copy(fake, &dest).expect("copy fake");
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        dest
+    }
+
+    /// Start options searching only `dirs` (default: the world's provider dir),
+    /// with short test deadlines.
+    pub fn options(&self, dirs: Option<Vec<PathBuf>>) -> StartOptions {
+        StartOptions {
+            dirs: dirs.unwrap_or_else(|| vec![self.providers.clone()]),
+            gate: GateConfig {
+                info_deadline: Duration::from_secs(5),
+                deploy_deadline: Duration::from_secs(5),
+                drain_grace: Duration::from_millis(500),
+                ..GateConfig::default()
+            },
+        }
+    }
+
+    /// The fake's call log.
+    pub fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.workdir.join("fake-log.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// True when any `deploy` call carried an nsec.
+    pub fn nsec_was_sent(&self) -> bool {
+        self.calls()
+            .iter()
+            .any(|c| c["op"] == "deploy" && c["had_nsec"] == true)
+    }
+
+    /// Every pid the fake logged (its own and grandchildren).
+    pub fn logged_pids(&self) -> Vec<u32> {
+        self.calls()
+            .iter()
+            .flat_map(|c| [c["pid"].as_u64(), c["grandchild"].as_u64()])
+            .flatten()
+            .map(|p| p as u32)
+            .collect()
+    }
+
+    /// Writes the fake's config (`fake-config.json`).
+    pub fn fake_config(&self, v: &Value) {
+        std::fs::write(self.workdir.join("fake-config.json"), v.to_string()).expect("fake config");
+    }
+
+    /// The temp root.
+    pub fn root(&self) -> &Path {
+        self.tmp.path()
+    }
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // Field 3, after the parenthesised command name.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
+}
+
+/// Waits until none of `pids` is alive, up to `bound`. Returns the survivors.
+pub fn wait_gone(pids: &[u32], bound: Duration) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() || start.elapsed() > bound {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

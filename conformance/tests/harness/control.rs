@@ -1,0 +1,204 @@
+//! Owner control before the gate, the respond-to gate, and turns through the real ACP agent (wire-facts §4, §6).
+
+use crate::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owner_shutdown_exits_0_with_offline_and_non_owner_shutdown_is_ordinary() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let stranger = Keys::generate();
+    let m = w.mention(&stranger, "c1", "  !shutdown ").await;
+    let r = w.wait_reply(&m).await;
+    assert_eq!(r.content, "echo:   !shutdown ");
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "a stranger's !shutdown does not stop the agent"
+    );
+    w.mention(&w.owner, "c1", "!shutdown").await;
+    w.wait_offline().await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn respond_to_matrix_across_all_four_modes() {
+    let _g = SERIAL.lock().await;
+    let listed = Keys::generate();
+    let stranger = Keys::generate();
+    // (mode, owner answered, listed answered, stranger answered)
+    for (mode, o, l, s) in [
+        ("owner-only", true, false, false),
+        ("allowlist", true, true, false),
+        ("anyone", true, true, true),
+        ("nobody", false, false, false),
+    ] {
+        let w = World::new().await;
+        let mut env = w.env("echo");
+        env.insert("BUZZ_ACP_RESPOND_TO".into(), mode.into());
+        env.insert(
+            "BUZZ_ACP_RESPOND_TO_ALLOWLIST".into(),
+            listed.public_key().to_hex().to_uppercase(),
+        );
+        let mut h = w.spawn(&env);
+        w.wait_online().await;
+        let ms = w.mention(&stranger, "c1", "from stranger").await;
+        let ml = w.mention(&listed, "c1", "from listed").await;
+        let mo = w.mention(&w.owner, "c1", "from owner").await;
+        // One channel, one turn at a time, FIFO: once the owner's turn is
+        // decided (answered, or the harness has stopped) the others are too.
+        if o {
+            w.wait_reply(&mo).await;
+        }
+        w.mention(&w.owner, "c1", "!shutdown").await;
+        assert_eq!(h.wait_exit(WAIT).await, Some(0), "{mode}");
+        let prompts: Vec<String> = agent_events(&w.log, "prompt")
+            .iter()
+            .map(|v| v["text"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(prompts.contains(&"from owner".to_string()), o, "{mode} owner");
+        assert_eq!(prompts.contains(&"from listed".to_string()), l, "{mode} listed");
+        assert_eq!(
+            prompts.contains(&"from stranger".to_string()),
+            s,
+            "{mode} stranger"
+        );
+        assert_eq!(!w.replies_to(&ml).is_empty(), l, "{mode} listed reply");
+        assert_eq!(!w.replies_to(&ms).is_empty(), s, "{mode} stranger reply");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mention_to_reply_through_the_real_agent_with_tags() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("permission");
+    env.insert("BUZZ_ACP_SYSTEM_PROMPT".into(), "be brief".into());
+    env.insert("BUZZ_ACP_LAZY_POOL".into(), "1".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let m = w.mention(&w.owner, "chan-x", "do it").await;
+    let r = w.wait_reply(&m).await;
+    assert_eq!(r.content, "permission: yes", "permission answered allow_once");
+    assert_eq!(r.kind, Kind::from(9));
+    assert_eq!(
+        tags(&r),
+        vec![
+            vec!["h".to_string(), "chan-x".into()],
+            vec!["e".into(), m.id.to_hex(), "".into(), "reply".into()],
+            vec!["p".into(), w.owner.public_key().to_hex()],
+        ]
+    );
+    // A mention inside a thread: the reply names the root and the parent.
+    let root = "f".repeat(64);
+    let nested = post(
+        &w.relay.url,
+        &w.owner,
+        "chan-x",
+        &w.agent,
+        "again",
+        vec![vec!["e".into(), root.clone(), "".into(), "root".into()]],
+    )
+    .await;
+    let r2 = w.wait_reply(&nested).await;
+    let t = tags(&r2);
+    assert!(t.contains(&vec!["e".to_string(), root, "".into(), "root".into()]));
+    assert!(t.contains(&vec![
+        "e".to_string(),
+        nested.id.to_hex(),
+        "".into(),
+        "reply".into()
+    ]));
+    let sessions = agent_events(&w.log, "session_new");
+    assert_eq!(sessions.len(), 1, "one session per channel");
+    assert_eq!(sessions[0]["system_prompt"], "be brief");
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_timeout_and_owner_cancel_end_the_turn() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("hang");
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.mention(&w.owner, "c1", "first").await;
+    h.wait_line(WAIT, "reason=\"idle timeout\"")
+        .await
+        .expect("idle timeout cancels");
+    h.wait_line(WAIT, "turn cancelled").await.expect("turn ended");
+    assert_eq!(agent_events(&w.log, "cancel").len(), 1);
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+
+    let w = World::new().await;
+    let mut h = w.spawn(&w.env("hang"));
+    w.wait_online().await;
+    w.mention(&w.owner, "c2", "long").await;
+    wait_until(WAIT, || {
+        (!agent_events(&w.log, "prompt").is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    w.mention(&w.owner, "c2", "!cancel").await;
+    h.wait_line(WAIT, "reason=\"cancel\"")
+        .await
+        .expect("owner !cancel cancels");
+    wait_until(WAIT, || {
+        (!agent_events(&w.log, "cancel").is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn typing_indicator_max_turn_cap_and_replies_off() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_ACP_TYPING".into(), "true".into());
+    env.insert("BUZZ_ACP_REPLY".into(), "false".into());
+    env.insert("BUZZ_ACP_MAX_TURN_DURATION".into(), "1".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    // Streams updates every 100 ms (so the idle timeout never fires) for 5 s > the 1 s cap.
+    let m = w.mention(&w.owner, "c9", "[slow:5000] long").await;
+    let a = w.agent.public_key();
+    let typing = w
+        .obs
+        .wait_for(WAIT, |e| e.kind == Kind::from(20002) && e.pubkey == a)
+        .await
+        .expect("a typing indicator while the turn runs");
+    assert_eq!(
+        tags(&typing.event),
+        vec![
+            vec!["h".to_string(), "c9".into()],
+            vec!["e".into(), m.id.to_hex()]
+        ]
+    );
+    h.wait_line(WAIT, "reason=\"max turn duration\"")
+        .await
+        .expect("the hard cap cancels");
+    let m2 = w.mention(&w.owner, "c9", "quick").await;
+    wait_until(WAIT, || {
+        agent_events(&w.log, "prompt")
+            .iter()
+            .any(|v| v["text"] == "quick")
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    h.wait_line(WAIT, "stop_reason=\"EndTurn\"")
+        .await
+        .expect("the second turn completed");
+    w.mention(&w.owner, "c9", "!shutdown").await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    assert!(w.replies_to(&m2).is_empty(), "replies configured off");
+    assert!(w.obs.messages_of(&w.agent).is_empty());
+}

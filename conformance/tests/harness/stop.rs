@@ -1,0 +1,203 @@
+//! The inactivity reaper (I5, §Auto-Stop), the shutdown budget (§Stop and Delete, Known Defect 7) and PID 1 duties.
+
+use crate::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reaper_fires_in_bound_for_a_lazy_pool_that_never_woke() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
+    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
+    let mut h = w.spawn(&env);
+    let start = h.wait_line(WAIT, "buzz-acp starting").await.expect("start line");
+    w.wait_online().await;
+    let fired = h
+        .wait_line(WAIT, "inactivity bound reached")
+        .await
+        .expect("reaper fired");
+    // By the harness's own log timestamps, not by when the test read the lines.
+    let late = fired.secs_since(&start).expect("timestamps");
+    assert!(late >= 2.0, "not before T: {late}");
+    assert!(late < 3.0, "before T+1s: {late}");
+    w.wait_offline().await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    assert!(
+        agent_events(&w.log, "start").is_empty(),
+        "the lazy pool never woke"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reaper_is_deferred_by_an_in_flight_turn() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
+    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    // A turn lasting 4 s (> T) that streams updates every 100 ms (< idle timeout).
+    let m = w.mention(&w.owner, "c1", "[slow:4000] work").await;
+    let reply = w.wait_reply(&m).await;
+    assert_eq!(reply.content, "echo: [slow:4000] work");
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "alive when the long turn ends"
+    );
+    let done = Instant::now();
+    h.wait_line(WAIT, "inactivity bound reached")
+        .await
+        .expect("reaper fires later");
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    assert!(done.elapsed() < WAIT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_publishes_offline_and_exits_0_within_the_budget() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("slow");
+    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "10".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.mention(&w.owner, "c1", "busy").await;
+    wait_until(WAIT, || {
+        (!agent_events(&w.log, "prompt").is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    let t0 = Instant::now();
+    h.signal(libc::SIGTERM);
+    let code = h.wait_exit(WAIT).await;
+    let took = t0.elapsed();
+    assert_eq!(code, Some(0));
+    w.wait_offline().await;
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(
+        agent_events(&w.log, "cancel").len(),
+        1,
+        "the in-flight turn was cancelled"
+    );
+}
+
+fn alive(pid: i64) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_two_stuck_slots_still_publish_offline_within_the_budget() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("stuck");
+    env.insert("BUZZ_ACP_AGENTS".into(), "32".into());
+    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "12".into());
+    env.insert("BUZZ_ACP_KILL_GRACE_MS".into(), "2000".into());
+    env.insert("BUZZ_ACP_CANCEL_GRACE_MS".into(), "60000".into());
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
+    env.insert("BUZZ_ACP_LOG".into(), "info".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    for i in 0..32 {
+        w.mention(&w.owner, &format!("c{i}"), "stuck").await;
+    }
+    wait_until(Duration::from_secs(60), || {
+        (agent_events(&w.log, "prompt").len() == 32).then_some(())
+    })
+    .await
+    .expect("32 turns in flight");
+    let pids: Vec<i64> = agent_events(&w.log, "start")
+        .iter()
+        .map(|v| v["pid"].as_i64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 32);
+    let t0 = Instant::now();
+    h.signal(libc::SIGTERM);
+    let code = h.wait_exit(Duration::from_secs(30)).await;
+    let took = t0.elapsed();
+    assert_eq!(code, Some(0));
+    w.wait_offline().await;
+    assert!(
+        took < Duration::from_secs(12),
+        "whole tail inside the budget: {took:?}"
+    );
+    assert_eq!(
+        agent_events(&w.log, "cancel").len(),
+        32,
+        "every turn was asked to cancel"
+    );
+    wait_until(Duration::from_secs(5), || {
+        pids.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await
+    .expect("every stuck agent was killed");
+}
+
+fn children_of(ppid: i32) -> Vec<(i32, String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head
+            .split_once('(')
+            .map(|(_, c)| c.to_string())
+            .unwrap_or_default();
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or_default().to_string();
+        if f.next().and_then(|p| p.parse::<i32>().ok()) == Some(ppid) {
+            out.push((pid, comm, state));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn as_pid_1_the_harness_reaps_orphaned_zombies_and_takes_sigterm() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let env = w.env("orphan");
+    let mut c = tokio::process::Command::new("unshare");
+    c.args(["--pid", "--fork", "--mount-proc", "--kill-child", HARNESS])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .envs(&env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut h = HarnessProc::spawn(c);
+    w.wait_online().await;
+    // The harness is unshare's child and PID 1 of its namespace.
+    let harness = children_of(h.pid)
+        .first()
+        .map(|c| c.0)
+        .expect("the harness under unshare");
+    let orphan = wait_until(WAIT, || children_of(harness).into_iter().find(|c| c.1 == "sleep"))
+        .await
+        .expect("the orphaned sleep was re-parented to the harness");
+    // Once it exits it must be reaped, not left as a zombie of PID 1.
+    wait_until(WAIT, || {
+        (!children_of(harness).iter().any(|c| c.0 == orphan.0)).then_some(())
+    })
+    .await
+    .expect("the orphan was reaped");
+    // SAFETY: kill(2) on the harness pid.
+    unsafe {
+        libc::kill(harness, libc::SIGTERM);
+    }
+    w.wait_offline().await;
+    assert_eq!(
+        h.wait_exit(WAIT).await,
+        Some(0),
+        "PID 1 handles SIGTERM through the graceful path"
+    );
+}

@@ -1,0 +1,150 @@
+//! Launcher conformance, case 9 and stop: presence over a real relay (spec I3, §Stop).
+
+use super::*;
+
+// ---- 9. presence tracker over a real relay --------------------------------------------------
+
+async fn relay() -> (LocalRelay, String) {
+    let relay = LocalRelay::new(RelayBuilder::default());
+    relay.run().await.unwrap();
+    let url = relay.url().await.to_string();
+    (relay, url)
+}
+
+async fn agent_client(url: &str, keys: Keys) -> Client {
+    let c = Client::builder().signer(keys).build();
+    c.add_relay(url).await.unwrap();
+    c.try_connect_relay(url, Duration::from_secs(5)).await.unwrap();
+    c
+}
+
+async fn publish_presence(c: &Client, content: &str, tags: Vec<Tag>) {
+    let b = EventBuilder::new(Kind::from(20001), content).tags(tags);
+    c.send_event_builder(b).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_tracker_transitions_and_ttl_over_a_real_relay() {
+    let (_relay, url) = relay().await;
+    let owner = Keys::generate();
+    let agent = Keys::generate();
+    let other = Keys::generate();
+    let agent_hex = agent.public_key().to_hex();
+    let watcher = relay::connect(&url, owner, Duration::from_secs(5)).await.unwrap();
+    let mut feed = relay::subscribe_presence(&watcher, &url, std::slice::from_ref(&agent_hex))
+        .await
+        .unwrap();
+    let ac = agent_client(&url, agent.clone()).await;
+    let oc = agent_client(&url, other).await;
+    let mut tracker = Tracker::new([agent_hex.clone()], Duration::from_secs(2));
+    let mut changes: Vec<(Derived, Derived)> = Vec::new();
+    let bound = Duration::from_secs(20);
+    let pk = agent_hex.clone();
+    assert_eq!(tracker.state(&pk), Derived::Unknown);
+
+    // Another key claiming to be the agent via a p tag is ignored (subject = event.pubkey).
+    publish_presence(&oc, "online", vec![Tag::public_key(agent.public_key())]).await;
+    let run = "00112233445566778899aabbccddeeff";
+    publish_presence(
+        &ac,
+        "online",
+        vec![
+            Tag::parse(["run", run]).unwrap(),
+            Tag::parse(["seq", "0"]).unwrap(),
+        ],
+    )
+    .await;
+    let mut rec = |c: &desktop_launcher::presence::Change, _: &Tracker| changes.push((c.from, c.to));
+    assert!(
+        feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk)
+            == Derived::Online)
+            .await
+    );
+    assert_eq!(tracker.last(&pk).unwrap().run.as_deref(), Some(run));
+    publish_presence(&ac, "online", vec![]).await; // no change → no event
+    publish_presence(&ac, "away", vec![]).await;
+    assert!(
+        feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk) == Derived::Away)
+            .await
+    );
+    // Silence past the TTL → offline.
+    assert!(
+        feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk)
+            == Derived::Offline)
+            .await
+    );
+    publish_presence(&ac, "Online", vec![]).await; // not exact → ignored
+    publish_presence(&ac, "online", vec![]).await;
+    assert!(
+        feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk)
+            == Derived::Online)
+            .await
+    );
+    publish_presence(&ac, "offline", vec![]).await;
+    assert!(
+        feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk)
+            == Derived::Offline)
+            .await
+    );
+    assert_eq!(
+        changes,
+        vec![
+            (Derived::Unknown, Derived::Online),
+            (Derived::Online, Derived::Away),
+            (Derived::Away, Derived::Offline),
+            (Derived::Offline, Derived::Online),
+            (Derived::Online, Derived::Offline),
+        ]
+    );
+}
+
+/// `stop` against a stand-in agent on the real relay: it answers only an
+/// owner-signed `!shutdown` that p-tags it, by publishing `offline`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_publishes_owner_signed_shutdown_and_waits_for_offline() {
+    let (_relay, url) = relay().await;
+    let w = World::new("ok");
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.relay_url = url.clone();
+    w.store.save_agent(&rec).unwrap();
+    let owner_hex = w.store.owner().unwrap().public_key().to_hex();
+    let agent_keys = w.store.agent_keys("agent").unwrap();
+    let ac = agent_client(&url, agent_keys.clone()).await;
+    let mut notes = ac.notifications();
+    ac.subscribe(
+        Filter::new().kind(Kind::from(9)).pubkey(agent_keys.public_key()),
+        None,
+    )
+    .await
+    .unwrap();
+    let stand_in = tokio::spawn(async move {
+        loop {
+            let Ok(RelayPoolNotification::Event { event, .. }) = notes.recv().await else {
+                continue;
+            };
+            if event.content.trim() == "!shutdown" && event.pubkey.to_hex() == owner_hex {
+                publish_presence(&ac, "offline", vec![]).await;
+                return event;
+            }
+        }
+    });
+    app::stop(&w.store, "agent", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let ev = stand_in.await.unwrap();
+    assert!(ev.tags.public_keys().any(|p| *p == agent_keys.public_key()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_without_an_offline_report_is_a_clear_bounded_error() {
+    let (_relay, url) = relay().await;
+    let w = World::new("ok");
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.relay_url = url.clone();
+    w.store.save_agent(&rec).unwrap();
+    let e = app::stop(&w.store, "agent", Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did not report presence offline"), "{e}");
+}

@@ -1,0 +1,125 @@
+//! Launcher conformance, case 7: validation before anything is invoked (I1, owner rule, relay-mesh, I2, Known Defect 8).
+
+use super::*;
+
+// ---- 7. validation: I1, I2, KD8 ---------------------------------------------------------
+
+fn refused_before_invocation(w: &World) -> String {
+    let e = err_text(start(w).0);
+    assert!(w.calls().is_empty(), "the provider was invoked: {:?}", w.calls());
+    e
+}
+
+#[test]
+fn i1_empty_nsec_is_refused_before_the_provider_runs() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    std::fs::write(w.root().join("state/keys/agent.nsec"), "  \n").unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("private key is empty"), "{e}");
+}
+
+#[test]
+fn owner_rule_missing_owner_is_refused_before_the_provider_runs() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    std::fs::remove_file(w.root().join("state/owner.key")).unwrap();
+    std::fs::remove_file(w.root().join("state/keys/agent.auth")).unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("neither an auth tag nor an owner"), "{e}");
+}
+
+#[test]
+fn relay_mesh_is_refused_before_the_provider_runs() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.provider = Some("relay-mesh".into());
+    w.store.save_agent(&rec).unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("relay-mesh"), "{e}");
+}
+
+#[test]
+fn posix_env_key_is_refused_before_the_provider_runs() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.env.insert("BUZZ_AUTH_TAG=x".into(), "y".into());
+    w.store.save_agent(&rec).unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("not a POSIX name"), "{e}");
+}
+
+#[test]
+fn i2_secretish_or_nested_config_is_refused_before_the_provider_runs() {
+    for cfg in [
+        json!({"api_token": "x"}),
+        json!({"nested": {"a": 1}}),
+        json!({"ssh_key_path": "/x"}),
+    ] {
+        let w = World::new("ok");
+        w.install(fake(), "ok", None);
+        set_config(&w, cfg.clone());
+        let e = refused_before_invocation(&w);
+        assert!(e.contains("provider_config"), "{cfg}: {e}");
+    }
+}
+
+#[test]
+fn kd8_cleared_numeric_field_is_omitted_and_zero_is_a_number() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    set_config(&w, json!({"inactivity_seconds": "", "namespace": "ns"}));
+    start(&w).0.unwrap();
+    let deploy = w.calls().into_iter().find(|c| c["op"] == "deploy").unwrap();
+    assert_eq!(deploy["provider_config"], json!({"namespace": "ns"}));
+
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    set_config(&w, json!({"inactivity_seconds": "0"}));
+    start(&w).0.unwrap();
+    let deploy = w.calls().into_iter().find(|c| c["op"] == "deploy").unwrap();
+    assert_eq!(deploy["provider_config"], json!({"inactivity_seconds": 0}));
+}
+
+#[test]
+fn kd8_non_numeric_value_for_a_numeric_field_sends_no_secret() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    set_config(&w, json!({"inactivity_seconds": "soon"}));
+    let e = err_text(start(&w).0);
+    assert!(e.contains("must be a number"), "{e}");
+    assert!(!w.nsec_was_sent());
+}
+
+#[test]
+fn strict_mode_refuses_an_unapproved_digest_then_accepts_it_once_approved() {
+    let w = World::new("ok");
+    let path = w.install(fake(), "ok", None);
+    let mut opts = w.options(None);
+    opts.gate.strict = true;
+    let e = app::start_provider(&w.store, "agent", &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not approved"), "{e}");
+    assert!(w.calls().is_empty());
+    let digest = desktop_launcher::gate::stage(&path, &w.store.staging_root())
+        .unwrap()
+        .sha256
+        .clone();
+    w.store.approve("ok", &digest).unwrap();
+    opts.gate.approvals = w.store.approvals().unwrap();
+    app::start_provider(&w.store, "agent", &opts, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn delete_refuses_a_deployed_agent_without_force() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    start(&w).0.unwrap();
+    let e = app::delete(&w.store, "agent", false).unwrap_err().to_string();
+    assert!(e.contains("--force-remote-delete"), "{e}");
+    app::delete(&w.store, "agent", true).unwrap();
+    assert!(w.store.agent("agent").is_err());
+}

@@ -1,0 +1,275 @@
+//! The commands behind the desktop's buttons (issue 5 "Commands"), as library
+//! functions the binary formats and the conformance suite drives.
+//!
+//! Every refusal the spec requires before anything is invoked (I1, owner,
+//! relay-mesh, I2, POSIX keys) happens in [`start_provider`] before discovery
+//! runs a single process.
+
+use crate::discovery::{self, Discovery, DiscoveryError};
+use crate::gate::{self, Deployed, GateConfig, GateError};
+use crate::limits::STRICT_ENV;
+use crate::payload::{self, ConfigError, PayloadError};
+use crate::presence::{Derived, Tracker};
+use crate::record::{AgentRecord, Backend, DeployState};
+use crate::relay::{self, RelayError};
+use crate::resolve::{self, ResolveError, Target};
+use crate::store::{Store, StoreError};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::Duration;
+
+/// A command failure. Single actionable sentences; no secret inside.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error("{0}")]
+    Gate(String),
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+    #[error(transparent)]
+    Local(#[from] crate::local::LocalError),
+    #[error("agent `{0}` uses the local backend; `start` spawns the harness instead of deploying")]
+    NotProvider(String),
+    #[error("agent `{0}` uses a provider backend; it cannot be started as a local process")]
+    NotLocal(String),
+    #[error(
+        "agent `{0}` is deployed (agent_id {1}); deleting it would orphan the remote agent — stop it first, or pass --force-remote-delete"
+    )]
+    Deployed(String, String),
+    #[error(
+        "agent `{name}` did not report presence offline within {wait:?}; it may not be running or its relay may be unreachable"
+    )]
+    NotOffline { name: String, wait: Duration },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(String),
+}
+
+/// Options of a provider start.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// Discovery search path (see [`discovery::dirs_from_env`]).
+    pub dirs: Vec<PathBuf>,
+    /// Gate limits and strict mode.
+    pub gate: GateConfig,
+}
+
+impl StartOptions {
+    /// From the environment and settings.
+    pub fn from_env(store: &Store) -> Result<StartOptions, AppError> {
+        let settings = store.settings()?;
+        let strict = settings.strict_providers
+            || std::env::var(STRICT_ENV).is_ok_and(|v| buzz_contract::env::is_truthy(&v));
+        Ok(StartOptions {
+            dirs: discovery::dirs_from_env(),
+            gate: GateConfig {
+                strict,
+                approvals: store.approvals()?,
+                ..GateConfig::default()
+            },
+        })
+    }
+}
+
+fn workdir(rec: &AgentRecord) -> PathBuf {
+    rec.workdir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// `start` on a provider backend: refusals first, then discovery, then the gate.
+/// On success the `agent_id` is stored (the deployed axis); on failure the
+/// redacted error is stored as `last_error`.
+pub fn start_provider(
+    store: &Store,
+    name: &str,
+    opts: &StartOptions,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Deployed, AppError> {
+    let mut rec = store.agent(name)?;
+    let Backend::Provider {
+        id,
+        config,
+        path_cache,
+    } = rec.backend.clone()
+    else {
+        return Err(AppError::NotProvider(name.to_string()));
+    };
+    let settings = store.settings()?;
+    let ident = store.identity(name)?;
+    // Refusals before anything is invoked: I1, owner, relay-mesh, POSIX keys, gate, I2.
+    let resolved = resolve::resolve_launch(&rec, &settings, &ident, Target::Remote)?;
+    payload::normalize_provider_config(&config, None)?;
+
+    let disc: Discovery = discovery::discover(&opts.dirs);
+    let resolution = disc.resolve(&id, path_cache.as_deref())?;
+    if let Some(stale) = &resolution.cache_overridden {
+        on_status(&format!(
+            "cached provider path {} is no longer what discovery selects; using {}",
+            stale.display(),
+            resolution.path.display()
+        ));
+    }
+    let wd = workdir(&rec);
+    let record_for_build = rec.clone();
+    let result = gate::deploy(
+        &resolution,
+        &store.staging_root(),
+        &wd,
+        &opts.gate,
+        |info| {
+            let schema = info.get("config_schema");
+            let cfg = payload::normalize_provider_config(&config, schema).map_err(PayloadError::from)?;
+            let request_id = hex::encode(rand::random::<[u8; 16]>());
+            payload::build_deploy_request(&record_for_build, &resolved, &ident, cfg, &request_id)
+        },
+        on_status,
+    );
+    let mut state = store.deploy_state(name)?;
+    match result {
+        Ok(d) => {
+            state.agent_id = Some(d.agent_id.clone());
+            state.generation = d.generation.clone();
+            state.record_digest = Some(rec.launch_digest());
+            state.started_at = Some(relay::unix_now());
+            state.last_error = None;
+            state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
+            store.save_deploy_state(name, &state)?;
+            if let Backend::Provider { path_cache, .. } = &mut rec.backend {
+                *path_cache = Some(d.path.clone());
+            }
+            store.save_agent(&rec)?;
+            Ok(d)
+        }
+        Err(e) => {
+            let diag = disc.diagnostics_for(&id);
+            let msg = match &e {
+                GateError::Deploy { .. } | GateError::Info { .. } | GateError::Version { .. } => {
+                    format!("{e} [discovery: {diag}]")
+                }
+                _ => e.to_string(),
+            };
+            state.last_error = Some(msg.clone());
+            store.save_deploy_state(name, &state)?;
+            Err(AppError::Gate(msg))
+        }
+    }
+}
+
+/// `start` on the local backend: the same resolver, then the harness as a child.
+/// Returns the child and the launch generation it was given.
+pub fn start_local(
+    store: &Store,
+    name: &str,
+    harness: &std::path::Path,
+) -> Result<(Child, String), AppError> {
+    let rec = store.agent(name)?;
+    if !matches!(rec.backend, Backend::Local) {
+        return Err(AppError::NotLocal(name.to_string()));
+    }
+    let settings = store.settings()?;
+    let ident = store.identity(name)?;
+    let resolved = resolve::resolve_launch(&rec, &settings, &ident, Target::Local)?;
+    let nonce = crate::local::new_nonce();
+    let env = resolve::local_env(&rec, &resolved, &ident, &nonce);
+    let child = crate::local::spawn(harness, &env, &workdir(&rec), &store.log_path(name))?;
+    let mut state = store.deploy_state(name)?;
+    state.generation = Some(nonce.clone());
+    state.record_digest = Some(rec.launch_digest());
+    state.started_at = Some(relay::unix_now());
+    state.local_pid = Some(child.id());
+    state.last_error = None;
+    store.save_deploy_state(name, &state)?;
+    Ok((child, nonce))
+}
+
+/// `stop`: owner-signed `!shutdown` on the agent's relay, then wait for presence
+/// `offline` up to `wait` (spec §Stop). Subscribes before publishing so the
+/// `offline` cannot be missed.
+pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppError> {
+    let rec = store.agent(name)?;
+    let owner = store.owner()?;
+    let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
+    let authors = vec![rec.pubkey.clone()];
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors).await?;
+    relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
+    let mut tracker = Tracker::new(authors, presence_ttl());
+    let pk = rec.pubkey.clone();
+    let ok = feed
+        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
+            t.state(&pk) == Derived::Offline
+        })
+        .await;
+    client.shutdown().await;
+    let mut state = store.deploy_state(name)?;
+    state.local_pid = None;
+    store.save_deploy_state(name, &state)?;
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::NotOffline {
+            name: name.to_string(),
+            wait,
+        })
+    }
+}
+
+/// `chat`: send a mention as the owner and return the agent's reply.
+pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Result<String, AppError> {
+    let rec = store.agent(name)?;
+    let owner = store.owner()?;
+    let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
+    let reply = relay::chat(
+        &client,
+        &rec.relay_url,
+        &rec.pubkey,
+        rec.channel.as_deref(),
+        text,
+        wait,
+    )
+    .await;
+    client.shutdown().await;
+    Ok(reply?)
+}
+
+/// `delete`: refuses a deployed agent without `force_remote_delete` (spec §Stop and Delete).
+pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
+    let state = store.deploy_state(name)?;
+    store.agent(name)?;
+    if let Some(id) = state.agent_id.filter(|_| !force_remote_delete) {
+        return Err(AppError::Deployed(name.to_string(), id));
+    }
+    store.delete_agent(name)?;
+    Ok(())
+}
+
+/// The presence TTL in force (`BUZZ_LAUNCHER_PRESENCE_TTL_SECS`, default 180 s).
+pub fn presence_ttl() -> Duration {
+    std::env::var(crate::limits::PRESENCE_TTL_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(buzz_contract::presence::PRESENCE_TTL, Duration::from_secs)
+}
+
+/// Sets one `provider_config` field from user input (`key=value`); an empty
+/// value clears it (Known Defect 8: cleared means omitted).
+pub fn set_config_field(config: &mut serde_json::Map<String, Value>, key: &str, value: &str) {
+    if value.trim().is_empty() {
+        config.remove(key);
+    } else {
+        config.insert(key.to_string(), Value::String(value.to_string()));
+    }
+}
+
+/// True when the agent has a stored `agent_id`.
+pub fn is_deployed(state: &DeployState) -> bool {
+    state.agent_id.is_some()
+}

@@ -1,0 +1,557 @@
+//! `buzz-launcher`: the command-line face of `desktop-launcher` (issue 5
+//! "Commands"). Thin: parsing and printing; every rule lives in the library.
+//! Output goes to stdout, progress and diagnostics to stderr.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use desktop_launcher::app::{self, StartOptions};
+use desktop_launcher::discovery;
+use desktop_launcher::gate;
+use desktop_launcher::presence::{self, Derived, Tracker};
+use desktop_launcher::record::{AgentRecord, Backend};
+use desktop_launcher::relay;
+use desktop_launcher::store::Store;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "buzz-launcher",
+    version,
+    about = "Create, start, stop, chat with and watch Buzz agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create the owner identity (or import one with --import, reading the key from stdin).
+    Init {
+        #[arg(long)]
+        import: bool,
+    },
+    /// Manage agent records.
+    #[command(subcommand)]
+    Agent(AgentCmd),
+    /// List providers with discovery diagnostics, or approve one's digest.
+    Providers {
+        #[command(subcommand)]
+        cmd: Option<ProvidersCmd>,
+    },
+    /// Start an agent: spawn the harness (local) or pass the gate and deploy (provider).
+    Start {
+        agent: String,
+        /// Seconds to wait for presence `online` after a local start (0 = do not wait).
+        #[arg(long, default_value_t = 60)]
+        wait_online: u64,
+    },
+    /// Publish an owner-signed `!shutdown` and wait for presence `offline`.
+    Stop {
+        agent: String,
+        #[arg(long, default_value_t = desktop_launcher::limits::STOP_WAIT.as_secs())]
+        wait: u64,
+    },
+    /// Send a mention and print the reply.
+    Chat {
+        agent: String,
+        text: String,
+        #[arg(long, default_value_t = desktop_launcher::limits::CHAT_WAIT.as_secs())]
+        wait: u64,
+    },
+    /// Presence for every agent and the fleet line.
+    Status {
+        #[arg(long)]
+        watch: bool,
+        /// Seconds to listen for presence (agents republish every 60 s).
+        #[arg(long, default_value_t = 5)]
+        listen: u64,
+    },
+    /// Delete an agent record and its keys.
+    Delete {
+        agent: String,
+        #[arg(long)]
+        force_remote_delete: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentCmd {
+    /// Create an agent: generates its key and mints its auth tag with the owner key.
+    Create {
+        name: String,
+        #[arg(long)]
+        relay: String,
+        #[command(flatten)]
+        fields: Box<Fields>,
+    },
+    /// List agents.
+    List,
+    /// Show one agent (never its key).
+    Show { name: String },
+    /// Edit an agent.
+    Edit {
+        name: String,
+        #[command(flatten)]
+        fields: Box<Fields>,
+    },
+    /// Delete an agent (refuses a deployed one without --force-remote-delete).
+    Delete {
+        name: String,
+        #[arg(long)]
+        force_remote_delete: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProvidersCmd {
+    /// List discovered providers (default).
+    List,
+    /// Record the current binary's SHA-256 in the lock file (strict mode).
+    Approve { id: String },
+}
+
+#[derive(Args, Default)]
+struct Fields {
+    #[arg(long)]
+    relay_url: Option<String>,
+    /// `local` or `provider:<id>`.
+    #[arg(long)]
+    backend: Option<String>,
+    #[arg(long)]
+    display_name: Option<String>,
+    #[arg(long)]
+    channel: Option<String>,
+    #[arg(long)]
+    command: Option<String>,
+    /// Agent args (repeatable; replaces the list).
+    #[arg(long = "arg")]
+    args: Vec<String>,
+    #[arg(long)]
+    persona: Option<String>,
+    #[arg(long)]
+    system_prompt: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    turn_timeout: Option<u64>,
+    #[arg(long)]
+    idle_timeout: Option<u64>,
+    #[arg(long)]
+    max_turn_duration: Option<u64>,
+    #[arg(long)]
+    parallelism: Option<u64>,
+    #[arg(long)]
+    respond_to: Option<String>,
+    /// Allowlist entry (repeatable; replaces the list).
+    #[arg(long = "allow")]
+    allow: Vec<String>,
+    /// `KEY=VALUE` for the agent env layer; an empty value removes the key.
+    #[arg(long = "env")]
+    env: Vec<String>,
+    /// `key=value` for provider_config; an empty value clears the field.
+    #[arg(long = "config")]
+    config: Vec<String>,
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    #[arg(long)]
+    relay_observer: Option<bool>,
+}
+
+fn split_kv(s: &str) -> Result<(&str, &str)> {
+    s.split_once('=')
+        .with_context(|| format!("expected KEY=VALUE, got {:?}", s.split('=').next().unwrap_or("")))
+}
+
+fn opt(v: &Option<String>) -> Option<Option<String>> {
+    v.as_ref()
+        .map(|s| if s.is_empty() { None } else { Some(s.clone()) })
+}
+
+fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
+    if let Some(u) = &f.relay_url {
+        rec.relay_url = u.clone();
+    }
+    if let Some(b) = &f.backend {
+        rec.backend = match b.as_str() {
+            "local" => Backend::Local,
+            other => match other.strip_prefix("provider:") {
+                Some(id) if discovery::valid_id(id) => {
+                    let config = match &rec.backend {
+                        Backend::Provider { config, .. } => config.clone(),
+                        Backend::Local => Default::default(),
+                    };
+                    Backend::Provider {
+                        id: id.to_string(),
+                        config,
+                        path_cache: None,
+                    }
+                }
+                _ => bail!("--backend must be `local` or `provider:<id>` with id [a-z0-9][a-z0-9_-]*"),
+            },
+        };
+    }
+    macro_rules! set_opt {
+        ($($field:ident),*) => {$(
+            if let Some(v) = opt(&f.$field) { rec.$field = v; }
+        )*};
+    }
+    set_opt!(display_name, channel, persona, system_prompt, model, provider);
+    if let Some(c) = opt(&f.command) {
+        rec.agent_command = c;
+    }
+    if !f.args.is_empty() {
+        rec.agent_args = f.args.iter().filter(|a| !a.is_empty()).cloned().collect();
+    }
+    for (field, v) in [
+        (&mut rec.turn_timeout_seconds, f.turn_timeout),
+        (&mut rec.idle_timeout_seconds, f.idle_timeout),
+        (&mut rec.max_turn_duration_seconds, f.max_turn_duration),
+        (&mut rec.parallelism, f.parallelism),
+    ] {
+        if let Some(n) = v {
+            *field = if n == 0 { None } else { Some(n) };
+        }
+    }
+    if let Some(r) = &f.respond_to {
+        rec.respond_to = r.clone();
+    }
+    if !f.allow.is_empty() {
+        rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
+    }
+    for kv in &f.env {
+        let (k, v) = split_kv(kv)?;
+        if v.is_empty() {
+            rec.env.remove(k);
+        } else {
+            rec.env.insert(k.to_string(), v.to_string());
+        }
+    }
+    if !f.config.is_empty() {
+        let Backend::Provider { config, .. } = &mut rec.backend else {
+            bail!("--config applies to provider backends only; set --backend provider:<id> first");
+        };
+        for kv in &f.config {
+            let (k, v) = split_kv(kv)?;
+            app::set_config_field(config, k, v);
+        }
+        desktop_launcher::payload::normalize_provider_config(config, None)?;
+    }
+    if let Some(w) = &f.workdir {
+        rec.workdir = Some(w.clone());
+    }
+    if let Some(o) = f.relay_observer {
+        rec.relay_observer = o;
+    }
+    Ok(())
+}
+
+fn backend_label(b: &Backend) -> String {
+    match b {
+        Backend::Local => "local".into(),
+        Backend::Provider { id, .. } => format!("provider:{id}"),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn main() {
+    // Behave like other Unix tools when stdout is a closed pipe (`| head`):
+    // end quietly instead of panicking on the failed write.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let store = Store::open_default()?;
+    match cli.cmd {
+        Cmd::Init { import } => {
+            let raw = if import {
+                let mut s = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .context("cannot read the key from stdin")?;
+                Some(s)
+            } else {
+                None
+            };
+            let keys = store.init_owner(raw.as_deref())?;
+            println!("owner {}", keys.public_key().to_hex());
+            println!("state {}", store.root().display());
+        }
+        Cmd::Agent(AgentCmd::Create { name, relay, fields }) => {
+            let mut rec = store.create_agent(&name, &relay)?;
+            if let Err(e) = apply(&mut rec, &fields) {
+                store.delete_agent(&name)?;
+                return Err(e);
+            }
+            store.save_agent(&rec)?;
+            println!("created {} {}", rec.name, rec.pubkey);
+        }
+        Cmd::Agent(AgentCmd::List) => {
+            for rec in store.agents()? {
+                let st = store.deploy_state(&rec.name)?;
+                let deployed = if app::is_deployed(&st) { "deployed" } else { "-" };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    rec.name,
+                    rec.pubkey,
+                    backend_label(&rec.backend),
+                    deployed,
+                    rec.relay_url
+                );
+            }
+        }
+        Cmd::Agent(AgentCmd::Show { name }) => {
+            let rec = store.agent(&name)?;
+            let st = store.deploy_state(&name)?;
+            let out = serde_json::json!({"record": rec, "deploy": st});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Cmd::Agent(AgentCmd::Edit { name, fields }) => {
+            let mut rec = store.agent(&name)?;
+            apply(&mut rec, &fields)?;
+            store.save_agent(&rec)?;
+            let st = store.deploy_state(&name)?;
+            if st
+                .record_digest
+                .as_deref()
+                .is_some_and(|d| d != rec.launch_digest())
+            {
+                eprintln!("note: the edit applies after the agent's next restart");
+            }
+            println!("saved {name}");
+        }
+        Cmd::Agent(AgentCmd::Delete {
+            name,
+            force_remote_delete,
+        })
+        | Cmd::Delete {
+            agent: name,
+            force_remote_delete,
+        } => {
+            app::delete(&store, &name, force_remote_delete)?;
+            println!("deleted {name}");
+        }
+        Cmd::Providers { cmd } => providers(&store, cmd.unwrap_or(ProvidersCmd::List))?,
+        Cmd::Start { agent, wait_online } => start(&store, &agent, wait_online)?,
+        Cmd::Stop { agent, wait } => {
+            eprintln!("sending !shutdown to {agent}; waiting for presence offline (up to {wait}s)");
+            runtime()?.block_on(app::stop(&store, &agent, Duration::from_secs(wait)))?;
+            println!("{agent} offline");
+        }
+        Cmd::Chat { agent, text, wait } => {
+            let reply = runtime()?.block_on(app::chat(&store, &agent, &text, Duration::from_secs(wait)))?;
+            println!("{reply}");
+        }
+        Cmd::Status { watch, listen } => runtime()?.block_on(status(&store, watch, listen))?,
+    }
+    Ok(())
+}
+
+fn providers(store: &Store, cmd: ProvidersCmd) -> Result<()> {
+    let d = discovery::discover(&discovery::dirs_from_env());
+    match cmd {
+        ProvidersCmd::List => {
+            if d.selected.is_empty() {
+                println!(
+                    "no providers found (looked for buzz-backend-<id> in BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin)"
+                );
+            }
+            for (id, path) in &d.selected {
+                println!("{id}\t{}", path.display());
+            }
+            for s in &d.shadowed {
+                println!("  shadowed {} (by {})", s.path.display(), s.by.display());
+            }
+            for r in &d.rejected {
+                println!("  rejected {}: {}", r.path.display(), r.reason);
+            }
+        }
+        ProvidersCmd::Approve { id } => {
+            let res = d.resolve(&id, None)?;
+            let staged = gate::stage(&res.path, &store.staging_root())?;
+            store.approve(&id, &staged.sha256)?;
+            println!("approved {id} {} sha256 {}", res.path.display(), staged.sha256);
+        }
+    }
+    Ok(())
+}
+
+fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
+    let rec = store.agent(name)?;
+    match rec.backend {
+        Backend::Provider { .. } => {
+            let opts = StartOptions::from_env(store)?;
+            eprintln!("{name}: discovering provider, staging and checking it before any secret is sent");
+            let d = app::start_provider(store, name, &opts, &mut |line| eprintln!("  provider: {line}"))?;
+            println!("{name} deployed: agent_id {}", d.agent_id);
+            println!("  provider {} (sha256 {})", d.path.display(), d.sha256);
+        }
+        Backend::Local => {
+            let harness = desktop_launcher::local::harness_program();
+            let (child, nonce) = app::start_local(store, name, &harness)?;
+            println!("{name} started locally: pid {} run {nonce}", child.id());
+            println!("  log {}", store.log_path(name).display());
+            if wait_online > 0 {
+                let online = runtime()?.block_on(wait_online_presence(store, &rec, wait_online))?;
+                if !online {
+                    bail!(
+                        "{name} did not report presence online within {wait_online}s; see {}",
+                        store.log_path(name).display()
+                    );
+                }
+                println!("{name} online");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn wait_online_presence(store: &Store, rec: &AgentRecord, secs: u64) -> Result<bool> {
+    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
+    let authors = vec![rec.pubkey.clone()];
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors).await?;
+    let mut tracker = Tracker::new(authors, app::presence_ttl());
+    let pk = rec.pubkey.clone();
+    let ok = feed
+        .pump(&mut tracker, Duration::from_secs(secs), &mut |_, _| {}, &|t| {
+            t.state(&pk) == Derived::Online
+        })
+        .await;
+    client.shutdown().await;
+    Ok(ok)
+}
+
+async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
+    let agents = store.agents()?;
+    let mut by_relay: BTreeMap<String, Vec<AgentRecord>> = BTreeMap::new();
+    for a in &agents {
+        by_relay.entry(a.relay_url.clone()).or_default().push(a.clone());
+    }
+    let owner = store.owner()?;
+    let ttl = app::presence_ttl();
+    let mut tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl);
+    let names: BTreeMap<String, String> = agents
+        .iter()
+        .map(|a| (a.pubkey.clone(), a.name.clone()))
+        .collect();
+    let mut feeds = Vec::new();
+    let mut clients = Vec::new();
+    for (url, list) in &by_relay {
+        match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
+            Ok(c) => {
+                let authors: Vec<String> = list.iter().map(|a| a.pubkey.clone()).collect();
+                feeds.push(relay::subscribe_presence(&c, url, &authors).await?);
+                clients.push(c);
+            }
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    // Listen first, print the table; in watch mode keep listening and print
+    // each change (events only on change) followed by the fleet line.
+    let step = Duration::from_millis(200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(listen);
+    let mut ignore = |_: &presence::Change, _: &Tracker| {};
+    while tokio::time::Instant::now() < deadline {
+        pump_all(&mut feeds, &mut tracker, step, &mut ignore).await;
+    }
+    let rows = print_table(store, &agents, &tracker)?;
+    println!("{}", presence::fleet_line(&rows));
+    if watch {
+        loop {
+            let mut changed = Vec::new();
+            let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
+            pump_all(&mut feeds, &mut tracker, step, &mut collect).await;
+            for c in &changed {
+                let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
+                println!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
+            }
+            if !changed.is_empty() {
+                let rows = rows_for(store, &agents, &tracker)?;
+                println!("{}", presence::fleet_line(&rows));
+            }
+        }
+    }
+    for c in clients {
+        c.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn pump_all(
+    feeds: &mut [relay::PresenceFeed],
+    tracker: &mut Tracker,
+    step: Duration,
+    on_change: &mut dyn FnMut(&presence::Change, &Tracker),
+) {
+    for f in feeds.iter_mut() {
+        f.pump(tracker, step, on_change, &|_| false).await;
+    }
+    if feeds.is_empty() {
+        tokio::time::sleep(step).await;
+    }
+}
+
+type Row = (String, bool, Derived);
+
+fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
+    agents
+        .iter()
+        .map(|a| {
+            let st = store.deploy_state(&a.name)?;
+            let deployed = app::is_deployed(&st) || st.local_pid.is_some();
+            Ok((a.name.clone(), deployed, tracker.state(&a.pubkey)))
+        })
+        .collect()
+}
+
+/// One line per agent: state, last seen, deployed or not, backend, and the
+/// desired-versus-actual note (display only, never a permission).
+fn print_table(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
+    let now = relay::unix_now();
+    for a in agents {
+        let st = store.deploy_state(&a.name)?;
+        let last = tracker.last(&a.pubkey);
+        let seen = last.map_or("never seen".to_string(), |r| {
+            format!("seen {}s ago", now.saturating_sub(r.at))
+        });
+        let deployed = app::is_deployed(&st) || st.local_pid.is_some();
+        let note = presence::drift(
+            last.and_then(|r| r.run.as_deref()),
+            st.generation.as_deref(),
+            &a.launch_digest(),
+            st.record_digest.as_deref(),
+        )
+        .map_or(String::new(), |_| {
+            "  (edit applies after the agent's next restart)".to_string()
+        });
+        println!(
+            "{}\t{}\t{}\t{}\t{}{}",
+            a.name,
+            tracker.state(&a.pubkey).as_str(),
+            seen,
+            if deployed { "deployed" } else { "not deployed" },
+            backend_label(&a.backend),
+            note
+        );
+    }
+    rows_for(store, agents, tracker)
+}

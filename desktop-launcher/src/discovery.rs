@@ -1,0 +1,279 @@
+//! Provider discovery (spec §Discovery, Known Defect 1).
+//!
+//! Search order: `$BUZZ_PROVIDER_PATH` (tests), the launcher executable's
+//! directory, every `PATH` entry, `~/.local/bin`. Files named
+//! `buzz-backend-<id>` are candidates; the id is derived after stripping a
+//! Windows `.exe`/`.bat`/`.cmd` suffix and must match `[a-z0-9][a-z0-9_-]*`.
+//! The first valid hit per id wins; later valid hits are *shadowed*;
+//! directories, non-executables and malformed names are *rejected* with a
+//! reason. Discovery executes nothing.
+
+use crate::limits::{PROVIDER_PATH_ENV, PROVIDER_PREFIX, WINDOWS_SUFFIXES};
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// True for a valid provider id: `[a-z0-9][a-z0-9_-]*`.
+pub fn valid_id(id: &str) -> bool {
+    let mut b = id.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+}
+
+/// Why a name is not a usable provider id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameIssue {
+    /// Not a provider file at all (no prefix).
+    NotProvider,
+    /// The id after prefix and suffix stripping is malformed.
+    BadId(String),
+}
+
+/// Derives the id from a file name (pure): prefix required, Windows suffix stripped.
+pub fn id_from_file_name(name: &str) -> Result<String, NameIssue> {
+    let rest = name.strip_prefix(PROVIDER_PREFIX).ok_or(NameIssue::NotProvider)?;
+    let lower = rest.to_ascii_lowercase();
+    let stem = WINDOWS_SUFFIXES
+        .iter()
+        .find(|s| lower.ends_with(*s))
+        .map_or(rest, |s| &rest[..rest.len() - s.len()]);
+    if valid_id(stem) {
+        Ok(stem.to_string())
+    } else {
+        Err(NameIssue::BadId(stem.to_string()))
+    }
+}
+
+/// A candidate that lost to an earlier one with the same id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    pub id: String,
+    pub path: PathBuf,
+    pub by: PathBuf,
+}
+
+/// A candidate refused, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// The discovery result with its diagnostics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// Selected binary per id.
+    pub selected: BTreeMap<String, PathBuf>,
+    pub shadowed: Vec<Shadowed>,
+    pub rejected: Vec<Rejected>,
+}
+
+/// Why a provider could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("`{0}` is not a valid provider id ([a-z0-9][a-z0-9_-]*)")]
+    BadId(String),
+    #[error("no provider `buzz-backend-{id}` was found on the discovery path{diag}")]
+    NotFound { id: String, diag: String },
+}
+
+/// The search directories in order (pure over its inputs). Duplicates are dropped.
+pub fn search_dirs(
+    provider_path: Option<OsString>,
+    exe_dir: Option<PathBuf>,
+    path_var: Option<OsString>,
+    home: Option<PathBuf>,
+) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(p) = provider_path {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    dirs.extend(exe_dir);
+    if let Some(p) = path_var {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    if let Some(h) = home {
+        dirs.push(h.join(".local/bin"));
+    }
+    let mut seen = HashSet::new();
+    dirs.into_iter()
+        .filter(|d| !d.as_os_str().is_empty())
+        .filter(|d| seen.insert(d.clone()))
+        .collect()
+}
+
+/// The search directories from this process's environment.
+pub fn dirs_from_env() -> Vec<PathBuf> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    search_dirs(
+        std::env::var_os(PROVIDER_PATH_ENV),
+        exe_dir,
+        std::env::var_os("PATH"),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+/// Why a file cannot be executed, if it cannot.
+fn unusable(path: &Path) -> Option<String> {
+    match fs::metadata(path) {
+        Err(e) => Some(format!("cannot be read ({e})")),
+        Ok(m) if m.is_dir() => Some("is a directory".to_string()),
+        Ok(m) if !m.is_file() => Some("is not a regular file".to_string()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Some("is not executable".to_string()),
+        Ok(_) => None,
+    }
+}
+
+/// Scans `dirs` in order. Executes nothing.
+pub fn discover(dirs: &[PathBuf]) -> Discovery {
+    let mut d = Discovery::default();
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(dir) else { continue };
+        let mut names: Vec<(String, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(|n| (n.to_string(), e.path())))
+            .filter(|(n, _)| n.starts_with(PROVIDER_PREFIX))
+            .collect();
+        names.sort();
+        for (name, path) in names {
+            let id = match id_from_file_name(&name) {
+                Ok(id) => id,
+                Err(NameIssue::BadId(bad)) => {
+                    d.rejected.push(Rejected {
+                        path,
+                        reason: format!("its id {bad:?} does not match [a-z0-9][a-z0-9_-]*"),
+                    });
+                    continue;
+                }
+                Err(NameIssue::NotProvider) => continue,
+            };
+            if let Some(reason) = unusable(&path) {
+                d.rejected.push(Rejected { path, reason });
+                continue;
+            }
+            match d.selected.get(&id) {
+                Some(winner) => d.shadowed.push(Shadowed {
+                    id,
+                    path,
+                    by: winner.clone(),
+                }),
+                None => {
+                    d.selected.insert(id, path);
+                }
+            }
+        }
+    }
+    d
+}
+
+/// A resolved provider plus what the user should know about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub id: String,
+    pub path: PathBuf,
+    /// Set when the record's cached path was stale and discovery overrode it.
+    pub cache_overridden: Option<PathBuf>,
+}
+
+impl Discovery {
+    /// Resolves `id` against the *current* discovery set. A cached path is
+    /// only a cache: it is used only when it is exactly the selected binary
+    /// (spec §Discovery "Resolution rule").
+    pub fn resolve(&self, id: &str, cached: Option<&Path>) -> Result<Resolution, DiscoveryError> {
+        if !valid_id(id) {
+            return Err(DiscoveryError::BadId(id.to_string()));
+        }
+        let path = self.selected.get(id).ok_or_else(|| DiscoveryError::NotFound {
+            id: id.to_string(),
+            diag: {
+                let s = self.diagnostics_for(id);
+                if s.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {s}")
+                }
+            },
+        })?;
+        let cache_overridden = cached.filter(|c| *c != path.as_path()).map(Path::to_path_buf);
+        Ok(Resolution {
+            id: id.to_string(),
+            path: path.clone(),
+            cache_overridden,
+        })
+    }
+
+    /// Diagnostics for one id: selected path, shadowed and rejected candidates.
+    pub fn diagnostics_for(&self, id: &str) -> String {
+        let mut parts = Vec::new();
+        if let Some(p) = self.selected.get(id) {
+            parts.push(format!("selected {}", p.display()));
+        }
+        for s in self.shadowed.iter().filter(|s| s.id == id) {
+            parts.push(format!("shadowed {} (by {})", s.path.display(), s.by.display()));
+        }
+        for r in &self.rejected {
+            let name = r.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let matches_id = id_from_file_name(name)
+                .map(|i| i == id)
+                .unwrap_or_else(|_| name.contains(id));
+            if matches_id {
+                parts.push(format!("rejected {} ({})", r.path.display(), r.reason));
+            }
+        }
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_the_regex_and_windows_suffixes_are_stripped() {
+        assert_eq!(
+            id_from_file_name("buzz-backend-kubernetes"),
+            Ok("kubernetes".into())
+        );
+        assert_eq!(
+            id_from_file_name("buzz-backend-kubernetes.exe"),
+            Ok("kubernetes".into())
+        );
+        assert_eq!(
+            id_from_file_name("buzz-backend-k8s_x-1.CMD"),
+            Ok("k8s_x-1".into())
+        );
+        assert_eq!(id_from_file_name("buzz-backend-x.bat"), Ok("x".into()));
+        assert_eq!(
+            id_from_file_name("buzz-backend-Bad"),
+            Err(NameIssue::BadId("Bad".into()))
+        );
+        assert_eq!(
+            id_from_file_name("buzz-backend-_x"),
+            Err(NameIssue::BadId("_x".into()))
+        );
+        assert_eq!(
+            id_from_file_name("buzz-backend-"),
+            Err(NameIssue::BadId(String::new()))
+        );
+        assert_eq!(id_from_file_name("kubectl"), Err(NameIssue::NotProvider));
+    }
+
+    #[test]
+    fn search_order_is_override_exe_path_local_bin_without_duplicates() {
+        let dirs = search_dirs(
+            Some("/t".into()),
+            Some("/exe".into()),
+            Some("/a:/b:/a:".into()),
+            Some("/home/u".into()),
+        );
+        let want: Vec<PathBuf> = ["/t", "/exe", "/a", "/b", "/home/u/.local/bin"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(dirs, want);
+    }
+}

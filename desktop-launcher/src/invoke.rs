@@ -1,0 +1,280 @@
+//! Bounded provider invocation (spec §Invocation; wire-facts §7 limits, §8 item 5).
+//!
+//! One process per operation, cwd = the agent workdir, exactly one JSON object
+//! on stdin, then stdin is closed. Stdout is capped (1 MiB: more is an error
+//! and the process group is killed); stderr is capped (64 KiB kept, the rest
+//! drained and dropped). Readers never `read_to_end`: they send bounded chunks,
+//! and the caller polls `try_wait` against a deadline. On timeout the whole
+//! process group is killed. If the provider exits but something it left
+//! behind holds the pipes open, the group is killed after a short grace and
+//! the call fails instead of hanging.
+
+use crate::limits::{PIPE_DRAIN_GRACE, POLL_INTERVAL, STDERR_CAP, STDOUT_CAP};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Limits of one invocation.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub deadline: Duration,
+    pub stdout_cap: usize,
+    pub stderr_cap: usize,
+    /// How long the pipes may stay open after the provider exited.
+    pub drain_grace: Duration,
+}
+
+impl Limits {
+    /// The spec limits with `deadline`.
+    pub fn with_deadline(deadline: Duration) -> Limits {
+        Limits {
+            deadline,
+            stdout_cap: STDOUT_CAP,
+            stderr_cap: STDERR_CAP,
+            drain_grace: PIPE_DRAIN_GRACE,
+        }
+    }
+}
+
+/// What a finished provider produced (bounded).
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    /// At most `stderr_cap` bytes.
+    pub stderr: Vec<u8>,
+    /// Stderr bytes dropped past the cap.
+    pub stderr_dropped: u64,
+}
+
+/// Why an invocation produced no trustworthy output. Carries no provider text.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("could not start it: {0}")]
+    Spawn(std::io::Error),
+    #[error("it did not finish within {0:?}; its process group was killed")]
+    Timeout(Duration),
+    #[error("it wrote more than {0} bytes to stdout; its process group was killed")]
+    StdoutTooLarge(usize),
+    #[error(
+        "it exited but a process it left behind kept its output pipes open; that process group was killed"
+    )]
+    PipesHeld,
+    #[error("waiting for it failed: {0}")]
+    Wait(std::io::Error),
+}
+
+enum Msg {
+    Out(Vec<u8>),
+    OutOverflow,
+    OutEof,
+    Err(Vec<u8>),
+    /// Stderr closed; how many bytes were dropped past the cap.
+    ErrEof(u64),
+}
+
+fn kill_group(pgid: u32) {
+    // SAFETY: killpg only sends a signal; a stale or empty group yields ESRCH.
+    unsafe {
+        libc::killpg(pgid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+fn spawn_with_retry(cmd: &mut Command) -> Result<Child, InvokeError> {
+    // A freshly written staged file can be briefly "text file busy" when another
+    // thread forked while its write descriptor was open; retry a few times.
+    let mut attempt = 0;
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return Ok(c),
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < 50 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(InvokeError::Spawn(e)),
+        }
+    }
+}
+
+fn last_line(buf: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(buf);
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| crate::response::truncate_chars(l, 200))
+}
+
+/// Runs `program` with `stdin` as its only input.
+///
+/// `on_status` receives the provider's latest non-empty stderr line whenever
+/// it changes (the caller redacts before showing it).
+pub fn run(
+    program: &Path,
+    cwd: &Path,
+    stdin: &[u8],
+    limits: Limits,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Output, InvokeError> {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = spawn_with_retry(&mut cmd)?;
+    let pgid = child.id();
+    let started = Instant::now();
+
+    let (tx, rx) = mpsc::channel::<Msg>();
+    if let Some(mut sin) = child.stdin.take() {
+        let data = stdin.to_vec();
+        std::thread::spawn(move || {
+            // A provider that does not read its stdin must not block us.
+            let _ = sin.write_all(&data);
+        });
+    }
+    let latest = Arc::new(Mutex::new(Vec::<u8>::new()));
+    if let Some(mut out) = child.stdout.take() {
+        let tx = tx.clone();
+        let cap = limits.stdout_cap;
+        std::thread::spawn(move || {
+            let mut total = 0usize;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(Msg::OutEof);
+                        return;
+                    }
+                    Ok(n) => {
+                        total += n;
+                        if total > cap {
+                            let _ = tx.send(Msg::OutOverflow);
+                            return;
+                        }
+                        if tx.send(Msg::Out(buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let tx = tx.clone();
+        let cap = limits.stderr_cap;
+        let latest = Arc::clone(&latest);
+        std::thread::spawn(move || {
+            let mut kept = 0usize;
+            let mut dropped = 0u64;
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                match err.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(Msg::ErrEof(dropped));
+                        return;
+                    }
+                    Ok(n) => {
+                        if let Ok(mut l) = latest.lock() {
+                            // Keep a bounded tail for the status line.
+                            l.extend_from_slice(&buf[..n]);
+                            let len = l.len();
+                            if len > 1024 {
+                                l.drain(..len - 1024);
+                            }
+                        }
+                        let take = n.min(cap.saturating_sub(kept));
+                        kept += take;
+                        dropped += (n - take) as u64;
+                        if take > 0 && tx.send(Msg::Err(buf[..take].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(tx);
+
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut stderr_dropped: u64 = 0;
+    let (mut out_eof, mut err_eof) = (false, false);
+    let mut status: Option<ExitStatus> = None;
+    let mut exited_at: Option<Instant> = None;
+    let mut shown: Option<String> = None;
+    loop {
+        match rx.recv_timeout(POLL_INTERVAL) {
+            Ok(Msg::Out(b)) => stdout.extend_from_slice(&b),
+            Ok(Msg::OutOverflow) => {
+                kill_group(pgid);
+                let _ = child.wait();
+                return Err(InvokeError::StdoutTooLarge(limits.stdout_cap));
+            }
+            Ok(Msg::OutEof) => out_eof = true,
+            Ok(Msg::Err(b)) => stderr.extend_from_slice(&b),
+            Ok(Msg::ErrEof(d)) => {
+                err_eof = true;
+                stderr_dropped = d;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                out_eof = true;
+                err_eof = true;
+            }
+        }
+        let line = latest.lock().ok().and_then(|l| last_line(&l));
+        if line.is_some() && line != shown {
+            if let Some(l) = &line {
+                on_status(l);
+            }
+            shown = line;
+        }
+        if status.is_none() {
+            match child.try_wait() {
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    exited_at = Some(Instant::now());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    kill_group(pgid);
+                    return Err(InvokeError::Wait(e));
+                }
+            }
+        }
+        if let Some(s) = status {
+            if out_eof && err_eof {
+                // Nothing of the provider may outlive the operation.
+                kill_group(pgid);
+                return Ok(Output {
+                    status: s,
+                    stdout,
+                    stderr,
+                    stderr_dropped,
+                });
+            }
+            if exited_at.is_some_and(|t| t.elapsed() > limits.drain_grace) {
+                kill_group(pgid);
+                return Err(InvokeError::PipesHeld);
+            }
+        }
+        if started.elapsed() > limits.deadline {
+            kill_group(pgid);
+            let _ = child.wait();
+            return Err(InvokeError::Timeout(limits.deadline));
+        }
+    }
+}
+
+/// A staged or discovered program path with its digest, for diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binary {
+    pub path: PathBuf,
+    pub sha256: String,
+}

@@ -1,0 +1,36 @@
+//! `desktop-launcher`: the desktop's door to Buzz agents (spec §System Model,
+//! §Launchers; DESIGN.md "Launcher"). Functional core, imperative shell:
+//!
+//! Pure core (no I/O, clock or randomness inside):
+//! - [`record`]: agent records, settings and deploy bookkeeping (spec §System Model "agent record").
+//! - [`runtime`]: the runtime metadata table (spec §Launch data).
+//! - [`resolve`]: THE launch resolver, shared by local spawn and deploy (spec §Launch data, Known Defect 3, I1).
+//! - [`payload`]: the deploy payload builder and `provider_config` normalisation (spec §deploy, I2, Known Defect 8).
+//! - [`redact`]: scrubbing of provider output (spec §Provider Output Is Untrusted).
+//! - [`response`]: the strict provider response rules (spec §Invocation, wire-facts §8 item 5).
+//! - [`presence`]: presence derivation and change-only events (spec I3, wire-facts §3).
+//!
+//! Shell (one narrow module per boundary):
+//! - [`app`]: the commands (start, stop, chat, delete) over the modules below.
+//! - [`store`]: the state directory, key files at `0600`.
+//! - [`discovery`]: provider discovery with diagnostics (spec §Discovery, Known Defect 1).
+//! - [`invoke`]: bounded provider invocation (spec §Invocation).
+//! - [`gate`]: the pre-secret negotiation gate (spec §Discovery, Known Defect 5).
+//! - [`relay`]: `!shutdown`, chat and the presence subscription over the relay (spec §Stop, I3, M1).
+//! - [`local`]: the local backend, spawning the harness from the same resolver.
+
+pub mod app;
+pub mod discovery;
+pub mod gate;
+pub mod invoke;
+pub mod limits;
+pub mod local;
+pub mod payload;
+pub mod presence;
+pub mod record;
+pub mod redact;
+pub mod relay;
+pub mod resolve;
+pub mod response;
+pub mod runtime;
+pub mod store;

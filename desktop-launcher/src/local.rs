@@ -1,0 +1,77 @@
+//! The local backend: the harness `buzz-acp` as a child process, with its
+//! environment from the same resolver the deploy path uses (spec §Launch
+//! data "The governing invariant"; §Launchers layer 1).
+
+use crate::limits::HARNESS_BIN_ENV;
+use buzz_contract::env as names;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A local spawn failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("cannot open the harness log {path}: {source}")]
+    Log { path: PathBuf, source: std::io::Error },
+    #[error("cannot start the harness {program}: {source}; install buzz-acp on PATH or set BUZZ_ACP_BIN")]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The harness program: `$BUZZ_ACP_BIN`, else `buzz-acp` (looked up on PATH).
+pub fn harness_program() -> PathBuf {
+    std::env::var_os(HARNESS_BIN_ENV)
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("buzz-acp"), PathBuf::from)
+}
+
+/// A fresh launch generation: 32 lowercase hex (wire-facts §3 `run`).
+pub fn new_nonce() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// Spawns the harness in its own process group with `env` layered over the
+/// launcher's environment, minus every reserved and launcher-managed key
+/// inherited from it (so an ambient `BUZZ_ACP_NO_PRESENCE` cannot leak in).
+/// Output goes to `log`. The caller decides whether to wait.
+pub fn spawn(
+    program: &Path,
+    env: &BTreeMap<String, String>,
+    workdir: &Path,
+    log: &Path,
+) -> Result<Child, LocalError> {
+    let log_err = |e| LocalError::Log {
+        path: log.to_path_buf(),
+        source: e,
+    };
+    if let Some(dir) = log.parent() {
+        fs::create_dir_all(dir).map_err(log_err)?;
+    }
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(log_err)?;
+    let err = out.try_clone().map_err(log_err)?;
+    let mut cmd = Command::new(program);
+    for k in names::RESERVED_ENV_KEYS {
+        cmd.env_remove(k);
+    }
+    for k in [names::START_NONCE, names::MANAGED_AGENT, names::SETUP_PAYLOAD] {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env)
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    cmd.spawn().map_err(|source| LocalError::Spawn {
+        program: program.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,268 @@
+//! Presence derivation (spec I3 "Presence is the status", wire-facts §3;
+//! heartbeat-presence-reference: state from the last report plus a timeout,
+//! events only on change, desired versus actual for display only).
+//!
+//! Pure: the clock comes in as an argument (`now`, unix seconds).
+
+use buzz_contract::presence::PresenceState;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The derived state of one agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Derived {
+    /// Never seen since the tracker started.
+    Unknown,
+    Online,
+    Away,
+    /// Said `offline`, or its last `online`/`away` is older than the TTL.
+    Offline,
+}
+
+impl Derived {
+    /// Display form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Derived::Unknown => "unknown",
+            Derived::Online => "online",
+            Derived::Away => "away",
+            Derived::Offline => "offline",
+        }
+    }
+}
+
+/// The last valid presence report of one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub state: PresenceState,
+    /// When it was received (unix seconds).
+    pub at: u64,
+    /// The `run` tag (launch generation), if any.
+    pub run: Option<String>,
+}
+
+/// Derives the state from the last report (I3: a stale `online`/`away` is offline).
+pub fn derive(last: Option<&Report>, now: u64, ttl: Duration) -> Derived {
+    match last {
+        None => Derived::Unknown,
+        Some(r) => {
+            let stale = now.saturating_sub(r.at) > ttl.as_secs();
+            match r.state {
+                PresenceState::Offline => Derived::Offline,
+                _ if stale => Derived::Offline,
+                PresenceState::Online => Derived::Online,
+                PresenceState::Away => Derived::Away,
+            }
+        }
+    }
+}
+
+/// One state change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub pubkey: String,
+    pub from: Derived,
+    pub to: Derived,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    last: Option<Report>,
+    derived: Derived,
+}
+
+/// Tracks the managed pubkeys and emits [`Change`]s only when a derived state changes.
+#[derive(Debug, Clone)]
+pub struct Tracker {
+    ttl: Duration,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Tracker {
+    /// A tracker for `pubkeys` (64 lowercase hex), all `unknown`.
+    pub fn new<I: IntoIterator<Item = String>>(pubkeys: I, ttl: Duration) -> Tracker {
+        let entries = pubkeys
+            .into_iter()
+            .map(|p| {
+                (
+                    p,
+                    Entry {
+                        last: None,
+                        derived: Derived::Unknown,
+                    },
+                )
+            })
+            .collect();
+        Tracker { ttl, entries }
+    }
+
+    /// Feeds one kind-20001 event: `author` is `event.pubkey` (never a `p` tag),
+    /// `content` is compared exactly. Unmanaged authors and unknown contents are ignored.
+    pub fn observe(&mut self, author: &str, content: &str, run: Option<String>, now: u64) -> Option<Change> {
+        let state = PresenceState::from_content(content)?;
+        let ttl = self.ttl;
+        let entry = self.entries.get_mut(author)?;
+        entry.last = Some(Report { state, at: now, run });
+        let to = derive(entry.last.as_ref(), now, ttl);
+        Self::transition(author, entry, to)
+    }
+
+    /// Re-derives every entry at `now` (the TTL expiry path).
+    pub fn tick(&mut self, now: u64) -> Vec<Change> {
+        let ttl = self.ttl;
+        let mut out = Vec::new();
+        for (pk, entry) in self.entries.iter_mut() {
+            let to = derive(entry.last.as_ref(), now, ttl);
+            if let Some(c) = Self::transition(pk, entry, to) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn transition(pk: &str, entry: &mut Entry, to: Derived) -> Option<Change> {
+        if entry.derived == to {
+            return None;
+        }
+        let from = entry.derived;
+        entry.derived = to;
+        Some(Change {
+            pubkey: pk.to_string(),
+            from,
+            to,
+        })
+    }
+
+    /// Current derived state of `pubkey`.
+    pub fn state(&self, pubkey: &str) -> Derived {
+        self.entries.get(pubkey).map_or(Derived::Unknown, |e| e.derived)
+    }
+
+    /// The last report of `pubkey`.
+    pub fn last(&self, pubkey: &str) -> Option<&Report> {
+        self.entries.get(pubkey).and_then(|e| e.last.as_ref())
+    }
+}
+
+/// Why the running agent may not reflect the record (display only, never a permission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    /// The running generation differs from the last start's.
+    Generation,
+    /// The record changed since the last start.
+    RecordChanged,
+}
+
+/// Desired versus actual (spec §Documented consequence): an edit applies only
+/// after the agent's next restart.
+pub fn drift(
+    running_run: Option<&str>,
+    deployed_generation: Option<&str>,
+    record_digest_now: &str,
+    record_digest_at_start: Option<&str>,
+) -> Option<Drift> {
+    if let (Some(run), Some(generation)) = (running_run, deployed_generation)
+        && run != generation
+    {
+        return Some(Drift::Generation);
+    }
+    match record_digest_at_start {
+        Some(d) if d != record_digest_now => Some(Drift::RecordChanged),
+        _ => None,
+    }
+}
+
+/// The fleet line: "N deployed, M online — missing: a, b".
+pub fn fleet_line(rows: &[(String, bool, Derived)]) -> String {
+    let deployed: Vec<&(String, bool, Derived)> = rows.iter().filter(|r| r.1).collect();
+    let online = deployed.iter().filter(|r| r.2 == Derived::Online).count();
+    let missing: Vec<&str> = deployed
+        .iter()
+        .filter(|r| r.2 != Derived::Online && r.2 != Derived::Away)
+        .map(|r| r.0.as_str())
+        .collect();
+    let mut line = format!("{} deployed, {} online", deployed.len(), online);
+    if !missing.is_empty() {
+        line.push_str(" — missing: ");
+        line.push_str(&missing.join(", "));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(180);
+
+    fn pk(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    #[test]
+    fn never_seen_is_unknown() {
+        let t = Tracker::new([pk('a')], TTL);
+        assert_eq!(t.state(&pk('a')), Derived::Unknown);
+        assert_eq!(derive(None, 0, TTL), Derived::Unknown);
+    }
+
+    #[test]
+    fn online_then_stale_after_ttl_is_offline() {
+        let mut t = Tracker::new([pk('a')], TTL);
+        let c = t.observe(&pk('a'), "online", None, 1000).unwrap();
+        assert_eq!((c.from, c.to), (Derived::Unknown, Derived::Online));
+        assert!(t.tick(1180).is_empty(), "exactly at the TTL it is still online");
+        let c = t.tick(1181);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].to, Derived::Offline);
+    }
+
+    #[test]
+    fn events_only_on_change() {
+        let mut t = Tracker::new([pk('a')], TTL);
+        assert!(t.observe(&pk('a'), "online", None, 1).is_some());
+        assert!(t.observe(&pk('a'), "online", None, 61).is_none());
+        assert_eq!(t.observe(&pk('a'), "away", None, 62).unwrap().to, Derived::Away);
+        assert_eq!(
+            t.observe(&pk('a'), "offline", None, 63).unwrap().to,
+            Derived::Offline
+        );
+        assert!(t.tick(10_000).is_empty());
+    }
+
+    #[test]
+    fn content_is_exact_and_unmanaged_authors_ignored() {
+        let mut t = Tracker::new([pk('a')], TTL);
+        assert!(t.observe(&pk('a'), "Online", None, 1).is_none());
+        assert!(t.observe(&pk('a'), " online", None, 1).is_none());
+        assert!(t.observe(&pk('a'), "{\"status\":\"online\"}", None, 1).is_none());
+        assert!(t.observe(&pk('b'), "online", None, 1).is_none());
+        assert_eq!(t.state(&pk('a')), Derived::Unknown);
+    }
+
+    #[test]
+    fn desired_versus_actual() {
+        assert_eq!(
+            drift(Some("r1"), Some("r2"), "d", Some("d")),
+            Some(Drift::Generation)
+        );
+        assert_eq!(
+            drift(Some("r1"), Some("r1"), "d2", Some("d1")),
+            Some(Drift::RecordChanged)
+        );
+        assert_eq!(drift(Some("r1"), Some("r1"), "d", Some("d")), None);
+        assert_eq!(drift(None, Some("r1"), "d", None), None);
+    }
+
+    #[test]
+    fn fleet_line_names_missing() {
+        let rows = vec![
+            ("a".to_string(), true, Derived::Online),
+            ("b".to_string(), true, Derived::Offline),
+            ("c".to_string(), false, Derived::Unknown),
+            ("d".to_string(), true, Derived::Unknown),
+        ];
+        assert_eq!(fleet_line(&rows), "3 deployed, 1 online — missing: b, d");
+        assert_eq!(fleet_line(&rows[..1]), "1 deployed, 1 online");
+    }
+}

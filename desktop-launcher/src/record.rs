@@ -1,0 +1,236 @@
+//! Agent records, launcher settings and deploy bookkeeping (spec §System Model
+//! "agent record", §deploy "`agent_id` … its presence is the `deployed` axis of I3").
+//!
+//! Records never contain key material: the agent's private key and its NIP-OA
+//! tag live in separate `0600` files (see [`crate::store`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where an agent runs (spec §System Model "backend discriminator").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Backend {
+    /// The harness runs as a child process on this machine.
+    #[default]
+    Local,
+    /// A provider `buzz-backend-<id>` deploys it.
+    Provider {
+        /// Provider id (`[a-z0-9][a-z0-9_-]*`).
+        id: String,
+        /// `provider_config`, I2-validated before use; never secret.
+        #[serde(default)]
+        config: Map<String, Value>,
+        /// Cached binary path; only a cache, revalidated against discovery (spec §Discovery "Resolution rule").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path_cache: Option<PathBuf>,
+    },
+}
+
+/// A persona: a reusable layer between the global env and the agent's own (spec §deploy `env_vars`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Persona {
+    /// Definition-provided command name.
+    #[serde(default)]
+    pub agent_command: Option<String>,
+    /// Definition-provided args (the fallback when the agent's own are empty).
+    #[serde(default)]
+    pub agent_args: Vec<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Persona env layer.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Launcher-wide settings (`settings.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Settings {
+    /// Global env layer (lowest user tier).
+    #[serde(default)]
+    pub global_env: BTreeMap<String, String>,
+    /// Named personas.
+    #[serde(default)]
+    pub personas: BTreeMap<String, Persona>,
+    /// Team instructions (`BUZZ_ACP_TEAM_INSTRUCTIONS`).
+    #[serde(default)]
+    pub team_instructions: Option<String>,
+    /// Only approved provider digests may deploy.
+    #[serde(default)]
+    pub strict_providers: bool,
+}
+
+/// One agent (spec §System Model "agent record"), minus its secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// Unique name, also the file name.
+    pub name: String,
+    /// The agent's public key, 64 lowercase hex (public).
+    pub pubkey: String,
+    /// Display name; the session title derives from it.
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Concrete relay WebSocket URL.
+    pub relay_url: String,
+    /// Optional channel (`h` tag) for stop and chat messages.
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// ACP agent command *name*; `None` falls back to the persona, then `goose`.
+    #[serde(default)]
+    pub agent_command: Option<String>,
+    #[serde(default)]
+    pub agent_args: Vec<String>,
+    /// Persona name (a layer between global and agent env).
+    #[serde(default)]
+    pub persona: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub turn_timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub idle_timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub max_turn_duration_seconds: Option<u64>,
+    #[serde(default)]
+    pub parallelism: Option<u64>,
+    /// Respond-to gate mode (wire-facts §4).
+    #[serde(default = "default_respond_to")]
+    pub respond_to: String,
+    #[serde(default)]
+    pub respond_to_allowlist: Vec<String>,
+    /// Agent env layer (highest user tier).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Owner-encrypted telemetry frames.
+    #[serde(default)]
+    pub relay_observer: bool,
+    /// Working directory for providers and the local harness.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    #[serde(default)]
+    pub backend: Backend,
+}
+
+fn default_respond_to() -> String {
+    buzz_contract::gate::RespondTo::OwnerOnly.as_str().to_string()
+}
+
+impl AgentRecord {
+    /// A new record with defaults.
+    pub fn new(name: &str, pubkey: &str, relay_url: &str) -> AgentRecord {
+        AgentRecord {
+            name: name.to_string(),
+            pubkey: pubkey.to_string(),
+            display_name: None,
+            relay_url: relay_url.to_string(),
+            channel: None,
+            agent_command: None,
+            agent_args: Vec::new(),
+            persona: None,
+            system_prompt: None,
+            model: None,
+            provider: None,
+            turn_timeout_seconds: None,
+            idle_timeout_seconds: None,
+            max_turn_duration_seconds: None,
+            parallelism: None,
+            respond_to: default_respond_to(),
+            respond_to_allowlist: Vec::new(),
+            env: BTreeMap::new(),
+            relay_observer: false,
+            workdir: None,
+            backend: Backend::Local,
+        }
+    }
+
+    /// Digest of everything that shapes a launch (the path cache excluded), so
+    /// `status` can say "the record changed since the last deploy".
+    pub fn launch_digest(&self) -> String {
+        let mut copy = self.clone();
+        if let Backend::Provider { path_cache, .. } = &mut copy.backend {
+            *path_cache = None;
+        }
+        let bytes = serde_json::to_vec(&copy).unwrap_or_default();
+        hex::encode(Sha256::digest(bytes))
+    }
+}
+
+/// Deploy bookkeeping (`deploy/<name>.json`): the deployed axis of I3 and the
+/// inputs of the desired-versus-actual note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DeployState {
+    /// The provider's handle (`backend_agent_id`); `Some` = deployed.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The launch generation the last start used, when known (32 hex).
+    #[serde(default)]
+    pub generation: Option<String>,
+    /// [`AgentRecord::launch_digest`] at the last successful start.
+    #[serde(default)]
+    pub record_digest: Option<String>,
+    /// Unix seconds of the last successful start.
+    #[serde(default)]
+    pub started_at: Option<u64>,
+    /// Redacted last error.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Provider binary that ran last: path and SHA-256.
+    #[serde(default)]
+    pub provider_binary: Option<String>,
+    /// Local harness process id, when started locally.
+    #[serde(default)]
+    pub local_pid: Option<u32>,
+}
+
+/// True for a record name usable as a file name.
+pub fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !name.starts_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_and_digest_ignores_path_cache() {
+        let mut r = AgentRecord::new("a", &"a".repeat(64), "ws://r");
+        r.backend = Backend::Provider {
+            id: "k".into(),
+            config: Map::new(),
+            path_cache: None,
+        };
+        let d = r.launch_digest();
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<AgentRecord>(&json).unwrap(), r);
+        if let Backend::Provider { path_cache, .. } = &mut r.backend {
+            *path_cache = Some("/x".into());
+        }
+        assert_eq!(r.launch_digest(), d);
+        r.model = Some("m".into());
+        assert_ne!(r.launch_digest(), d);
+    }
+
+    #[test]
+    fn agent_names() {
+        assert!(valid_agent_name("my-agent_1"));
+        for bad in ["", "../x", "a b", "-x", "a/b"] {
+            assert!(!valid_agent_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The strict provider response rules (spec §Invocation, §`info`; wire-facts
+//! §8 item 5): a non-zero exit is failure whatever stdout says; stdout must
+//! be exactly one JSON object with a boolean `ok`; a missing `ok`, trailing
+//! junk or several values are errors; a UTF-8 cut never panics.
+
+use buzz_contract::wire::PROTOCOL_VERSION;
+use serde_json::{Map, Value};
+
+/// Why a provider's stdout is not a trustworthy response. Never carries stdout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    #[error("its stdout is not valid UTF-8 (invalid byte at offset {0})")]
+    NotUtf8(usize),
+    #[error("its stdout is empty")]
+    Empty,
+    #[error("its stdout is not one JSON value")]
+    NotJson,
+    #[error("its stdout has trailing data after the JSON object")]
+    Trailing,
+    #[error("its stdout holds several JSON values; exactly one object is required")]
+    Several,
+    #[error("its response is not a JSON object")]
+    NotObject,
+    #[error("its response has no `ok` field")]
+    MissingOk,
+    #[error("its response's `ok` is not a boolean")]
+    OkNotBool,
+}
+
+/// A parsed response: `Ok(fields)` for `ok:true`, `Err(message)` for the in-band failure form.
+pub type Parsed = Result<Map<String, Value>, String>;
+
+/// Parses stdout by the strict rules. The caller has already refused a non-zero exit.
+pub fn parse_response(stdout: &[u8]) -> Result<Parsed, ResponseError> {
+    let text = std::str::from_utf8(stdout).map_err(|e| ResponseError::NotUtf8(e.valid_up_to()))?;
+    if text.trim().is_empty() {
+        return Err(ResponseError::Empty);
+    }
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let first = match stream.next() {
+        Some(Ok(v)) => v,
+        _ => return Err(ResponseError::NotJson),
+    };
+    match stream.next() {
+        None => {}
+        Some(Ok(_)) => return Err(ResponseError::Several),
+        Some(Err(_)) => return Err(ResponseError::Trailing),
+    }
+    let Value::Object(map) = first else {
+        return Err(ResponseError::NotObject);
+    };
+    match map.get("ok") {
+        None => Err(ResponseError::MissingOk),
+        Some(Value::Bool(true)) => Ok(Ok(map)),
+        Some(Value::Bool(false)) => {
+            let msg = match map.get("error") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => "the provider reported a failure without an error message".to_string(),
+            };
+            Ok(Err(msg))
+        }
+        Some(_) => Err(ResponseError::OkNotBool),
+    }
+}
+
+/// What is wrong with `info`'s `protocol_version` (spec §`info`: absence is an error, not a presumed 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionIssue {
+    Missing,
+    NotInteger,
+    Unsupported(u64),
+}
+
+impl std::fmt::Display for VersionIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionIssue::Missing => write!(
+                f,
+                "declares no protocol_version (the launcher speaks {PROTOCOL_VERSION}; an absent version is refused, never presumed)"
+            ),
+            VersionIssue::NotInteger => write!(
+                f,
+                "declares a protocol_version that is not an integer (the launcher speaks {PROTOCOL_VERSION})"
+            ),
+            VersionIssue::Unsupported(v) => write!(
+                f,
+                "speaks protocol_version {v} but the launcher speaks {PROTOCOL_VERSION}"
+            ),
+        }
+    }
+}
+
+/// Requires an explicit, supported `protocol_version`.
+pub fn check_protocol_version(info: &Map<String, Value>) -> Result<u64, VersionIssue> {
+    match info.get("protocol_version") {
+        None | Some(Value::Null) => Err(VersionIssue::Missing),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) if v == PROTOCOL_VERSION => Ok(v),
+            Some(v) => Err(VersionIssue::Unsupported(v)),
+            None => Err(VersionIssue::NotInteger),
+        },
+        Some(_) => Err(VersionIssue::NotInteger),
+    }
+}
+
+/// Cuts `s` to at most `max` characters on a char boundary (never panics).
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Lossy text from bounded bytes; a cut multi-byte character becomes U+FFFD, never a panic.
+pub fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn exactly_one_object_with_boolean_ok() {
+        let ok = parse_response(br#" {"ok":true,"agent_id":"x"} "#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(ok["agent_id"], json!("x"));
+        assert_eq!(
+            parse_response(br#"{"ok":false,"error":"boom"}"#).unwrap(),
+            Err("boom".to_string())
+        );
+    }
+
+    #[test]
+    fn missing_ok_is_an_error_not_success() {
+        assert_eq!(
+            parse_response(br#"{"agent_id":"x"}"#),
+            Err(ResponseError::MissingOk)
+        );
+        assert_eq!(parse_response(br#"{"ok":"true"}"#), Err(ResponseError::OkNotBool));
+    }
+
+    #[test]
+    fn trailing_junk_and_several_objects_are_errors() {
+        assert_eq!(
+            parse_response(br#"{"ok":true} junk"#),
+            Err(ResponseError::Trailing)
+        );
+        assert_eq!(
+            parse_response(br#"{"ok":true}{"ok":true}"#),
+            Err(ResponseError::Several)
+        );
+        assert_eq!(
+            parse_response(b"log line\n{\"ok\":true}"),
+            Err(ResponseError::NotJson)
+        );
+        assert_eq!(parse_response(b"[1]"), Err(ResponseError::NotObject));
+        assert_eq!(parse_response(b"  \n"), Err(ResponseError::Empty));
+    }
+
+    #[test]
+    fn utf8_cut_never_panics() {
+        let mut b = br#"{"ok":true,"x":""#.to_vec();
+        b.extend_from_slice(&"é".as_bytes()[..1]);
+        assert_eq!(parse_response(&b), Err(ResponseError::NotUtf8(16)));
+        assert_eq!(truncate_chars("ééé", 2), "éé…");
+        assert_eq!(lossy(&"é".as_bytes()[..1]), "\u{fffd}");
+    }
+
+    #[test]
+    fn protocol_version_absent_is_an_error_not_presumed_one() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(
+            check_protocol_version(&m(json!({"ok":true}))),
+            Err(VersionIssue::Missing)
+        );
+        assert_eq!(check_protocol_version(&m(json!({"protocol_version":1}))), Ok(1));
+        assert_eq!(
+            check_protocol_version(&m(json!({"protocol_version":2}))),
+            Err(VersionIssue::Unsupported(2))
+        );
+        assert_eq!(
+            check_protocol_version(&m(json!({"protocol_version":"1"}))),
+            Err(VersionIssue::NotInteger)
+        );
+        let msg = VersionIssue::Unsupported(2).to_string();
+        assert!(msg.contains('2') && msg.contains('1'));
+    }
+}

@@ -1,0 +1,417 @@
+//! The state directory (issue 5 "Records and identity"): `$BUZZ_LAUNCHER_HOME`,
+//! default `$XDG_DATA_HOME/buzz-launcher` (else `~/.local/share/buzz-launcher`).
+//!
+//! ```text
+//! owner.key            owner nsec            0600
+//! settings.json        launcher settings
+//! agents/<name>.json   agent records (no key material)
+//! keys/<name>.nsec     agent private key     0600
+//! keys/<name>.auth     NIP-OA auth tag       0600
+//! deploy/<name>.json   deploy bookkeeping (agent_id, generation, last error — redacted)
+//! providers.lock.json  approved provider digests (strict mode)
+//! staging/             private staging dirs of the pre-secret gate (0700)
+//! logs/<name>.log      local harness output
+//! ```
+
+use crate::limits::HOME_ENV;
+use crate::record::{AgentRecord, DeployState, Settings, valid_agent_name};
+use crate::resolve::Identity;
+use buzz_contract::keys;
+use buzz_contract::nip_oa::AuthTag;
+use nostr_sdk::{Keys, ToBech32};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A state-directory failure. Paths are named; key material never is.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid JSON for this launcher version: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    #[error("no owner identity yet; run `buzz-launcher init` first")]
+    NoOwner,
+    #[error("the owner key in {0} is not a valid nsec or hex key; re-run `buzz-launcher init --import`")]
+    BadOwnerKey(PathBuf),
+    #[error("an owner identity already exists in {0}; remove it first to replace it")]
+    OwnerExists(PathBuf),
+    #[error("agent `{0}` does not exist; list agents with `buzz-launcher agent list`")]
+    NoAgent(String),
+    #[error("agent `{0}` already exists")]
+    AgentExists(String),
+    #[error("`{0}` is not a valid agent name (use letters, digits, - and _, at most 64)")]
+    BadName(String),
+    #[error("cannot mint the auth tag: {0}")]
+    Mint(String),
+    #[error("the HOME environment variable is not set; set BUZZ_LAUNCHER_HOME")]
+    NoHome,
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { action, path, source }
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// Default state dir from an env lookup (pure over its inputs).
+pub fn default_root(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, StoreError> {
+    if let Some(h) = get(HOME_ENV).filter(|s| !s.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    if let Some(x) = get("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
+        return Ok(PathBuf::from(x).join("buzz-launcher"));
+    }
+    let home = get("HOME").filter(|s| !s.is_empty()).ok_or(StoreError::NoHome)?;
+    Ok(PathBuf::from(home).join(".local/share/buzz-launcher"))
+}
+
+/// Writes `bytes` atomically with `mode` (temp file + rename).
+pub fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("f"),
+        std::process::id()
+    ));
+    let _ = fs::remove_file(&tmp);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io("create", &tmp))?;
+    f.write_all(bytes).map_err(io("write", &tmp))?;
+    f.sync_all().map_err(io("sync", &tmp))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(io("chmod", &tmp))?;
+    fs::rename(&tmp, path).map_err(io("rename", path))
+}
+
+impl Store {
+    /// Opens (and creates) the state dir at `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Store, StoreError> {
+        let root = root.into();
+        for sub in ["", "agents", "keys", "deploy", "logs"] {
+            let d = root.join(sub);
+            fs::create_dir_all(&d).map_err(io("create", &d))?;
+        }
+        // Everything under the root is private: records carry the user's env layer.
+        for private in ["", "agents", "keys", "deploy", "logs"] {
+            let d = root.join(private);
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &d))?;
+        }
+        Ok(Store { root })
+    }
+
+    /// Opens the default state dir.
+    pub fn open_default() -> Result<Store, StoreError> {
+        Store::open(default_root(|k| std::env::var(k).ok())?)
+    }
+
+    /// The root path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn owner_path(&self) -> PathBuf {
+        self.root.join("owner.key")
+    }
+
+    /// Creates the owner identity (fresh, or imported from `import`).
+    pub fn init_owner(&self, import: Option<&str>) -> Result<Keys, StoreError> {
+        let path = self.owner_path();
+        if path.exists() {
+            return Err(StoreError::OwnerExists(path));
+        }
+        let keys = match import {
+            Some(raw) => keys::parse_private_key(raw).map_err(|_| StoreError::BadOwnerKey(path.clone()))?,
+            None => Keys::generate(),
+        };
+        let nsec = keys
+            .secret_key()
+            .to_bech32()
+            .map_err(|_| StoreError::BadOwnerKey(path.clone()))?;
+        write_private(&path, nsec.as_bytes(), 0o600)?;
+        Ok(keys)
+    }
+
+    /// The owner's keys.
+    pub fn owner(&self) -> Result<Keys, StoreError> {
+        let path = self.owner_path();
+        let raw = match fs::read_to_string(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::NoOwner),
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        keys::parse_private_key(&raw).map_err(|_| StoreError::BadOwnerKey(path))
+    }
+
+    fn read_json<T: serde::de::DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
+        match fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("read", path)(e)),
+        }
+    }
+
+    fn write_json<T: serde::Serialize>(&self, path: &Path, v: &T, mode: u32) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(v).map_err(|e| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        write_private(path, &bytes, mode)
+    }
+
+    /// Launcher settings (defaults when absent).
+    pub fn settings(&self) -> Result<Settings, StoreError> {
+        Ok(self
+            .read_json(&self.root.join("settings.json"))?
+            .unwrap_or_default())
+    }
+
+    /// Saves settings.
+    pub fn save_settings(&self, s: &Settings) -> Result<(), StoreError> {
+        self.write_json(&self.root.join("settings.json"), s, 0o600)
+    }
+
+    fn check_name(name: &str) -> Result<(), StoreError> {
+        if valid_agent_name(name) {
+            Ok(())
+        } else {
+            Err(StoreError::BadName(name.to_string()))
+        }
+    }
+
+    fn agent_path(&self, name: &str) -> PathBuf {
+        self.root.join("agents").join(format!("{name}.json"))
+    }
+
+    /// Creates an agent: generates its key, mints its NIP-OA tag with the owner key.
+    pub fn create_agent(&self, name: &str, relay_url: &str) -> Result<AgentRecord, StoreError> {
+        Self::check_name(name)?;
+        let owner = self.owner()?;
+        if self.agent_path(name).exists() {
+            return Err(StoreError::AgentExists(name.to_string()));
+        }
+        let keys = Keys::generate();
+        let pubkey = keys::pubkey_hex(&keys);
+        let tag = AuthTag::mint(&owner, &pubkey, "").map_err(|e| StoreError::Mint(e.to_string()))?;
+        let nsec = keys
+            .secret_key()
+            .to_bech32()
+            .map_err(|e| StoreError::Mint(e.to_string()))?;
+        write_private(&self.key_path(name, "nsec"), nsec.as_bytes(), 0o600)?;
+        write_private(&self.key_path(name, "auth"), tag.to_json().as_bytes(), 0o600)?;
+        let rec = AgentRecord::new(name, &pubkey, relay_url);
+        self.save_agent(&rec)?;
+        Ok(rec)
+    }
+
+    fn key_path(&self, name: &str, ext: &str) -> PathBuf {
+        self.root.join("keys").join(format!("{name}.{ext}"))
+    }
+
+    /// Loads an agent record.
+    pub fn agent(&self, name: &str) -> Result<AgentRecord, StoreError> {
+        Self::check_name(name)?;
+        self.read_json(&self.agent_path(name))?
+            .ok_or_else(|| StoreError::NoAgent(name.to_string()))
+    }
+
+    /// Saves an agent record.
+    pub fn save_agent(&self, rec: &AgentRecord) -> Result<(), StoreError> {
+        Self::check_name(&rec.name)?;
+        self.write_json(&self.agent_path(&rec.name), rec, 0o600)
+    }
+
+    /// All agents, by name.
+    pub fn agents(&self) -> Result<Vec<AgentRecord>, StoreError> {
+        let dir = self.root.join("agents");
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .map_err(io("list", &dir))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
+            .filter(|n| valid_agent_name(n))
+            .collect();
+        names.sort();
+        names.iter().map(|n| self.agent(n)).collect()
+    }
+
+    /// Hydrates the agent's secrets (empty strings when a file is missing: the
+    /// resolver's I1 check refuses them before anything is invoked).
+    pub fn identity(&self, name: &str) -> Result<Identity, StoreError> {
+        Self::check_name(name)?;
+        let read = |ext: &str| -> Result<Option<String>, StoreError> {
+            let p = self.key_path(name, ext);
+            match fs::read_to_string(&p) {
+                Ok(s) => Ok(Some(s.trim().to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io("read", &p)(e)),
+            }
+        };
+        let owner_pubkey = match self.owner() {
+            Ok(k) => Some(keys::pubkey_hex(&k)),
+            Err(StoreError::NoOwner) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Identity {
+            nsec: read("nsec")?.unwrap_or_default(),
+            auth_tag: read("auth")?.filter(|s| !s.is_empty()),
+            owner_pubkey,
+        })
+    }
+
+    /// The agent's keys for signing as the agent (tests and tools).
+    pub fn agent_keys(&self, name: &str) -> Result<Keys, StoreError> {
+        let id = self.identity(name)?;
+        keys::parse_private_key(&id.nsec).map_err(|_| StoreError::BadOwnerKey(self.key_path(name, "nsec")))
+    }
+
+    /// Deletes an agent's record, keys and bookkeeping.
+    pub fn delete_agent(&self, name: &str) -> Result<(), StoreError> {
+        Self::check_name(name)?;
+        if !self.agent_path(name).exists() {
+            return Err(StoreError::NoAgent(name.to_string()));
+        }
+        for p in [
+            self.key_path(name, "nsec"),
+            self.key_path(name, "auth"),
+            self.deploy_path(name),
+            self.agent_path(name),
+        ] {
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &p)(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn deploy_path(&self, name: &str) -> PathBuf {
+        self.root.join("deploy").join(format!("{name}.json"))
+    }
+
+    /// Deploy bookkeeping (default when absent).
+    pub fn deploy_state(&self, name: &str) -> Result<DeployState, StoreError> {
+        Self::check_name(name)?;
+        Ok(self.read_json(&self.deploy_path(name))?.unwrap_or_default())
+    }
+
+    /// Saves deploy bookkeeping.
+    pub fn save_deploy_state(&self, name: &str, s: &DeployState) -> Result<(), StoreError> {
+        Self::check_name(name)?;
+        self.write_json(&self.deploy_path(name), s, 0o600)
+    }
+
+    /// Approved provider digests (id → sha256 hex).
+    pub fn approvals(&self) -> Result<BTreeMap<String, String>, StoreError> {
+        Ok(self
+            .read_json(&self.root.join("providers.lock.json"))?
+            .unwrap_or_default())
+    }
+
+    /// Records an approval.
+    pub fn approve(&self, id: &str, digest: &str) -> Result<(), StoreError> {
+        let mut a = self.approvals()?;
+        a.insert(id.to_string(), digest.to_string());
+        self.write_json(&self.root.join("providers.lock.json"), &a, 0o600)
+    }
+
+    /// Parent of the gate's staging dirs.
+    pub fn staging_root(&self) -> PathBuf {
+        self.root.join("staging")
+    }
+
+    /// Log file of a local harness.
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.root.join("logs").join(format!("{name}.log"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_root_order() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(
+            default_root(env(&[("BUZZ_LAUNCHER_HOME", "/s"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/s")
+        );
+        assert_eq!(
+            default_root(env(&[("XDG_DATA_HOME", "/x"), ("HOME", "/h")])).unwrap(),
+            PathBuf::from("/x/buzz-launcher")
+        );
+        assert_eq!(
+            default_root(env(&[("HOME", "/h")])).unwrap(),
+            PathBuf::from("/h/.local/share/buzz-launcher")
+        );
+        assert!(default_root(env(&[])).is_err());
+    }
+
+    #[test]
+    fn agent_create_generates_key_mints_tag_and_keeps_secrets_out_of_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(matches!(
+            store.create_agent("a", "ws://r"),
+            Err(StoreError::NoOwner)
+        ));
+        let owner = store.init_owner(None).unwrap();
+        let rec = store.create_agent("a", "ws://r").unwrap();
+        let id = store.identity("a").unwrap();
+        let agent_keys = keys::parse_private_key(&id.nsec).unwrap();
+        assert_eq!(keys::pubkey_hex(&agent_keys), rec.pubkey);
+        let tag = id.auth_tag.clone().unwrap();
+        assert_eq!(
+            AuthTag::verified_owner(&tag, &rec.pubkey).unwrap(),
+            keys::pubkey_hex(&owner)
+        );
+        let record_text = fs::read_to_string(dir.path().join("agents/a.json")).unwrap();
+        assert!(!record_text.contains(&id.nsec) && !record_text.contains(&tag));
+        for f in ["keys/a.nsec", "keys/a.auth", "owner.key"] {
+            let mode = fs::metadata(dir.path().join(f)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{f}");
+        }
+        assert!(matches!(
+            store.create_agent("a", "ws://r"),
+            Err(StoreError::AgentExists(_))
+        ));
+        store.delete_agent("a").unwrap();
+        assert!(!dir.path().join("keys/a.nsec").exists());
+    }
+
+    #[test]
+    fn init_imports_a_trimmed_key_and_refuses_to_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let k = Keys::generate();
+        let hex = k.secret_key().to_secret_hex();
+        let got = store.init_owner(Some(&format!(" {hex}\n"))).unwrap();
+        assert_eq!(got.public_key(), k.public_key());
+        assert!(matches!(store.init_owner(None), Err(StoreError::OwnerExists(_))));
+        assert_eq!(store.owner().unwrap().public_key(), k.public_key());
+    }
+}

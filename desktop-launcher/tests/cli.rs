@@ -1,0 +1,147 @@
+//! The `buzz-launcher` binary end to end, without a relay: init, agent
+//! create/list/show/edit, providers, start through the gate, delete — and a
+//! canary proving no secret reaches its stdout, stderr or stored state
+//! (DESIGN.md Decision 4).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
+
+fn run(home: &Path, providers: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("BUZZ_LAUNCHER_HOME", home)
+        .env("BUZZ_PROVIDER_PATH", providers)
+        .output()
+        .expect("run buzz-launcher")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A provider that answers `info`, then echoes the whole deploy request to
+/// stderr and the nsec in its in-band error.
+const ECHO_PROVIDER: &str = r#"#!/bin/sh
+req=$(cat)
+case "$req" in
+  *'"op":"info"'*) echo '{"ok":true,"name":"echo","version":"0","protocol_version":1,"config_schema":{}}'; exit 0;;
+esac
+echo "debug request: $req" >&2
+nsec=$(printf '%s' "$req" | grep -o 'nsec1[a-z0-9]*' | head -n 1)
+echo "{\"ok\":false,\"error\":\"cannot deploy with key $nsec\"}"
+"#;
+
+#[test]
+fn cli_round_trip_never_prints_a_secret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let providers = tmp.path().join("providers");
+    std::fs::create_dir_all(&providers).unwrap();
+    let p = providers.join("buzz-backend-echo");
+    std::fs::write(&p, ECHO_PROVIDER).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(providers.join("buzz-backend-dir")).unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let canary = "env-canary-0123456789";
+
+    let all = std::cell::RefCell::new(String::new());
+    let ok = |args: &[&str]| {
+        let o = run(&home, &providers, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        all.borrow_mut().push_str(&text(&o));
+        text(&o)
+    };
+    assert!(ok(&["init"]).contains("owner "));
+    ok(&[
+        "agent",
+        "create",
+        "scout",
+        "--relay",
+        "wss://relay.example.com",
+        "--backend",
+        "provider:echo",
+        "--env",
+        &format!("API_SECRET={canary}"),
+        "--config",
+        "namespace=ns",
+        "--config",
+        "inactivity_seconds=",
+        "--workdir",
+        work.to_str().unwrap(),
+    ]);
+    assert!(ok(&["agent", "list"]).contains("scout"));
+    ok(&["agent", "show", "scout"]);
+    ok(&["agent", "edit", "scout", "--model", "gpt-x"]);
+    let listing = ok(&["providers"]);
+    assert!(listing.contains("buzz-backend-echo"), "{listing}");
+    assert!(
+        listing.contains("rejected") && listing.contains("is a directory"),
+        "{listing}"
+    );
+
+    let failed = run(&home, &providers, &["start", "scout"]);
+    assert!(!failed.status.success());
+    let out = text(&failed);
+    assert!(
+        out.contains("failed `deploy`") && out.contains("[REDACTED]"),
+        "{out}"
+    );
+    all.borrow_mut().push_str(&out);
+
+    let nsec = std::fs::read_to_string(home.join("keys/scout.nsec")).unwrap();
+    let auth = std::fs::read_to_string(home.join("keys/scout.auth")).unwrap();
+    let owner = std::fs::read_to_string(home.join("owner.key")).unwrap();
+    let state = std::fs::read_to_string(home.join("deploy/scout.json")).unwrap();
+    for secret in [nsec.trim(), auth.trim(), owner.trim()] {
+        assert!(!all.borrow().contains(secret), "a key reached the CLI output");
+        assert!(!state.contains(secret), "a key reached the stored state");
+    }
+    assert!(
+        !out.contains(canary) && !state.contains(canary),
+        "an env value leaked"
+    );
+
+    // Deleting a never-deployed agent needs no force.
+    ok(&["delete", "scout"]);
+    assert!(!home.join("keys/scout.nsec").exists());
+}
+
+#[test]
+fn cli_refuses_i2_config_and_reports_one_sentence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let o = run(&home, tmp.path(), &["init"]);
+    assert!(o.status.success());
+    let o = run(
+        &home,
+        tmp.path(),
+        &[
+            "agent",
+            "create",
+            "a",
+            "--relay",
+            "wss://r.example.com",
+            "--backend",
+            "provider:k",
+            "--config",
+            "api_token=x",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("looks like it holds a secret"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let list = run(&home, tmp.path(), &["agent", "list"]);
+    assert!(
+        String::from_utf8_lossy(&list.stdout).trim().is_empty(),
+        "a refused create left a record"
+    );
+}
