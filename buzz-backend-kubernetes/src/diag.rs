@@ -5,32 +5,9 @@ use crate::consts::STDERR_BUDGET;
 use std::io::Write;
 use std::sync::Mutex;
 
-/// Replaces known secret values in text. Longest first, so a value that
-/// contains another is scrubbed whole.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<String>,
-}
-
-impl Redactor {
-    /// A redactor for these values; values shorter than 4 characters are ignored.
-    pub fn new(values: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = values.into_iter().filter(|v| v.chars().count() >= 4).collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Redactor { secrets }
-    }
-    /// The text with every known secret replaced by `[redacted]`.
-    pub fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "[redacted]");
-            }
-        }
-        out
-    }
-}
+/// Scrubs known secret values (and any `nsec1…` token) from diagnostics and
+/// errors; the shared implementation in `buzz_contract::redact`.
+pub type Redactor = buzz_contract::redact::Literals;
 
 struct Sink {
     written: usize,
@@ -88,11 +65,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scrubs_longest_first_and_ignores_short_values() {
+    fn scrubs_payload_values_and_any_nsec_token() {
         let r = Redactor::new(["abcd".to_string(), "abcdefgh".to_string(), "xyz".to_string()]);
         assert_eq!(
-            r.scrub("k=abcdefgh v=abcd s=xyz"),
-            "k=[redacted] v=[redacted] s=xyz"
+            r.scrub("k=abcdefgh v=abcd s=xyz n=nsec1zzzz"),
+            "k=[REDACTED] v=[REDACTED] s=xyz n=[REDACTED]"
         );
     }
 }

@@ -11,6 +11,7 @@
 //! - [`wire`]: the provider protocol's request/response shapes and a strict,
 //!   secret-safe payload parser (spec §Provider Protocol, wire-facts §7).
 //! - [`i2`]: `provider_config` validation (spec I2).
+//! - [`redact`]: secret scrubbing of text shown or stored (spec §Provider Output Is Untrusted).
 
 pub mod env;
 pub mod gate;
@@ -18,4 +19,5 @@ pub mod i2;
 pub mod keys;
 pub mod nip_oa;
 pub mod presence;
+pub mod redact;
 pub mod wire;

@@ -23,10 +23,6 @@ pub const PROVIDER_PREFIX: &str = "buzz-backend-";
 pub const WINDOWS_SUFFIXES: &[&str] = &[".exe", ".bat", ".cmd"];
 /// Session title length bound (wire-facts §5 `BUZZ_ACP_SESSION_TITLE`).
 pub const SESSION_TITLE_MAX_CHARS: usize = 80;
-/// Shortest env value the redactor scrubs (spec §Provider Output Is Untrusted: length ≥4).
-pub const REDACT_MIN_LEN: usize = 4;
-/// Replacement text for a redacted secret.
-pub const REDACTED: &str = "[REDACTED]";
 /// The effective provider that can never be deployed (spec §Launch data, relay-mesh).
 pub const RELAY_MESH: &str = "relay-mesh";
 /// Default bound on waiting for presence `offline` after `!shutdown` (spec §Stop

@@ -1,41 +1,26 @@
 //! Scrubbing everything a provider emits (spec §Provider Output Is Untrusted,
-//! Known Defect 3 "Security follow-through").
+//! Known Defect 3 "Security follow-through"), on top of `buzz_contract::redact`.
 //!
 //! Literal values (length ≥ 4) from `env_vars`, `launch.env` and
 //! `launch.policy_env`, the nsec and the agent key's hex are replaced longest
 //! first; then any `nsec1…` or `sprt_tok_…` token is replaced.
 
-use crate::limits::{REDACT_MIN_LEN, REDACTED};
+use buzz_contract::redact::Literals;
+pub use buzz_contract::redact::scrub_tokens;
 use buzz_contract::wire::DeployRequest;
 
 /// Replaces secrets in provider output before it is stored or shown.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, Debug)]
 pub struct Redactor {
-    literals: Vec<String>,
+    literals: Literals,
     /// The subset that is secret material (not policy knobs): used for handles.
-    secret_literals: Vec<String>,
-}
-
-impl std::fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Redactor({} literals)", self.literals.len())
-    }
-}
-
-const TOKEN_PREFIXES: &[&str] = &["nsec1", "sprt_tok_"];
-
-fn token_char(prefix: &str, b: u8) -> bool {
-    if prefix == "nsec1" {
-        b.is_ascii_alphanumeric()
-    } else {
-        b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
-    }
+    secret_literals: Literals,
 }
 
 impl Redactor {
     /// A redactor for the given literal values (short ones are ignored).
     pub fn new<I: IntoIterator<Item = String>>(values: I) -> Redactor {
-        let literals = prepare(values);
+        let literals = Literals::new(values);
         Redactor {
             secret_literals: literals.clone(),
             literals,
@@ -44,7 +29,7 @@ impl Redactor {
 
     /// Adds values scrubbed from text but not from handles (policy knobs).
     fn with_policy_values<I: IntoIterator<Item = String>>(mut self, values: I) -> Redactor {
-        self.literals = prepare(self.literals.drain(..).chain(values));
+        self.literals = self.literals.with(values);
         self
     }
 
@@ -74,76 +59,18 @@ impl Redactor {
     /// only, so a handle that merely contains a policy value such as the
     /// session title stays usable.
     pub fn scrub_handle(&self, handle: &str) -> String {
-        let mut s = handle.to_string();
-        for lit in &self.secret_literals {
-            if s.contains(lit.as_str()) {
-                s = s.replace(lit.as_str(), REDACTED);
-            }
-        }
-        scrub_tokens(&s)
+        self.secret_literals.scrub(handle)
     }
 
     /// Scrubs `text`.
     pub fn scrub(&self, text: &str) -> String {
-        let mut s = text.to_string();
-        for lit in &self.literals {
-            if s.contains(lit.as_str()) {
-                s = s.replace(lit.as_str(), REDACTED);
-            }
-        }
-        scrub_tokens(&s)
+        self.literals.scrub(text)
     }
-}
-
-fn prepare<I: IntoIterator<Item = String>>(values: I) -> Vec<String> {
-    let mut literals: Vec<String> = values
-        .into_iter()
-        .filter(|v| v.chars().count() >= REDACT_MIN_LEN)
-        .collect();
-    literals.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    literals.dedup();
-    literals
-}
-
-/// Replaces `nsec1…` (any case) and `sprt_tok_…` tokens.
-pub fn scrub_tokens(text: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let mut copied = 0;
-    while i < bytes.len() {
-        // Byte comparison: the prefixes are ASCII, so a hit starts on a char boundary.
-        let hit = TOKEN_PREFIXES
-            .iter()
-            .find(|p| lower.as_bytes()[i..].starts_with(p.as_bytes()));
-        match hit {
-            Some(p) => {
-                let mut end = i + p.len();
-                while end < bytes.len() && token_char(p, bytes[end]) {
-                    end += 1;
-                }
-                out.push_str(&text[copied..i]);
-                out.push_str(REDACTED);
-                copied = end;
-                i = end;
-            }
-            _ => i += 1,
-        }
-    }
-    out.push_str(&text[copied..]);
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn values_of_length_four_or_more_are_scrubbed_longest_first() {
-        let r = Redactor::new(["abcd".to_string(), "abcdefgh".to_string(), "xyz".to_string()]);
-        assert_eq!(r.scrub("abcdefgh abcd xyz"), "[REDACTED] [REDACTED] xyz");
-    }
 
     #[test]
     fn launch_env_and_policy_env_values_are_scrubbed_from_text_but_policy_values_not_from_handles() {
@@ -169,15 +96,5 @@ mod tests {
             "[REDACTED] [REDACTED] [REDACTED]"
         );
         assert_eq!(r.scrub_handle("pod-scout-launch-secret"), "pod-scout-[REDACTED]");
-    }
-
-    #[test]
-    fn nsec_and_sprt_tokens_are_scrubbed() {
-        assert_eq!(
-            scrub_tokens("key=nsec1qqqsyqcyq5rqwzqf, NSEC1ABC. t=sprt_tok_a-b_c!"),
-            "key=[REDACTED], [REDACTED]. t=[REDACTED]!"
-        );
-        assert_eq!(scrub_tokens("héllo nsec1x é"), "héllo [REDACTED] é");
-        assert_eq!(scrub_tokens("no secrets"), "no secrets");
     }
 }
