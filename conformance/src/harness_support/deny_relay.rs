@@ -1,69 +1,129 @@
-//! A stub relay that challenges on open and answers our AUTH with
-//! `OK false "restricted: …"` (wire-facts §2 terminal denial). LocalRelay
-//! accepts any valid answer, so this is the only way to show the denial path.
+//! A stub relay that challenges on open, the way the Buzz relay does
+//! (wire-facts §2: `["AUTH", <challenge>]` when the socket opens), then either
+//! denies our AUTH with `OK false "<prefix> …"` (the terminal denials) or
+//! accepts it after verifying the event — kind 22242, the challenge tag, a
+//! valid signature — and serves subscriptions and stores published events.
+//! LocalRelay challenges only on the first REQ and accepts any valid answer,
+//! so this stub is how the suite shows the on-open and denial paths.
 
 use futures::{SinkExt, StreamExt};
-use std::sync::Arc;
+use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio_tungstenite::tungstenite::Message;
 
-/// A running denying relay.
+const CHALLENGE: &str = "stub-challenge";
+
+/// A running stub relay.
 pub struct DenyRelay {
     pub url: String,
     /// AUTH messages received.
     pub auths: Arc<AtomicUsize>,
     /// The last kind 22242 event received.
-    pub last_auth: Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+    pub last_auth: Arc<Mutex<Option<Value>>>,
+    /// Accepting mode: events published after authentication, in order.
+    pub events: Arc<Mutex<Vec<Value>>>,
+    /// Accepting mode: REQs that arrived before the socket authenticated.
+    pub reqs_before_auth: Arc<AtomicUsize>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    deny: Option<&'static str>,
+    auths: Arc<AtomicUsize>,
+    last_auth: Arc<Mutex<Option<Value>>>,
+    events: Arc<Mutex<Vec<Value>>>,
+    reqs_before_auth: Arc<AtomicUsize>,
+}
+
+fn valid_auth(ev: &Value) -> bool {
+    let Ok(event) = serde_json::from_value::<nostr::Event>(ev.clone()) else {
+        return false;
+    };
+    event.verify().is_ok()
+        && event.kind.as_u16() == 22242
+        && event
+            .tags
+            .iter()
+            .any(|t| t.as_slice() == ["challenge", CHALLENGE])
 }
 
 impl DenyRelay {
-    /// Starts it on a free port; `prefix` is the OK-false reason prefix.
+    /// Denies every AUTH with `prefix` (e.g. `restricted:`).
     pub async fn start(prefix: &'static str) -> DenyRelay {
+        DenyRelay::launch(Some(prefix)).await
+    }
+
+    /// Accepts a valid AUTH, then serves REQs (EOSE) and stores EVENTs.
+    pub async fn accepting() -> DenyRelay {
+        DenyRelay::launch(None).await
+    }
+
+    async fn launch(deny: Option<&'static str>) -> DenyRelay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("ws://{}", listener.local_addr().expect("addr"));
-        let auths = Arc::new(AtomicUsize::new(0));
-        let counter = auths.clone();
-        let last_auth: Arc<std::sync::Mutex<Option<serde_json::Value>>> = Arc::default();
-        let last = last_auth.clone();
+        let shared = Shared {
+            deny,
+            auths: Arc::default(),
+            last_auth: Arc::default(),
+            events: Arc::default(),
+            reqs_before_auth: Arc::default(),
+        };
+        let s = shared.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let counter = counter.clone();
-                let last = last.clone();
-                tokio::spawn(async move {
-                    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    let _ = ws.send(Message::text(r#"["AUTH","stub-challenge"]"#)).await;
-                    while let Some(Ok(msg)) = ws.next().await {
-                        let Ok(text) = msg.to_text() else { continue };
-                        let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
-                            continue;
-                        };
-                        match v[0].as_str() {
-                            Some("AUTH") => {
-                                counter.fetch_add(1, Ordering::SeqCst);
-                                *last.lock().unwrap() = Some(v[1].clone());
-                                let id = v[1]["id"].as_str().unwrap_or_default().to_string();
-                                let ok =
-                                    serde_json::json!(["OK", id, false, format!("{prefix} not a member")]);
-                                let _ = ws.send(Message::text(ok.to_string())).await;
-                            }
-                            Some("REQ") => {
-                                let sub = v[1].as_str().unwrap_or_default().to_string();
-                                let closed =
-                                    serde_json::json!(["CLOSED", sub, "auth-required: authenticate first"]);
-                                let _ = ws.send(Message::text(closed.to_string())).await;
-                            }
-                            _ => {}
-                        }
-                    }
-                });
+                tokio::spawn(serve(stream, s.clone()));
             }
         });
         DenyRelay {
             url,
-            auths,
-            last_auth,
+            auths: shared.auths,
+            last_auth: shared.last_auth,
+            events: shared.events,
+            reqs_before_auth: shared.reqs_before_auth,
         }
+    }
+}
+
+async fn serve(stream: tokio::net::TcpStream, s: Shared) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let _ = ws
+        .send(Message::text(json!(["AUTH", CHALLENGE]).to_string()))
+        .await;
+    let mut authed = false;
+    while let Some(Ok(msg)) = ws.next().await {
+        let Ok(text) = msg.to_text() else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        let reply = match v[0].as_str() {
+            Some("AUTH") => {
+                s.auths.fetch_add(1, Ordering::SeqCst);
+                *s.last_auth.lock().unwrap() = Some(v[1].clone());
+                let id = v[1]["id"].as_str().unwrap_or_default().to_string();
+                match s.deny {
+                    Some(prefix) => json!(["OK", id, false, format!("{prefix} not a member")]),
+                    None if valid_auth(&v[1]) => {
+                        authed = true;
+                        json!(["OK", id, true, ""])
+                    }
+                    None => json!(["OK", id, false, "auth-required: invalid auth event"]),
+                }
+            }
+            Some("REQ") if authed => json!(["EOSE", v[1]]),
+            Some("REQ") => {
+                s.reqs_before_auth.fetch_add(1, Ordering::SeqCst);
+                json!(["CLOSED", v[1], "auth-required: authenticate first"])
+            }
+            Some("EVENT") if authed => {
+                s.events.lock().unwrap().push(v[1].clone());
+                json!(["OK", v[1]["id"], true, ""])
+            }
+            Some("EVENT") => json!(["OK", v[1]["id"], false, "auth-required: authenticate first"]),
+            _ => continue,
+        };
+        let _ = ws.send(Message::text(reply.to_string())).await;
     }
 }

@@ -168,3 +168,45 @@ fn systemd_unit_example_follows_the_exit_code_contract() {
             .any(|l| l.starts_with("ExecStart=") && l.contains("launch-harness.sh"))
     );
 }
+
+/// The Buzz relay's own behaviour (wire-facts §2): the challenge arrives when
+/// the socket opens. The harness answers it with a verifying kind 22242 event
+/// carrying the NIP-OA tag, subscribes, goes `online`, and on SIGTERM goes
+/// `offline` and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_that_challenges_on_open_is_answered_and_served() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let relay = DenyRelay::accepting().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
+    let tag = AuthTag::mint(&w.owner, &w.agent.public_key().to_hex(), "").unwrap();
+    env.insert("BUZZ_AUTH_TAG".into(), tag.to_json());
+    let mut h = w.spawn(&env);
+    let presence = |content: &str| {
+        relay
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == 20001 && e["content"] == content)
+    };
+    let online = wait_until(WAIT, || presence("online").then_some(())).await;
+    assert!(
+        online.is_some(),
+        "no online presence; harness stderr:\n{}",
+        h.stderr()
+    );
+    let auth = relay.last_auth.lock().unwrap().clone().expect("an AUTH event");
+    assert_eq!(auth["pubkey"], w.agent.public_key().to_hex());
+    assert!(
+        auth["tags"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["auth", tag.owner, "", tag.sig])),
+        "the AUTH answer carries the NIP-OA tag: {auth}"
+    );
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    assert!(presence("offline"), "offline published before exit");
+}
