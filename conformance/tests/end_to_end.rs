@@ -4,8 +4,8 @@
 //! kube-apiserver, with the kubelet driver starting the container.
 //!
 //! One test in its own binary: the provider inherits the launcher's
-//! environment (spec §Invocation), so `KUBECONFIG` is set on this process
-//! before anything else runs.
+//! environment (spec §Invocation), so `KUBECONFIG` is set on this process,
+//! once the control plane is up and before the launcher runs.
 
 use buzz_conformance::provider_support::IMAGE;
 use buzz_conformance::testenv::{Behavior, TestEnv};
@@ -21,7 +21,8 @@ use std::time::Duration;
 #[test]
 fn launcher_start_deploys_through_the_real_provider_and_a_second_start_is_a_no_op() {
     let env = TestEnv::shared();
-    // SAFETY: the only test in this binary; set before any thread reads the environment.
+    // SAFETY: the only test in this binary. The env's own threads (runtime workers,
+    // spawner) do not read the environment, and Rust's env access is serialised.
     unsafe { std::env::set_var("KUBECONFIG", env.admin_kubeconfig()) };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
