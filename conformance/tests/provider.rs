@@ -3,7 +3,9 @@
 //! kube-apiserver + etcd of `TestEnv`, with the kubelet driver and the fault proxy.
 
 use buzz_conformance::provider_support::{IMAGE, Outcome, Provider, TestAgent, config, deploy_request};
-use buzz_conformance::testenv::{Behavior, DateMode, Matcher, TestEnv, Verb, wait_for_pod};
+use buzz_conformance::testenv::{
+    Behavior, DateMode, KubeletDriver, Matcher, PodAutomation, TestEnv, Verb, wait_for_pod,
+};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
@@ -82,6 +84,18 @@ async fn case(prefix: &str) -> Case {
 }
 
 impl Case {
+    /// Leaves a never-started pod behind: the kubelet keeps it waiting with
+    /// `reason`, and one deploy through `kubeconfig` ends "not confirmed"
+    /// after 2 s. Returns the driver, its automation and the stuck pod.
+    async fn stuck(&self, reason: &str, kubeconfig: &Path) -> (KubeletDriver, PodAutomation, Pod) {
+        let kubelet = env().kubelet().await.unwrap();
+        let auto = kubelet.automate(&self.ns, Behavior::never_start(reason));
+        let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
+        let err = deploy_env(kubeconfig, &self.request(), &short).await.error();
+        assert!(err.contains("not confirmed"), "{err}");
+        (kubelet, auto, self.pod().await)
+    }
+
     fn request(&self) -> Value {
         deploy_request(&self.agent.payload(), config(&self.ns))
     }
@@ -284,13 +298,7 @@ async fn identical_starts_against_a_permanently_pending_pod_delete_nothing() {
 #[tokio::test]
 async fn never_started_pod_whose_secret_is_gone_is_repaired() {
     let c = case("p-nosecret").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::never_start("ContainerCreating"));
-    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
-    deploy_env(env().admin_kubeconfig(), &c.request(), &short)
-        .await
-        .error();
-    let broken = c.pod().await;
+    let (_kubelet, auto, broken) = c.stuck("ContainerCreating", env().admin_kubeconfig()).await;
     Api::<Secret>::namespaced(c.client.clone(), &c.ns)
         .delete(&secret_ref(&broken), &DeleteParams::default())
         .await
@@ -321,13 +329,7 @@ async fn never_started_pod_whose_secret_is_gone_is_repaired() {
 #[tokio::test]
 async fn container_starting_before_the_fenced_delete_is_kept() {
     let c = case("p-race").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
-    let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
-    deploy_env(env().admin_kubeconfig(), &c.request(), &short)
-        .await
-        .error();
-    let original = c.pod().await;
+    let (kubelet, auto, original) = c.stuck("ImagePullBackOff", env().admin_kubeconfig()).await;
     auto.set_behavior(Behavior::Manual);
 
     let proxy = env().start_proxy().await.unwrap();
@@ -458,14 +460,9 @@ async fn a_changed_default_image_replaces_a_never_started_pod() {
 #[tokio::test]
 async fn admission_defaulting_causes_no_false_divergence() {
     let c = case("p-admission").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::never_start("ContainerCreating"));
     let proxy = env().start_proxy().await.unwrap();
+    let (_kubelet, _auto, live) = c.stuck("ContainerCreating", proxy.admin_kubeconfig()).await;
     let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
-    deploy_env(proxy.admin_kubeconfig(), &c.request(), &short)
-        .await
-        .error();
-    let live = c.pod().await;
     let spec = live.spec.clone().unwrap();
     assert!(
         spec.tolerations.is_some_and(|t| !t.is_empty()),
