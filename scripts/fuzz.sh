@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target of the repository.
+#
+#   scripts/fuzz.sh [SECONDS]      each target for SECONDS (default 600)
+#   scripts/fuzz.sh --smoke        each target for a few seconds (scripts/test.sh)
+#
+# A fuzz project is any `<crate>/fuzz/` (or `images/<crate>/fuzz/`) directory
+# with a Cargo.toml; its targets are `fuzz_targets/*.rs` and each target's
+# committed corpus is `fuzz/corpus/<target>/`. New finds land in a scratch
+# corpus outside the repo, so a run never dirties the checkout; crashes are
+# written to `fuzz/artifacts/<target>/` and fail the script.
+#
+# Needs the nightly toolchain and cargo-fuzz; installs cargo-fuzz when missing.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+say() { printf '== %s\n' "$*" >&2; }
+die() { printf 'fuzz.sh: %s\n' "$*" >&2; exit 1; }
+
+seconds=600
+case "${1:-}" in
+  --smoke) seconds="${BUZZ_FUZZ_SMOKE_SECS:-4}" ;;
+  '') ;;
+  *[!0-9]*) die "usage: scripts/fuzz.sh [SECONDS|--smoke]" ;;
+  *) seconds="$1" ;;
+esac
+
+rustup toolchain list 2>/dev/null | grep -q '^nightly' ||
+  die "the nightly toolchain is missing. fix: rustup toolchain install nightly --profile minimal"
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  say "installing cargo-fuzz"
+  cargo install --locked cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
+fi
+
+# One target dir for every fuzz project, so shared dependencies build once.
+export CARGO_TARGET_DIR="${BUZZ_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-fuzz-target}"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+mapfile -t projects < <(find . -path ./target -prune -o -path '*/fuzz/Cargo.toml' -print | sort | xargs -r -n1 dirname)
+[[ ${#projects[@]} -gt 0 ]] || die "no fuzz projects found"
+
+failed=()
+for proj in "${projects[@]}"; do
+  crate_dir="$(dirname "$proj")"
+  for src in "$proj"/fuzz_targets/*.rs; do
+    target="$(basename "$src" .rs)"
+    committed="$proj/corpus/$target"
+    mkdir -p "$committed" "$scratch/$target"
+    say "fuzz ${crate_dir#./}:$target for ${seconds}s"
+    # The scratch corpus comes first, so new inputs land there, not in the repo.
+    if ! (cd "$crate_dir" && cargo +nightly fuzz run --fuzz-dir fuzz "$target" \
+          "$scratch/$target" "fuzz/corpus/$target" -- \
+          -max_total_time="$seconds" -print_final_stats=1 2>"$scratch/$target.log"); then
+      tail -n 40 "$scratch/$target.log" >&2
+      failed+=("${crate_dir#./}:$target")
+    else
+      grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$scratch/$target.log" |
+        sed "s|^|  ${target} |" >&2 || true
+    fi
+  done
+done
+
+[[ ${#failed[@]} -eq 0 ]] || die "crashes or build failures in: ${failed[*]}"
+say "fuzz: every target ran ${seconds}s without a crash"
