@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The one test command. Builds what the tests need (including the pinned
-# kube-apiserver and etcd, cached by version), then runs format, lint and the
-# whole test suite. Works on a fresh machine of this project's kind: a missing
+# The one test command. Builds what the tests need (the pinned kube-apiserver
+# and etcd, cached by version; the sprig image, cached by its inputs), then
+# runs format, lint, the whole test suite and a short smoke of every fuzz
+# target. Works on a fresh machine of this project's kind: a missing
 # prerequisite is installed, or the script stops with the exact command that
 # fixes it. Nothing is skipped silently.
 set -euo pipefail
@@ -50,6 +51,20 @@ say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# --- the sprig image (cached by its inputs) ------------------------------------
+# Installs podman, buildah, runc and mmdebstrap when run as root, else stops
+# with the command that does; builds the base rootfs once per package set.
+say "sprig image"
+image_env="$("$root/scripts/image-build.sh" | tail -n 1)"
+[[ -f "$image_env" ]] || die "scripts/image-build.sh did not report its env file"
+set -a
+# shellcheck disable=SC1090
+. "$image_env"
+set +a
+
 say "cargo test"
 cargo test --workspace --locked
+
+say "fuzz smoke"
+"$root/scripts/fuzz.sh" --smoke
 say "all green in $(( $(date +%s) - start )) s"

@@ -183,6 +183,11 @@ async fn run_once(
         .stderr(std::process::Stdio::inherit())
         .process_group(0)
         .kill_on_drop(false);
+    // The agent and its tools never see the harness's own identity secrets
+    // (the git helpers read NOSTR_PRIVATE_KEY, spec §Entrypoint mapping).
+    for name in buzz_contract::env::HARNESS_ONLY_SECRETS {
+        command.env_remove(name);
+    }
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {

@@ -8,7 +8,8 @@
 //! inactivity rule), [`exit`] (the pinned exit-code table).
 //! Imperative shell: [`relay`] (nostr-sdk), [`acp`] (agent processes over the
 //! official `agent-client-protocol` crate), [`procs`] (process groups,
-//! orphan reaping), [`run`] (the main loop and the budgeted shutdown),
+//! orphan reaping), [`pid1`] (forwarding the stop to the container's other
+//! processes when the harness is PID 1), [`run`] (the main loop and the budgeted shutdown),
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
 //! (every knob as a clap argument with its env name).
 
@@ -22,6 +23,7 @@ pub mod entry;
 pub mod events;
 pub mod exit;
 pub mod inbound;
+pub mod pid1;
 pub mod procs;
 pub mod relay;
 pub mod run;

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::events;
 use crate::exit::Exit;
 use crate::inbound::{self, Decision, InboundEvent, Policy};
+use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
 use crate::schedule::{Scheduler, inactivity_expired};
@@ -311,7 +312,7 @@ pub async fn run(cfg: Config) -> Exit {
         Err(_) => return Exit::Internal,
     };
     let mut sigchld = signal(SignalKind::child()).ok();
-    let pid1 = std::process::id() == 1;
+    let pid1 = pid1::is_pid1();
 
     let (relay_tx, mut relay_rx, relay_task) = relay::spawn(RelaySettings {
         url: cfg.relay_url.clone(),
@@ -419,8 +420,18 @@ pub async fn run(cfg: Config) -> Exit {
         budget_secs = h.cfg.shutdown_budget.as_secs(),
         "graceful stop"
     );
+    // As the container's PID 1, the stop also reaches the sidecars (pid1.rs),
+    // concurrently with the agents' drain and inside the same child span.
+    let others = pid1.then(|| {
+        tokio::spawn(pid1::stop_others(
+            h.procs.clone(),
+            plan.kill_at,
+            plan.children_until,
+        ))
+    });
     h.stop_children(&plan, &mut slot_rx).await;
-    if pid1 {
+    if let Some(task) = others {
+        let _ = task.await;
         procs::reap_orphans(&h.procs);
     }
     let (done_tx, done_rx) = oneshot::channel();

@@ -37,8 +37,9 @@ pub const CONTAINER: &str = "agent";
 pub const WORKSPACE_VOLUME: &str = "workspace";
 /// `HOME` and working directory inside the pod (§Entrypoint "Working directory").
 pub const HOME: &str = "/home/agent";
-/// Fixed non-root UID/GID (§Pod shape, hardening defaults).
-pub const RUN_AS: i64 = 1000;
+/// Fixed non-root UID/GID (§Pod shape, hardening defaults): the sprig image's
+/// `agent` user (images/sprig/Containerfile).
+pub const RUN_AS: i64 = 10001;
 /// `terminationGracePeriodSeconds` — the declared shutdown budget (§Pod shape).
 pub const GRACE_SECONDS: i64 = 60;
 /// Image-local MCP server (§Entrypoint mapping table).

@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(spec.automount_service_account_token, Some(false));
         assert_eq!(spec.termination_grace_period_seconds, Some(60));
         let psc = spec.security_context.unwrap();
-        assert_eq!((psc.run_as_non_root, psc.run_as_user), (Some(true), Some(1000)));
+        assert_eq!((psc.run_as_non_root, psc.run_as_user), (Some(true), Some(10001)));
         assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
         let c = &spec.containers[0];
         let sc = c.security_context.clone().unwrap();

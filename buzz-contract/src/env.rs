@@ -62,6 +62,13 @@ pub const ACP_PRIVATE_KEY: &str = "BUZZ_ACP_PRIVATE_KEY";
 /// Legacy harness API token name.
 pub const ACP_API_TOKEN: &str = "BUZZ_ACP_API_TOKEN";
 
+/// Secrets only the harness itself reads: its identity key (both names) and
+/// its auth tag. The harness removes them from its agents' environment, and
+/// the image's entrypoint never hands them to a sidecar. `NOSTR_PRIVATE_KEY`
+/// is not among them: the agent's git helpers read it (spec §Entrypoint
+/// and launch ABI, mapping table).
+pub const HARNESS_ONLY_SECRETS: &[&str] = &[PRIVATE_KEY, ACP_PRIVATE_KEY, AUTH_TAG];
+
 /// Keys a user's env may never set (wire-facts §5). Launchers strip them;
 /// providers write them only from top-level payload fields (spec §Reserved-key rule).
 pub const RESERVED_ENV_KEYS: &[&str] = &[

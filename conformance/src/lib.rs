@@ -2,11 +2,14 @@
 //! suites for Buzz remote agents (spec `remote-agents.md` §Conformance).
 //!
 //! - [`testenv`]: a real kube-apiserver backed by a real etcd, built from pinned
-//!   upstream modules, with a kubelet driver and a fault-injecting proxy.
+//!   upstream modules, with a kubelet driver and a fault-injecting proxy; the
+//!   driver can also run each pod's container for real, with podman.
+//! - [`container`]: podman, the sprig image and its test layer.
 //!
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
 
 pub mod bench;
+pub mod container;
 pub mod harness_support;
 pub mod launcher_support;
 pub mod provider_support;

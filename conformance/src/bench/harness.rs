@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const MENTIONS: usize = 200;
 
 /// Finds (building if needed) a binary of this crate beside the bench binary.
-fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let dir = std::env::current_exe()?
         .parent()
         .map(Path::to_path_buf)

@@ -2,5 +2,6 @@
 //! JSON object with the keys its issue fixes; see the README for results.
 
 pub mod harness;
+pub mod image;
 pub mod launcher;
 pub mod provider;

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -16,8 +16,9 @@ fn main() -> ExitCode {
         "provider" => buzz_conformance::bench::provider::run(),
         "harness" => buzz_conformance::bench::harness::run(),
         "launcher" => buzz_conformance::bench::launcher::run(),
+        "image" => buzz_conformance::bench::image::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image> (got {other:?})"
         )),
     };
     match figures {

@@ -163,6 +163,16 @@ impl KubeletDriver {
         Api::namespaced(self.client.clone(), ns)
     }
 
+    /// The client this driver writes with (the container node shares it).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The env's runtime, where automation loops run.
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+
     /// Binds the pod to the Node through `pods/binding`, as a scheduler does.
     pub async fn bind(&self, ns: &str, pod: &str) -> Result<()> {
         let binding = Binding {
@@ -183,7 +193,7 @@ impl KubeletDriver {
         Ok(())
     }
 
-    async fn patch_status(&self, ns: &str, pod: &str, status: Value) -> Result<Pod> {
+    pub(crate) async fn patch_status(&self, ns: &str, pod: &str, status: Value) -> Result<Pod> {
         Ok(self
             .pods(ns)
             .patch_status(
@@ -519,7 +529,7 @@ impl KubeletDriver {
         Ok(())
     }
 
-    async fn first_missing_secret(&self, ns: &str, pod: &Pod) -> Result<Option<String>> {
+    pub(crate) async fn first_missing_secret(&self, ns: &str, pod: &Pod) -> Result<Option<String>> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
         let names: Vec<String> = pod
             .spec
@@ -555,7 +565,7 @@ impl Track {
     }
 }
 
-fn cond(type_: &str, status: &str, reason: Option<&str>) -> Value {
+pub(crate) fn cond(type_: &str, status: &str, reason: Option<&str>) -> Value {
     let mut c = json!({ "type": type_, "status": status, "lastTransitionTime": now_time() });
     if let Some(r) = reason {
         c["reason"] = r.into();

@@ -18,6 +18,7 @@
 //! isolate themselves by namespace. Teardown is guaranteed by
 //! [`process`](self::process): process groups, parent-death signals and an exit hook.
 
+mod container_node;
 mod kubeconfig;
 mod kubelet;
 mod on_runtime;
@@ -26,6 +27,7 @@ pub mod process;
 mod proxy;
 mod sa_creator;
 
+pub use container_node::{ContainerAutomation, ContainerNodeConfig};
 pub use kubelet::{Behavior, KubeletDriver, PodAutomation, wait_for_pod};
 pub use proxy::{DateMode, FaultProxy, Matcher, RequestInfo, Verb};
 
