@@ -61,6 +61,11 @@ set -a
 # shellcheck disable=SC1090
 . "$image_env"
 set +a
+# The release provider with the image's digest baked in (the e2e suite's
+# default-image case runs it).
+say "release provider with the baked default image"
+BUZZ_BAKED_PROVIDER="$("$root/scripts/release-build.sh" | tail -n 1)"
+export BUZZ_BAKED_PROVIDER
 
 say "cargo test"
 cargo test --workspace --locked

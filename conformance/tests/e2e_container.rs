@@ -401,3 +401,59 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_through_real_containers
     );
     assert_eq!(down.metadata.uid, still.metadata.uid);
 }
+
+/// The provider built by `scripts/release-build.sh`, with the sprig image's
+/// digest baked in as its default (`BUZZ_BAKED_PROVIDER`, which
+/// `scripts/test.sh` sets); built here when the env does not name it.
+fn baked_provider() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("BUZZ_BAKED_PROVIDER") {
+        return p.into();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/release-build.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{} failed", script.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .into()
+}
+
+#[test]
+fn the_digest_pinned_default_image_flows_into_the_pod() {
+    let img = sprig_image();
+    let baked = baked_provider();
+    let s = Scenario::new();
+    // The release provider replaces the test one, and the record names no image.
+    let installed = s.opts.dirs[0].join("buzz-backend-kubernetes");
+    std::fs::copy(&baked, &installed).unwrap();
+    let mut rec = s.store.agent(NAME).unwrap();
+    if let Backend::Provider { config, .. } = &mut rec.backend {
+        config.remove("image");
+    }
+    s.store.save_agent(&rec).unwrap();
+
+    let (pod, _) = s.start();
+    let pinned = img.pinned();
+    assert_eq!(
+        pod.spec.as_ref().unwrap().containers[0].image.as_deref(),
+        Some(pinned.as_str()),
+        "the pod runs the provider's digest-pinned default"
+    );
+    let cs = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+    assert!(
+        cs.image_id.ends_with(&img.digest),
+        "the node ran that very image: {}",
+        cs.image_id
+    );
+    // The product image's harness comes up (the agent itself is only spawned
+    // for a mention; this image carries none).
+    s.launcher_sees(Derived::Online);
+    s.rt.block_on(app::stop(&s.store, NAME, WAIT))
+        .expect("stop sees offline");
+}

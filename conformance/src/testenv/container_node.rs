@@ -465,7 +465,7 @@ impl Node {
                 }
                 _ => {
                     run.stopping = true;
-                    self.driver.finalize_deletion(&self.ns, &name).await?;
+                    self.driver.finalize_deletion_of(&self.ns, &name, &uid).await?;
                 }
             }
             return Ok(());
@@ -549,7 +549,7 @@ impl Node {
             };
             self.report(&name, phase, false, cs).await?;
             if deleting || stopped {
-                self.driver.finalize_deletion(&self.ns, &name).await?;
+                self.driver.finalize_deletion_of(&self.ns, &name, &uid).await?;
             }
             return Ok(());
         }

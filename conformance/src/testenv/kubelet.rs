@@ -354,17 +354,25 @@ impl KubeletDriver {
         let Some(p) = self.pods(ns).get_opt(pod).await? else {
             return Ok(());
         };
+        self.finalize_deletion_of(ns, pod, p.metadata.uid.as_deref().unwrap_or_default())
+            .await
+    }
+
+    /// [`KubeletDriver::finalize_deletion`] for the pod with this `uid` only:
+    /// a kubelet finalises the pod it ran, never a successor that took its
+    /// name meanwhile (not-found and a UID mismatch are both success).
+    pub async fn finalize_deletion_of(&self, ns: &str, pod: &str, uid: &str) -> Result<()> {
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
-                uid: p.metadata.uid.clone(),
+                uid: Some(uid.to_string()),
                 resource_version: None,
             }),
             ..Default::default()
         };
         match self.pods(ns).delete(pod, &dp).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -432,7 +440,8 @@ impl KubeletDriver {
                         // The harness got SIGTERM and exited through its graceful path.
                         let _ = self.set_terminated(ns, &name, 0, "Completed", "").await;
                     }
-                    self.finalize_deletion(ns, &name).await?;
+                    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                    self.finalize_deletion_of(ns, &name, uid).await?;
                 }
             }
             return Ok(());

@@ -1,0 +1,173 @@
+//! The container node's faithfulness (`testenv/container_node.rs`): what the
+//! Start path suite relies on, pinned against the real apiserver with the
+//! product image. The harness exits 3 (identity refusal, spec I1) when its
+//! Secret names no key, which gives a real non-zero exit to report.
+
+use buzz_conformance::container::sprig_image;
+use buzz_conformance::testenv::{ContainerNodeConfig, TestEnv, wait_for_pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn pod(name: &str, secret: &str, restart: &str, image: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 60,
+            "securityContext": { "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001 },
+            "containers": [{
+                "name": "agent",
+                "image": image,
+                "env": [{ "name": "HOME", "value": "/home/agent" }],
+                "envFrom": [{ "secretRef": { "name": secret } }],
+                "workingDir": "/home/agent",
+                "volumeMounts": [{ "name": "workspace", "mountPath": "/home/agent" }]
+            }],
+            "volumes": [{ "name": "workspace", "emptyDir": {} }]
+        }
+    }))
+    .unwrap()
+}
+
+/// A Secret the harness refuses to start with: a relay but no key (exit 3).
+fn keyless_secret(name: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([(
+            "BUZZ_RELAY_URL".to_string(),
+            "ws://127.0.0.1:9".to_string(),
+        )])),
+        ..Default::default()
+    }
+}
+
+fn status(p: &Pod) -> Option<&ContainerStatus> {
+    p.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+fn waiting_reason(p: &Pod) -> Option<String> {
+    status(p)?.state.as_ref()?.waiting.as_ref()?.reason.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_secret_waits_then_the_real_exit_code_is_reported() {
+    let image = sprig_image().clone();
+    let env = TestEnv::shared();
+    let ns = env.create_namespace("node").await.unwrap();
+    let node = env
+        .kubelet()
+        .await
+        .unwrap()
+        .run_containers(&ns, ContainerNodeConfig::default())
+        .unwrap();
+    let client = env.admin_client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    pods.create(&PostParams::default(), &pod("p", "s", "Never", &image.reference))
+        .await
+        .unwrap();
+    let waiting = wait_for_pod(&pods, "p", "CreateContainerConfigError", |p| {
+        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
+    })
+    .await;
+    let msg = status(&waiting)
+        .unwrap()
+        .state
+        .as_ref()
+        .unwrap()
+        .waiting
+        .as_ref()
+        .unwrap()
+        .message
+        .clone();
+    assert_eq!(msg.as_deref(), Some("secret \"s\" not found"));
+    assert!(
+        node.containers().is_empty(),
+        "no container may start without its Secret"
+    );
+
+    secrets
+        .create(&PostParams::default(), &keyless_secret("s"))
+        .await
+        .unwrap();
+    let done = wait_for_pod(&pods, "p", "Failed", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    })
+    .await;
+    let cs = status(&done).unwrap();
+    let term = cs
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .expect("terminated");
+    assert_eq!(
+        term.exit_code, 3,
+        "the harness's real exit code (identity refusal)"
+    );
+    assert!(term.started_at.is_some() && term.finished_at.is_some());
+    assert!(
+        cs.image_id.ends_with(&image.digest),
+        "imageID from the image that ran: {}",
+        cs.image_id
+    );
+    assert_eq!(cs.restart_count, 0, "restartPolicy Never never restarts");
+    assert_eq!(node.containers().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_restarts_a_non_zero_exit_with_backoff() {
+    let image = sprig_image().clone();
+    let env = TestEnv::shared();
+    let ns = env.create_namespace("node").await.unwrap();
+    let _node = env
+        .kubelet()
+        .await
+        .unwrap()
+        .run_containers(
+            &ns,
+            ContainerNodeConfig {
+                restart_backoff: Duration::from_millis(500),
+                max_backoff: Duration::from_secs(2),
+            },
+        )
+        .unwrap();
+    let client = env.admin_client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    secrets
+        .create(&PostParams::default(), &keyless_secret("s"))
+        .await
+        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod("p", "s", "OnFailure", &image.reference),
+    )
+    .await
+    .unwrap();
+    let looping = wait_for_pod(&pods, "p", "two restarts in CrashLoopBackOff", |p| {
+        status(p).is_some_and(|c| c.restart_count >= 2)
+            && waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
+    })
+    .await;
+    let cs = status(&looping).unwrap();
+    let last = cs
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .expect("lastState");
+    assert_eq!(last.exit_code, 3);
+    assert_eq!(
+        looping.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running"),
+        "a crash-looping pod stays in phase Running"
+    );
+}
