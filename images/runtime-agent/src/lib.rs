@@ -21,6 +21,8 @@
 //! - [`ship`]: the shipping seam (design §6; not built).
 //! - [`time`]: clock readings and RFC 3339 instants.
 
+pub mod gate;
 pub mod grid;
+pub mod payload;
 pub mod rollup;
 pub mod time;
