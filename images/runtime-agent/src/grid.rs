@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(boundary(20, 8 * 43), u64::MAX);
         // The last finite boundary of the CPU grid is b(8·62+7).
         let last = boundary(0, 8 * 62 + 7);
-        assert_eq!(last, ((1u128 << 62) * 7877004752u128 >> 32) as u64);
+        assert_eq!(last, (((1u128 << 62) * 7877004752u128) >> 32) as u64);
         // A value in the saturated octave but below u64::MAX keys to the last finite boundary.
         assert_eq!(key_for(0, 1u64 << 63), last);
         assert_eq!(key_for(0, u64::MAX - 1), last);

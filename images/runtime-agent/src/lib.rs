@@ -21,8 +21,10 @@
 //! - [`ship`]: the shipping seam (design §6; not built).
 //! - [`time`]: clock readings and RFC 3339 instants.
 
+pub mod cgroup;
 pub mod gate;
 pub mod grid;
 pub mod payload;
+pub mod procfs;
 pub mod rollup;
 pub mod time;
