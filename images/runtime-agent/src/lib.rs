@@ -27,4 +27,5 @@ pub mod grid;
 pub mod payload;
 pub mod procfs;
 pub mod rollup;
+pub mod spool;
 pub mod time;
