@@ -22,10 +22,13 @@
 //! - [`time`]: clock readings and RFC 3339 instants.
 
 pub mod cgroup;
+pub mod collector;
+pub mod config;
 pub mod gate;
 pub mod grid;
 pub mod payload;
 pub mod procfs;
 pub mod rollup;
+pub mod ship;
 pub mod spool;
 pub mod time;

@@ -227,6 +227,24 @@ pub fn scan(proc_root: &Path) -> ProcScan {
     out
 }
 
+/// The collector's own cost (`collection_coverage.self`): `/proc/self/stat`
+/// utime+stime and `VmHWM`.
+pub fn self_usage(proc_root: &Path, clock_ticks_per_sec: u64) -> crate::payload::SelfUsage {
+    let ticks = fs::read_to_string(proc_root.join("self/stat"))
+        .ok()
+        .and_then(|t| parse_cpu_ticks(&t));
+    let hwm = fs::read_to_string(proc_root.join("self/status"))
+        .ok()
+        .and_then(|t| parse_status(&t).vm_hwm_bytes);
+    crate::payload::SelfUsage {
+        cpu_nanoseconds: ticks.map(|t| {
+            (u128::from(t) * 1_000_000_000 / u128::from(clock_ticks_per_sec.max(1))).min(u128::from(u64::MAX))
+                as u64
+        }),
+        vm_hwm_bytes: hwm,
+    }
+}
+
 /// The process-lifetime maxima behind `process_peaks`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Peaks {
