@@ -135,6 +135,16 @@ mod tests {
     }
 
     #[test]
+    fn fractions_are_the_rounded_fixed_point_powers() {
+        for (m, f) in FRACTIONS.iter().enumerate() {
+            let exact = (2f64.powf(m as f64 / 8.0) * 4294967296.0).round() as u64;
+            assert_eq!(*f, exact, "F[{m}]");
+            // At octave 32 of the CPU grid a boundary is the fixed-point constant itself.
+            assert_eq!(boundary(0, 8 * 32 + m as u32), *f);
+        }
+    }
+
+    #[test]
     fn memory_first_octave_boundaries_are_exact() {
         let expected = [
             1048576, 1143480, 1246974, 1359834, 1482910, 1617125, 1763487, 1923096, 2097152,

@@ -542,6 +542,25 @@ mod tests {
     }
 
     #[test]
+    fn resuming_into_a_running_rollup_rebaselines_first() {
+        let mut r = Rollup::new();
+        r.observe(at(T10 + 10, 10), &cpu(0));
+        r.observe(at(T10 + 20, 20), &cpu(S));
+        let saved = WindowTotals {
+            cpu: CpuTotals {
+                core_nanoseconds: 7,
+                ..CpuTotals::default()
+            },
+            ..Default::default()
+        };
+        r.resume(T10, &saved);
+        // Nothing is counted across the resume: the next poll only sets baselines.
+        r.observe(at(T10 + 30, 30), &cpu(50 * S));
+        r.observe(at(T10 + 40, 40), &cpu(51 * S));
+        assert_eq!(r.windows()[&T10].cpu.core_nanoseconds, 2 * S + 7);
+    }
+
+    #[test]
     fn diverging_clocks_rebaseline_and_are_counted() {
         let mut r = Rollup::new();
         r.observe(at(T10 + 10, 10), &cpu(0));

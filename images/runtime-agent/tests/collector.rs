@@ -204,11 +204,14 @@ fn scan(hwm: u64) -> ProcScan {
 
 #[test]
 fn blocked_digest_gate_produces_no_peaks_and_says_why() {
+    let upper_hex = format!("sha256:{}", DIGEST["sha256:".len()..].to_uppercase());
+    let reference = format!("ghcr.io/acme/sprig@{DIGEST}");
     for bad in [
         None,
         Some("ghcr.io/acme/sprig:v1"),
-        Some(&DIGEST.to_uppercase()[..]),
+        Some(&upper_hex[..]),
         Some(&DIGEST[..DIGEST.len() - 1]),
+        Some(&reference[..]),
     ] {
         let mut rig = Rig::new(bad);
         let cg = sample(0, 0, 0, 0, 0, MIB);
