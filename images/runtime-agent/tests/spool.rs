@@ -329,3 +329,22 @@ fn a_failed_write_is_counted_and_keeps_the_previous_version() {
         usage("usage_snapshot", T10, POD, 1)
     );
 }
+
+#[test]
+fn the_fuzz_seed_corpus_of_spooled_files_parses() {
+    use runtime_agent::payload::parse_spooled;
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/spooled");
+    let pod = "0d9f6a52-1111-2222-3333-444455556666";
+    for (seed, name) in [
+        ("coverage", "coverage.json".to_owned()),
+        ("peaks", "peaks.json".to_owned()),
+        ("oom", "oom-1786000000-2.json".to_owned()),
+    ] {
+        let bytes = fs::read(corpus.join(seed)).unwrap();
+        assert!(parse_spooled(&name, &bytes, pod).is_ok(), "{seed}");
+    }
+    let usage = fs::read(corpus.join("usage-snapshot")).unwrap();
+    let p: UsagePayload = serde_json::from_slice(&usage).unwrap();
+    let start = runtime_agent::time::parse_rfc3339(&p.window_start).unwrap();
+    assert!(parse_spooled(&snapshot_name(start), &usage, pod).is_ok());
+}
