@@ -5,7 +5,7 @@ use super::*;
 /// 16. The 409 split, `AlreadyExists` arm, as a live interleave: the
 /// winner's preflight GC runs between the real loser's Secret create and its
 /// pod create, and the loser's Secret survives it — even though the winner
-/// runs with a 3 s deadline and the Secret is by then older than 2 × 3 s
+/// runs with a 3 s deadline and the Secret is by then 8 s old, older than 2 × 3 s
 /// (the age gate never follows the deadline knob). The loser then cleans up
 /// only its own Secret and adopts the winner. (The `Conflict` arm is case 7.)
 #[tokio::test]
@@ -25,7 +25,8 @@ async fn create_loser_cleans_only_its_own_secret_and_adopts_the_winner() {
         let (client, ns, agent) = (client.clone(), ns.clone(), agent.clone());
         async move {
             let before = secrets_of(&client, &ns, &agent).await.len();
-            tokio::time::sleep(Duration::from_millis(6500)).await;
+            // Older than 2 × 3 s even on the apiserver's whole-second clocks.
+            tokio::time::sleep(Duration::from_secs(8)).await;
             let out = provider()
                 .deploy(&kc, &req, &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "3")])
                 .await;
