@@ -16,7 +16,11 @@
 //! differs from this deploy's it is replaced with the fenced delete (the only
 //! way a corrected config can ever reach it — the pod is immutable); an
 //! identical Start reports the condition with the container's last exit code
-//! and its meaning from the harness exit-code table, and never deletes.
+//! and its meaning from the harness exit-code table, and never deletes. The
+//! create intent here includes the payload: the pod's own Secret is compared
+//! with what this deploy would write (generation token aside), because the
+//! usual cure for a crash loop is an agent-settings change the fingerprint,
+//! which never sees secret values, cannot show.
 
 use crate::consts::*;
 use crate::error::DeployError;
@@ -47,6 +51,9 @@ pub enum Row {
     /// Never started and the referenced Secret's existence is not yet known:
     /// the shell must do a quorum read and classify again.
     NeedSecretRead { secret: String },
+    /// Crash-looping with the same fingerprint: the pod's Secret must be
+    /// compared with this deploy's payload before the row is known.
+    NeedPayloadRead { secret: String },
     /// Never started, provably non-recoverable: Secret confirmed absent or invalid image.
     NeverStartedBroken { cause: String },
     /// Never started, recoverable, fingerprint matches: observe.
@@ -64,6 +71,9 @@ pub struct Context<'a> {
     pub fingerprint: &'a str,
     /// Result of the quorum read of the referenced Secret, when done.
     pub secret_present: Option<bool>,
+    /// For a crash loop: whether the pod's Secret holds what this deploy
+    /// would write (absent Secret = no), once read.
+    pub payload_matches: Option<bool>,
 }
 
 fn container_status(pod: &Pod) -> Option<&ContainerStatus> {
@@ -204,10 +214,11 @@ pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
     let same_intent = recorded == Some(ctx.fingerprint);
     let crash_loop = |pod: &Pod| {
         let summary = terminated_summary(pod);
-        if same_intent {
-            Row::CrashLoop { summary }
-        } else {
-            Row::CrashLoopDivergent { summary }
+        let secret = referenced_secrets(pod).into_iter().next();
+        match (same_intent, ctx.payload_matches, secret) {
+            (false, _, _) | (true, Some(false), _) => Row::CrashLoopDivergent { summary },
+            (true, None, Some(secret)) => Row::NeedPayloadRead { secret },
+            (true, _, _) => Row::CrashLoop { summary },
         }
     };
 
@@ -308,6 +319,8 @@ pub enum Action {
     },
     /// Quorum-read this Secret, classify again.
     ReadSecret(String),
+    /// Quorum-read this Secret's data, compare it with this deploy's payload, classify again.
+    ReadPayload(String),
 }
 
 /// Maps a row to an action. One create attempt per call: once this call has
@@ -344,6 +357,7 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
             why: "it is crash-looping and its recorded create intent differs from this deploy's".into(),
         },
         Row::NeedSecretRead { secret } => Action::ReadSecret(secret),
+        Row::NeedPayloadRead { secret } => Action::ReadPayload(secret),
         Row::NeverStartedBroken { cause } if attempted => Action::Fail(DeployError::StartupFailed(format!(
             "pod {agent_id} cannot start: {cause}"
         ))),
@@ -358,8 +372,21 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
 
 fn crash_looping(agent_id: &str, summary: &str) -> DeployError {
     DeployError::StartupFailed(format!(
-        "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent configuration and Start again (a changed provider_config replaces the pod)"
+        "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent settings or provider_config and Start again (a changed one replaces the pod)"
     ))
+}
+
+/// True when a Secret's data is exactly the environment this deploy would
+/// write, the generation token (which differs per attempt by design) aside.
+pub fn payload_matches(
+    existing: &std::collections::BTreeMap<String, Vec<u8>>,
+    desired: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let nonce = buzz_contract::env::START_NONCE;
+    let a = existing.iter().filter(|(k, _)| k.as_str() != nonce);
+    let b = desired.iter().filter(|(k, _)| k.as_str() != nonce);
+    a.map(|(k, v)| (k.as_str(), v.as_slice()))
+        .eq(b.map(|(k, v)| (k.as_str(), v.as_bytes())))
 }
 
 #[cfg(test)]

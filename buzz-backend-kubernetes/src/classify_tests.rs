@@ -23,6 +23,15 @@ fn ctx<'a>(fp: &'a str, secret: Option<bool>) -> Context<'a> {
         pubkey: PK,
         fingerprint: fp,
         secret_present: secret,
+        payload_matches: None,
+    }
+}
+
+/// A context whose crash-loop payload comparison is done.
+fn ctx_payload<'a>(fp: &'a str, same_payload: bool) -> Context<'a> {
+    Context {
+        payload_matches: Some(same_payload),
+        ..ctx(fp, None)
     }
 }
 
@@ -125,7 +134,7 @@ fn row_crash_loop_is_reported_never_started_is_not() {
     let mut p = with_state(base(), "Running", waiting("CrashLoopBackOff"), 3);
     p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
     assert_eq!(
-        classify(Some(&p), ctx(&fp(), None)),
+        classify(Some(&p), ctx_payload(&fp(), true)),
         Row::CrashLoop {
             summary: "phase Running".into()
         }
@@ -321,6 +330,13 @@ fn row_crash_loop_reports_the_last_exit_code_and_its_meaning() {
     let p = crash_looping_with_last_exit(2);
     assert_eq!(
         classify(Some(&p), ctx(&fp(), None)),
+        Row::NeedPayloadRead {
+            secret: format!("buzz-agent-0123456789ab-{}", "ab".repeat(16))
+        },
+        "the payload is compared before the row is known"
+    );
+    assert_eq!(
+        classify(Some(&p), ctx_payload(&fp(), true)),
         Row::CrashLoop {
             summary:
                 "exit code 2 (Error): configuration error: a bad value or combination in the agent's settings"
@@ -337,6 +353,13 @@ fn row_crash_loop_with_a_different_create_intent_is_divergent() {
         classify(Some(&p), ctx(&other, None)),
         Row::CrashLoopDivergent { .. }
     ));
+    assert!(
+        matches!(
+            classify(Some(&p), ctx_payload(&fp(), false)),
+            Row::CrashLoopDivergent { .. }
+        ),
+        "a changed payload (agent settings) is divergence too"
+    );
     let mut unrecorded = p;
     unrecorded
         .metadata
@@ -383,4 +406,26 @@ fn exit_meanings_follow_the_harness_table() {
     );
     assert_eq!(exit_meaning(129).as_deref(), Some("killed by signal 1"));
     assert_eq!(exit_meaning(42), None);
+}
+
+#[test]
+fn payload_comparison_ignores_only_the_generation_token() {
+    use std::collections::BTreeMap;
+    let nonce = "BUZZ_MANAGED_AGENT_START_NONCE";
+    let existing: BTreeMap<String, Vec<u8>> = [
+        ("A".to_string(), b"1".to_vec()),
+        (nonce.to_string(), b"old".to_vec()),
+    ]
+    .into();
+    let same: BTreeMap<String, String> = [("A".into(), "1".into()), (nonce.into(), "new".into())].into();
+    assert!(payload_matches(&existing, &same));
+    let changed: BTreeMap<String, String> = [("A".into(), "2".into()), (nonce.into(), "new".into())].into();
+    assert!(!payload_matches(&existing, &changed));
+    let added: BTreeMap<String, String> = [
+        ("A".into(), "1".into()),
+        ("B".into(), "x".into()),
+        (nonce.into(), "new".into()),
+    ]
+    .into();
+    assert!(!payload_matches(&existing, &added));
 }

@@ -23,6 +23,7 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use kube::{Api, Client};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 /// A cluster error, classified for the loop.
@@ -98,6 +99,8 @@ pub trait Cluster {
         selector: &str,
     ) -> Result<(Vec<Secret>, Option<SystemTime>), ClusterError>;
     async fn secret_exists(&self, name: &str) -> Result<bool, ClusterError>;
+    /// A quorum read of a Secret's data (`None` when the Secret is absent).
+    async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError>;
     async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError>;
     async fn create_pod(&self, p: &Pod) -> Result<Created<Pod>, ClusterError>;
     async fn delete_pod(&self, f: &Fenced) -> Result<Deleted, ClusterError>;
@@ -296,6 +299,17 @@ impl Cluster for KubeCluster {
             .await
             .map_err(classify_error)?
             .is_some())
+    }
+
+    async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError> {
+        let secret = self.secrets.get_opt(name).await.map_err(classify_error)?;
+        Ok(secret.map(|s| {
+            s.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect()
+        }))
     }
 
     async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError> {

@@ -15,7 +15,7 @@
 //! a margin before the deadline; an attempt caught between its Secret create
 //! and its pod create drops its own Secret in the first half of the margin.
 
-use crate::classify::{Action, CallState, Context, classify, decide, referenced_secrets};
+use crate::classify::{Action, CallState, Context, classify, decide, payload_matches, referenced_secrets};
 use crate::cluster::{Cluster, ClusterError, Created, Deleted, NamespaceCreate};
 use crate::consts::*;
 use crate::diag;
@@ -440,6 +440,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
                 secret_present: None,
+                payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
             if let Action::ReadSecret(name) = &action {
@@ -449,6 +450,16 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     })
                     .await?,
                 );
+                action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
+            }
+            if let Action::ReadPayload(name) = &action {
+                let data = self
+                    .observe("read the agent Secret", &latest, || {
+                        self.cluster.secret_data(name)
+                    })
+                    .await?;
+                let desired = envtiers::assemble(&self.plan.agent, &self.plan.authoritative)?;
+                ctx.payload_matches = Some(data.is_some_and(|d| payload_matches(&d, &desired)));
                 action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
             }
             let wait = self.timing.safety_net.min(self.remaining());
@@ -494,7 +505,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     })
                     .await?;
                 }
-                Action::ReadSecret(_) => {
+                Action::ReadSecret(_) | Action::ReadPayload(_) => {
                     return Err(ClusterFailure::Internal {
                         what: "classification asked for the Secret twice".into(),
                     }

@@ -308,3 +308,63 @@ async fn every_delete_is_fenced_on_uid_and_resource_version_and_keeps_the_grace_
         "the terminated pod and its Secret, each fenced on the UID observed"
     );
 }
+
+/// The usual cure for a crash loop is a change of agent settings (an env
+/// value), which the create-intent fingerprint never sees: the pod's Secret
+/// is compared with the new payload, and a difference replaces the pod.
+#[tokio::test]
+async fn a_crash_loop_is_escaped_by_correcting_the_agent_settings() {
+    let c = case("p-crashenv").await;
+    let kubelet = env().kubelet().await.unwrap();
+    let auto = kubelet.automate(
+        &c.ns,
+        Behavior::FailStartup {
+            code: 2,
+            reason: "Error".into(),
+            message: String::new(),
+        },
+    );
+    let proxy = env().start_proxy().await.unwrap();
+    let cfg = |ns: &str| {
+        let mut m = config(ns);
+        m.insert("inactivity_seconds".into(), json!(0));
+        m
+    };
+    let mut broken = c.agent.payload();
+    if let Some(l) = broken.launch.as_mut() {
+        l.env.insert("GOOSE_MODEL".into(), "no-such-model".into());
+    }
+    let err = deploy(proxy.admin_kubeconfig(), &deploy_request(&broken, cfg(&c.ns)))
+        .await
+        .error();
+    assert!(err.contains("crash-looping"), "{err}");
+    let looping = c.pod().await;
+    let err = deploy(proxy.admin_kubeconfig(), &deploy_request(&broken, cfg(&c.ns)))
+        .await
+        .error();
+    assert!(err.contains("crash-looping"), "{err}");
+    assert_eq!(
+        proxy.count(Verb::Delete, "pods"),
+        0,
+        "identical settings: reported"
+    );
+
+    auto.set_behavior(Behavior::Manual);
+    let fixed = deploy_request(&c.agent.payload(), cfg(&c.ns));
+    let err = deploy_env(proxy.admin_kubeconfig(), &fixed, &[(DEADLINE, "4")])
+        .await
+        .error();
+    assert!(err.contains("not confirmed"), "{err}");
+    let replaced = c.pod().await;
+    assert_ne!(
+        uid(&replaced),
+        uid(&looping),
+        "corrected settings replace the pod"
+    );
+    assert_eq!(proxy.count(Verb::Delete, "pods"), 1);
+    let secret = Api::<Secret>::namespaced(c.client.clone(), &c.ns)
+        .get(&secret_ref(&replaced))
+        .await
+        .unwrap();
+    assert_eq!(secret.data.unwrap()["GOOSE_MODEL"].0, b"suite-model".to_vec());
+}
