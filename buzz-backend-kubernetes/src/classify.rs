@@ -23,7 +23,7 @@
 //! which never sees secret values, cannot show.
 
 use crate::consts::*;
-use crate::error::DeployError;
+use crate::error::{Collision, DeployError, StartupFailure};
 use crate::image::validate_image;
 use crate::ownership::{Ownership, ownership};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -332,35 +332,34 @@ pub enum Action {
 pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -> Action {
     let own = st.created_uid.is_some() && st.created_uid.as_deref() == pod_uid;
     let attempted = st.created_uid.is_some() || st.adopting;
+    let id = agent_id.to_string();
     match row {
-        Row::NotOurs { why } => Action::Fail(DeployError::Collision(format!(
-            "pod {agent_id} exists but is not this agent's ({why}); nothing was changed — remove or rename it, or use another namespace"
-        ))),
-        Row::Unmarked => Action::Fail(DeployError::Collision(format!(
-            "pod {agent_id} carries this agent's identity but not the label {LABEL_MANAGED_BY}={MANAGED_BY}, so it was not created by this provider; nothing was changed — delete it yourself if it is stale"
-        ))),
+        Row::NotOurs { why } => Action::Fail(Collision::NotOurs { agent_id: id, why }.into()),
+        Row::Unmarked => Action::Fail(Collision::Unmarked { agent_id: id }.into()),
         Row::DeletionMarked => Action::WaitGone,
-        Row::NoInstance if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} disappeared before its container was confirmed running; press Start again"
-        ))),
+        Row::NoInstance if attempted => Action::Fail(StartupFailure::Disappeared { agent_id: id }.into()),
         Row::NoInstance => Action::Create,
-        Row::Terminated { summary } if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
-        ))),
+        Row::Terminated { summary } if attempted => Action::Fail(
+            StartupFailure::Exited {
+                agent_id: id,
+                summary,
+            }
+            .into(),
+        ),
         Row::Terminated { .. } => Action::Replace {
             why: "its previous life ended".into(),
         },
         Row::Started => Action::Succeed { record_image: own },
-        Row::CrashLoop { summary } => Action::Fail(crash_looping(agent_id, &summary)),
-        Row::CrashLoopDivergent { summary } if attempted => Action::Fail(crash_looping(agent_id, &summary)),
+        Row::CrashLoop { summary } => Action::Fail(crash_looping(id, summary)),
+        Row::CrashLoopDivergent { summary } if attempted => Action::Fail(crash_looping(id, summary)),
         Row::CrashLoopDivergent { .. } => Action::Replace {
             why: "it is crash-looping and its recorded create intent differs from this deploy's".into(),
         },
         Row::NeedSecretRead { secret } => Action::ReadSecret(secret),
         Row::NeedPayloadRead { secret } => Action::ReadPayload(secret),
-        Row::NeverStartedBroken { cause } if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} cannot start: {cause}"
-        ))),
+        Row::NeverStartedBroken { cause } if attempted => {
+            Action::Fail(StartupFailure::CannotStart { agent_id: id, cause }.into())
+        }
         Row::NeverStartedBroken { cause } => Action::Replace { why: cause },
         Row::NeverStartedRecoverable { condition } => Action::Observe { condition },
         Row::NeverStartedDivergent { condition } if attempted => Action::Observe { condition },
@@ -370,10 +369,8 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
     }
 }
 
-fn crash_looping(agent_id: &str, summary: &str) -> DeployError {
-    DeployError::StartupFailed(format!(
-        "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent settings or provider_config and Start again (a changed one replaces the pod)"
-    ))
+fn crash_looping(agent_id: String, summary: String) -> DeployError {
+    StartupFailure::CrashLooping { agent_id, summary }.into()
 }
 
 /// True when a Secret's data is exactly the environment this deploy would

@@ -264,7 +264,7 @@ fn decide_one_create_attempt_per_call() {
     };
     assert!(matches!(
         decide(t.clone(), Some("u1"), &own, "a"),
-        Action::Fail(DeployError::StartupFailed(_))
+        Action::Fail(DeployError::StartupFailed(StartupFailure::Exited { .. }))
     ));
     assert!(matches!(
         decide(t, Some("u0"), &fresh, "a"),
@@ -314,7 +314,13 @@ fn decide_crash_loop_never_deletes() {
         &CallState::default(),
         "a",
     );
-    assert!(matches!(a, Action::Fail(DeployError::StartupFailed(_))));
+    assert_eq!(
+        a,
+        Action::Fail(DeployError::StartupFailed(StartupFailure::CrashLooping {
+            agent_id: "a".into(),
+            summary: "exit code 1 (Error)".into()
+        }))
+    );
 }
 
 fn crash_looping_with_last_exit(code: i32) -> Pod {
@@ -390,7 +396,7 @@ fn decide_divergent_crash_loop_is_replaced_unless_this_call_attempted() {
     };
     assert!(matches!(
         decide(row, Some("u"), &own, "a"),
-        Action::Fail(DeployError::StartupFailed(_))
+        Action::Fail(DeployError::StartupFailed(StartupFailure::CrashLooping { .. }))
     ));
 }
 

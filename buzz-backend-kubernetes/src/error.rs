@@ -20,11 +20,11 @@ pub enum DeployError {
     #[error(transparent)]
     Cluster(#[from] ClusterFailure),
     /// An object at our name is not positively ours (§Deploy State Machine step 1).
-    #[error("{0}")]
-    Collision(String),
-    /// The attempt this call made failed deterministically.
-    #[error("{0}")]
-    StartupFailed(String),
+    #[error(transparent)]
+    Collision(#[from] Collision),
+    /// The attempt this call made (or the pod it found) failed deterministically.
+    #[error(transparent)]
+    StartupFailed(#[from] StartupFailure),
     /// The deadline expired while startup was still progressing; nothing was cleaned up.
     #[error(
         "startup of pod {agent_id} was not confirmed within {deadline_secs} s (latest: {latest}); nothing was cleaned up, and a later Start adopts the pod once it runs"
@@ -46,6 +46,44 @@ pub enum DeployError {
         "the deploy reached its {deadline_secs} s deadline while it was trying to {doing}; no pod was created by this call and nothing was left behind; press Start again"
     )]
     OutOfTime { doing: String, deadline_secs: u64 },
+}
+
+/// Why the pod at our name may not be touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Collision {
+    /// Identity evidence does not match this agent.
+    #[error(
+        "pod {agent_id} exists but is not this agent's ({why}); nothing was changed — remove or rename it, or use another namespace"
+    )]
+    NotOurs { agent_id: String, why: String },
+    /// This agent's identity, but no management marker.
+    #[error(
+        "pod {agent_id} carries this agent's identity but not the label {}={}, so it was not created by this provider; nothing was changed — delete it yourself if it is stale",
+        crate::consts::LABEL_MANAGED_BY,
+        crate::consts::MANAGED_BY
+    )]
+    Unmarked { agent_id: String },
+}
+
+/// How a startup failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartupFailure {
+    /// The pod vanished under this call.
+    #[error("pod {agent_id} disappeared before its container was confirmed running; press Start again")]
+    Disappeared { agent_id: String },
+    /// This call's attempt terminated before it ran.
+    #[error(
+        "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
+    )]
+    Exited { agent_id: String, summary: String },
+    /// The pod is crash-looping (`restartPolicy: OnFailure`).
+    #[error(
+        "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent settings or provider_config and Start again (a changed one replaces the pod)"
+    )]
+    CrashLooping { agent_id: String, summary: String },
+    /// This call's attempt can provably never start.
+    #[error("pod {agent_id} cannot start: {cause}")]
+    CannotStart { agent_id: String, cause: String },
 }
 
 /// Kubeconfig and cluster-access failures.
