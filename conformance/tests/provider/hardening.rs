@@ -9,7 +9,7 @@ use buzz_conformance::provider_support::Spawn;
 const DEADLINE: &str = "BUZZ_K8S_DEPLOY_DEADLINE_SECS";
 
 /// The deadline runs from process start. Stdin arrives 3 s after spawn and
-/// the pod never starts; the launcher kills at N = 7 s from spawn. The
+/// the pod never starts; the launcher kills at N = 10 s from spawn. The
 /// provider's budget is derived from the same N, so its in-band "not
 /// confirmed" answer arrives before the kill.
 #[tokio::test]
@@ -19,10 +19,10 @@ async fn the_in_band_answer_beats_a_launcher_kill_at_the_deadline() {
     let _auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
     let launch = Spawn {
         stdin_delay: Duration::from_secs(3),
-        kill_after: Some(Duration::from_secs(7)),
+        kill_after: Some(Duration::from_secs(10)),
     };
     let out = provider()
-        .run_launched(env().admin_kubeconfig(), &c.request(), &[(DEADLINE, "7")], launch)
+        .run_launched(env().admin_kubeconfig(), &c.request(), &[(DEADLINE, "10")], launch)
         .await;
     assert!(
         !out.killed,
@@ -32,7 +32,7 @@ async fn the_in_band_answer_beats_a_launcher_kill_at_the_deadline() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let err = out.error();
     assert!(
-        err.contains("not confirmed within 7 s") && err.contains("ImagePullBackOff"),
+        err.contains("not confirmed within 10 s") && err.contains("ImagePullBackOff"),
         "{err}"
     );
 }
@@ -46,16 +46,16 @@ async fn an_attempt_out_of_time_before_its_pod_exists_drops_its_own_secret() {
     let proxy = env().start_proxy().await.unwrap();
     proxy.delay(
         Matcher::new(Verb::Create, "pods"),
-        Duration::from_secs(9),
+        Duration::from_secs(14),
         Some(1),
     );
     proxy.reset(Matcher::new(Verb::Create, "pods"), Some(1));
     let launch = Spawn {
         stdin_delay: Duration::ZERO,
-        kill_after: Some(Duration::from_secs(6)),
+        kill_after: Some(Duration::from_secs(10)),
     };
     let out = provider()
-        .run_launched(proxy.admin_kubeconfig(), &c.request(), &[(DEADLINE, "6")], launch)
+        .run_launched(proxy.admin_kubeconfig(), &c.request(), &[(DEADLINE, "10")], launch)
         .await;
     assert!(
         !out.killed,
@@ -64,7 +64,7 @@ async fn an_attempt_out_of_time_before_its_pod_exists_drops_its_own_secret() {
     );
     let err = out.error();
     assert!(
-        err.contains("reached its 6 s deadline while it was trying to create the agent pod"),
+        err.contains("reached its 10 s deadline while it was trying to create the agent pod"),
         "{err}"
     );
     assert!(
