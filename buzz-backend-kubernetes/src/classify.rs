@@ -9,10 +9,23 @@
 //! — never pod phase. The fingerprint is compared before any pull-failure
 //! report, so a pull-wedged pod is replaced once the user corrects `image`
 //! (wire-facts §8.1); reports name the image the stuck pod actually runs.
+//!
+//! The crash-loop row (`restartPolicy: OnFailure`, §Pod shape second
+//! prerequisite) follows the same divergence rule as the never-started rows:
+//! a crash-looping pod is not serving, so when its recorded create intent
+//! differs from this deploy's it is replaced with the fenced delete (the only
+//! way a corrected config can ever reach it — the pod is immutable); an
+//! identical Start reports the condition with the container's last exit code
+//! and its meaning from the harness exit-code table, and never deletes. The
+//! create intent here includes the payload: the pod's own Secret is compared
+//! with what this deploy would write (generation token aside), because the
+//! usual cure for a crash loop is an agent-settings change the fingerprint,
+//! which never sees secret values, cannot show.
 
 use crate::consts::*;
-use crate::error::DeployError;
+use crate::error::{Collision, DeployError, StartupFailure};
 use crate::image::validate_image;
+use crate::ownership::{Ownership, ownership};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// One row of the step-2 table, plus the rows this binding adds.
@@ -30,11 +43,17 @@ pub enum Row {
     Terminated { summary: String },
     /// The harness container is running.
     Started,
-    /// Added row (`OnFailure`): waiting `CrashLoopBackOff` with `restartCount > 0`.
+    /// Added row (`OnFailure`): the harness ran and keeps dying; same create intent.
     CrashLoop { summary: String },
+    /// Added row (`OnFailure`): crash-looping, and the recorded create intent
+    /// differs from this deploy's (or is absent).
+    CrashLoopDivergent { summary: String },
     /// Never started and the referenced Secret's existence is not yet known:
     /// the shell must do a quorum read and classify again.
     NeedSecretRead { secret: String },
+    /// Crash-looping with the same fingerprint: the pod's Secret must be
+    /// compared with this deploy's payload before the row is known.
+    NeedPayloadRead { secret: String },
     /// Never started, provably non-recoverable: Secret confirmed absent or invalid image.
     NeverStartedBroken { cause: String },
     /// Never started, recoverable, fingerprint matches: observe.
@@ -52,6 +71,9 @@ pub struct Context<'a> {
     pub fingerprint: &'a str,
     /// Result of the quorum read of the referenced Secret, when done.
     pub secret_present: Option<bool>,
+    /// For a crash loop: whether the pod's Secret holds what this deploy
+    /// would write (absent Secret = no), once read.
+    pub payload_matches: Option<bool>,
 }
 
 fn container_status(pod: &Pod) -> Option<&ContainerStatus> {
@@ -125,6 +147,25 @@ pub fn condition(pod: &Pod) -> String {
     }
 }
 
+/// The meaning of a harness exit code (the harness exit-code table, README
+/// "Exit codes"; codes above 128 are the kernel's signal convention).
+pub fn exit_meaning(code: i32) -> Option<String> {
+    let known = match code {
+        0 => "intentional stop",
+        1 => "internal error in the harness",
+        2 => "configuration error: a bad value or combination in the agent's settings",
+        3 => "identity refusal: the key, the relay URL or the owner is missing or malformed",
+        4 => "the relay denied authentication",
+        5 => "all agents died: the agent command keeps failing",
+        6 => "the relay could not be reached",
+        137 => "killed by SIGKILL (often out of memory)",
+        143 => "killed by SIGTERM",
+        c if c > 128 && c < 160 => return Some(format!("killed by signal {}", c - 128)),
+        _ => return None,
+    };
+    Some(known.to_string())
+}
+
 fn terminated_summary(pod: &Pod) -> String {
     let cs = container_status(pod);
     let t = cs
@@ -132,11 +173,13 @@ fn terminated_summary(pod: &Pod) -> String {
         .or_else(|| cs?.last_state.as_ref()?.terminated.as_ref());
     match t {
         // Never the terminated `message`: it is process-composed output (spec §One create attempt).
-        Some(t) => format!(
-            "exit code {} ({})",
-            t.exit_code,
-            t.reason.as_deref().unwrap_or("no reason")
-        ),
+        Some(t) => {
+            let reason = t.reason.as_deref().unwrap_or("no reason");
+            match exit_meaning(t.exit_code) {
+                Some(m) => format!("exit code {} ({reason}): {m}", t.exit_code),
+                None => format!("exit code {} ({reason})", t.exit_code),
+            }
+        }
         None => format!(
             "phase {}",
             pod.status
@@ -152,25 +195,32 @@ pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
     let Some(pod) = pod else {
         return Row::NoInstance;
     };
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let ann = pod.metadata.annotations.clone().unwrap_or_default();
-    // Step 1: identity evidence (truncated label, then the load-bearing full annotation).
-    if labels.get(LABEL_PUBKEY).map(String::as_str) != Some(&ctx.pubkey[..32]) {
-        return Row::NotOurs {
-            why: "its identity label does not match this agent".into(),
-        };
+    // Step 1: identity evidence, then the auto-repair fence (identity is not ownership).
+    match ownership(&pod.metadata, ctx.pubkey) {
+        Ownership::Ours => {}
+        Ownership::Unmarked => return Row::Unmarked,
+        Ownership::NotOurs(m) => {
+            return Row::NotOurs {
+                why: m.describe().into(),
+            };
+        }
     }
-    if ann.get(ANN_PUBKEY_FULL).map(String::as_str) != Some(ctx.pubkey) {
-        return Row::NotOurs {
-            why: "its full-pubkey annotation does not match this agent".into(),
-        };
-    }
-    // The auto-repair fence: identity is not ownership.
-    if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY)
-        || labels.get(LABEL_BINDING_VERSION).map(String::as_str) != Some(BINDING_VERSION)
-    {
-        return Row::Unmarked;
-    }
+    let recorded = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_CREATE_INTENT))
+        .map(String::as_str);
+    let same_intent = recorded == Some(ctx.fingerprint);
+    let crash_loop = |pod: &Pod| {
+        let summary = terminated_summary(pod);
+        let secret = referenced_secrets(pod).into_iter().next();
+        match (same_intent, ctx.payload_matches, secret) {
+            (false, _, _) | (true, Some(false), _) => Row::CrashLoopDivergent { summary },
+            (true, None, Some(secret)) => Row::NeedPayloadRead { secret },
+            (true, _, _) => Row::CrashLoop { summary },
+        }
+    };
 
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
     let cs = container_status(pod);
@@ -199,14 +249,10 @@ pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
         }
         // Row: live and started.
         _ if running => Row::Started,
-        // Added row: the OnFailure crash loop — started repeatedly, never delete.
-        _ if waiting_reason == Some("CrashLoopBackOff") && restarts > 0 => Row::CrashLoop {
-            summary: terminated_summary(pod),
-        },
+        // Added row: the OnFailure crash loop — started repeatedly, not serving.
+        _ if waiting_reason == Some("CrashLoopBackOff") && restarts > 0 => crash_loop(pod),
         // A container that ran and is between restarts is not "never started".
-        _ if ever_ran => Row::CrashLoop {
-            summary: terminated_summary(pod),
-        },
+        _ if ever_ran => crash_loop(pod),
         // Rows: never started. Provably broken first (evidence, not reason strings).
         _ if spec_image(pod).is_some_and(|i| validate_image(&i, false).is_err()) => Row::NeverStartedBroken {
             cause: format!(
@@ -227,8 +273,7 @@ pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
                     ),
                 },
                 _ => {
-                    let recorded = ann.get(ANN_CREATE_INTENT).map(String::as_str);
-                    if recorded == Some(ctx.fingerprint) {
+                    if same_intent {
                         Row::NeverStartedRecoverable {
                             condition: condition(pod),
                         }
@@ -274,6 +319,8 @@ pub enum Action {
     },
     /// Quorum-read this Secret, classify again.
     ReadSecret(String),
+    /// Quorum-read this Secret's data, compare it with this deploy's payload, classify again.
+    ReadPayload(String),
 }
 
 /// Maps a row to an action. One create attempt per call: once this call has
@@ -285,32 +332,34 @@ pub enum Action {
 pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -> Action {
     let own = st.created_uid.is_some() && st.created_uid.as_deref() == pod_uid;
     let attempted = st.created_uid.is_some() || st.adopting;
+    let id = agent_id.to_string();
     match row {
-        Row::NotOurs { why } => Action::Fail(DeployError::Collision(format!(
-            "pod {agent_id} exists but is not this agent's ({why}); nothing was changed — remove or rename it, or use another namespace"
-        ))),
-        Row::Unmarked => Action::Fail(DeployError::Collision(format!(
-            "pod {agent_id} carries this agent's identity but not the label {LABEL_MANAGED_BY}={MANAGED_BY}, so it was not created by this provider; nothing was changed — delete it yourself if it is stale"
-        ))),
+        Row::NotOurs { why } => Action::Fail(Collision::NotOurs { agent_id: id, why }.into()),
+        Row::Unmarked => Action::Fail(Collision::Unmarked { agent_id: id }.into()),
         Row::DeletionMarked => Action::WaitGone,
-        Row::NoInstance if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} disappeared before its container was confirmed running; press Start again"
-        ))),
+        Row::NoInstance if attempted => Action::Fail(StartupFailure::Disappeared { agent_id: id }.into()),
         Row::NoInstance => Action::Create,
-        Row::Terminated { summary } if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "the harness in pod {agent_id} exited before it was confirmed running: {summary}; the pod is kept for its logs and the next Start replaces it"
-        ))),
+        Row::Terminated { summary } if attempted => Action::Fail(
+            StartupFailure::Exited {
+                agent_id: id,
+                summary,
+            }
+            .into(),
+        ),
         Row::Terminated { .. } => Action::Replace {
             why: "its previous life ended".into(),
         },
         Row::Started => Action::Succeed { record_image: own },
-        Row::CrashLoop { summary } => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} is crash-looping (last: {summary}); Kubernetes keeps restarting it and nothing was deleted — fix the agent configuration and Start again"
-        ))),
+        Row::CrashLoop { summary } => Action::Fail(crash_looping(id, summary)),
+        Row::CrashLoopDivergent { summary } if attempted => Action::Fail(crash_looping(id, summary)),
+        Row::CrashLoopDivergent { .. } => Action::Replace {
+            why: "it is crash-looping and its recorded create intent differs from this deploy's".into(),
+        },
         Row::NeedSecretRead { secret } => Action::ReadSecret(secret),
-        Row::NeverStartedBroken { cause } if attempted => Action::Fail(DeployError::StartupFailed(format!(
-            "pod {agent_id} cannot start: {cause}"
-        ))),
+        Row::NeedPayloadRead { secret } => Action::ReadPayload(secret),
+        Row::NeverStartedBroken { cause } if attempted => {
+            Action::Fail(StartupFailure::CannotStart { agent_id: id, cause }.into())
+        }
         Row::NeverStartedBroken { cause } => Action::Replace { why: cause },
         Row::NeverStartedRecoverable { condition } => Action::Observe { condition },
         Row::NeverStartedDivergent { condition } if attempted => Action::Observe { condition },
@@ -318,6 +367,23 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
             why: "it never started and its recorded create intent differs from this deploy's".into(),
         },
     }
+}
+
+fn crash_looping(agent_id: String, summary: String) -> DeployError {
+    StartupFailure::CrashLooping { agent_id, summary }.into()
+}
+
+/// True when a Secret's data is exactly the environment this deploy would
+/// write, the generation token (which differs per attempt by design) aside.
+pub fn payload_matches(
+    existing: &std::collections::BTreeMap<String, Vec<u8>>,
+    desired: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let nonce = buzz_contract::env::START_NONCE;
+    let a = existing.iter().filter(|(k, _)| k.as_str() != nonce);
+    let b = desired.iter().filter(|(k, _)| k.as_str() != nonce);
+    a.map(|(k, v)| (k.as_str(), v.as_slice()))
+        .eq(b.map(|(k, v)| (k.as_str(), v.as_bytes())))
 }
 
 #[cfg(test)]

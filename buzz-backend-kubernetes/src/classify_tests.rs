@@ -23,6 +23,15 @@ fn ctx<'a>(fp: &'a str, secret: Option<bool>) -> Context<'a> {
         pubkey: PK,
         fingerprint: fp,
         secret_present: secret,
+        payload_matches: None,
+    }
+}
+
+/// A context whose crash-loop payload comparison is done.
+fn ctx_payload<'a>(fp: &'a str, same_payload: bool) -> Context<'a> {
+    Context {
+        payload_matches: Some(same_payload),
+        ..ctx(fp, None)
     }
 }
 
@@ -91,7 +100,7 @@ fn row_terminated_succeeded_or_failed() {
         let p = with_state(base(), phase, terminated(1), 0);
         let row = classify(Some(&p), ctx(&fp(), None));
         assert!(
-            matches!(&row, Row::Terminated { summary } if summary == "exit code 1 (Error)"),
+            matches!(&row, Row::Terminated { summary } if summary == "exit code 1 (Error): internal error in the harness"),
             "{row:?}"
         );
     }
@@ -111,9 +120,11 @@ fn row_live_and_started_means_container_running_not_phase() {
     let p = with_state(base(), "Running", running(), 0);
     assert_eq!(classify(Some(&p), ctx(&fp(), None)), Row::Started);
     let p = with_state(base(), "Running", waiting("ContainerCreating"), 0);
-    assert_ne!(
+    assert_eq!(
         classify(Some(&p), ctx(&fp(), Some(true))),
-        Row::Started,
+        Row::NeverStartedRecoverable {
+            condition: "ContainerCreating: m".into()
+        },
         "phase Running is not readiness"
     );
 }
@@ -122,10 +133,12 @@ fn row_live_and_started_means_container_running_not_phase() {
 fn row_crash_loop_is_reported_never_started_is_not() {
     let mut p = with_state(base(), "Running", waiting("CrashLoopBackOff"), 3);
     p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
-    assert!(matches!(
-        classify(Some(&p), ctx(&fp(), None)),
-        Row::CrashLoop { .. }
-    ));
+    assert_eq!(
+        classify(Some(&p), ctx_payload(&fp(), true)),
+        Row::CrashLoop {
+            summary: "phase Running".into()
+        }
+    );
     let mut p = with_state(base(), "Running", running(), 3);
     p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
     assert_eq!(
@@ -251,7 +264,7 @@ fn decide_one_create_attempt_per_call() {
     };
     assert!(matches!(
         decide(t.clone(), Some("u1"), &own, "a"),
-        Action::Fail(DeployError::StartupFailed(_))
+        Action::Fail(DeployError::StartupFailed(StartupFailure::Exited { .. }))
     ));
     assert!(matches!(
         decide(t, Some("u0"), &fresh, "a"),
@@ -301,5 +314,124 @@ fn decide_crash_loop_never_deletes() {
         &CallState::default(),
         "a",
     );
-    assert!(matches!(a, Action::Fail(DeployError::StartupFailed(_))));
+    assert_eq!(
+        a,
+        Action::Fail(DeployError::StartupFailed(StartupFailure::CrashLooping {
+            agent_id: "a".into(),
+            summary: "exit code 1 (Error)".into()
+        }))
+    );
+}
+
+fn crash_looping_with_last_exit(code: i32) -> Pod {
+    let mut p = with_state(base(), "Running", waiting("CrashLoopBackOff"), 4);
+    p.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    let cs = &mut p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
+    cs.last_state = Some(terminated(code));
+    p
+}
+
+#[test]
+fn row_crash_loop_reports_the_last_exit_code_and_its_meaning() {
+    let p = crash_looping_with_last_exit(2);
+    assert_eq!(
+        classify(Some(&p), ctx(&fp(), None)),
+        Row::NeedPayloadRead {
+            secret: format!("buzz-agent-0123456789ab-{}", "ab".repeat(16))
+        },
+        "the payload is compared before the row is known"
+    );
+    assert_eq!(
+        classify(Some(&p), ctx_payload(&fp(), true)),
+        Row::CrashLoop {
+            summary:
+                "exit code 2 (Error): configuration error: a bad value or combination in the agent's settings"
+                    .into()
+        }
+    );
+}
+
+#[test]
+fn row_crash_loop_with_a_different_create_intent_is_divergent() {
+    let p = crash_looping_with_last_exit(2);
+    let other = "f".repeat(64);
+    assert!(matches!(
+        classify(Some(&p), ctx(&other, None)),
+        Row::CrashLoopDivergent { .. }
+    ));
+    assert!(
+        matches!(
+            classify(Some(&p), ctx_payload(&fp(), false)),
+            Row::CrashLoopDivergent { .. }
+        ),
+        "a changed payload (agent settings) is divergence too"
+    );
+    let mut unrecorded = p;
+    unrecorded
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(ANN_CREATE_INTENT);
+    assert!(matches!(
+        classify(Some(&unrecorded), ctx(&fp(), None)),
+        Row::CrashLoopDivergent { .. }
+    ));
+}
+
+#[test]
+fn decide_divergent_crash_loop_is_replaced_unless_this_call_attempted() {
+    let row = Row::CrashLoopDivergent {
+        summary: "exit code 2 (Error)".into(),
+    };
+    assert_eq!(
+        decide(row.clone(), Some("u"), &CallState::default(), "a"),
+        Action::Replace {
+            why: "it is crash-looping and its recorded create intent differs from this deploy's".into()
+        }
+    );
+    let own = CallState {
+        created_uid: Some("u".into()),
+        adopting: false,
+    };
+    assert!(matches!(
+        decide(row, Some("u"), &own, "a"),
+        Action::Fail(DeployError::StartupFailed(StartupFailure::CrashLooping { .. }))
+    ));
+}
+
+#[test]
+fn exit_meanings_follow_the_harness_table() {
+    assert_eq!(
+        exit_meaning(3).as_deref(),
+        Some("identity refusal: the key, the relay URL or the owner is missing or malformed")
+    );
+    assert_eq!(
+        exit_meaning(137).as_deref(),
+        Some("killed by SIGKILL (often out of memory)")
+    );
+    assert_eq!(exit_meaning(129).as_deref(), Some("killed by signal 1"));
+    assert_eq!(exit_meaning(42), None);
+}
+
+#[test]
+fn payload_comparison_ignores_only_the_generation_token() {
+    use std::collections::BTreeMap;
+    let nonce = "BUZZ_MANAGED_AGENT_START_NONCE";
+    let existing: BTreeMap<String, Vec<u8>> = [
+        ("A".to_string(), b"1".to_vec()),
+        (nonce.to_string(), b"old".to_vec()),
+    ]
+    .into();
+    let same: BTreeMap<String, String> = [("A".into(), "1".into()), (nonce.into(), "new".into())].into();
+    assert!(payload_matches(&existing, &same));
+    let changed: BTreeMap<String, String> = [("A".into(), "2".into()), (nonce.into(), "new".into())].into();
+    assert!(!payload_matches(&existing, &changed));
+    let added: BTreeMap<String, String> = [
+        ("A".into(), "1".into()),
+        ("B".into(), "x".into()),
+        (nonce.into(), "new".into()),
+    ]
+    .into();
+    assert!(!payload_matches(&existing, &added));
 }

@@ -8,7 +8,11 @@
 //! - every DELETE carries UID + resourceVersion preconditions and the object's
 //!   own grace period (never `0`);
 //! - 409 is told apart by `Status.reason`: `Conflict` vs `AlreadyExists`;
-//! - the Secret list returns the response's `Date` header for the GC age gate.
+//! - the Secret list returns the response's `Date` header for the GC age gate;
+//! - failures are classified by HTTP code and `Status.reason`/`details.kind`;
+//!   the one condition the apiserver states only in text (which ServiceAccount
+//!   admission could not find) is read by [`missing_service_account`] alone;
+//! - request-build and decode failures are not transient: retrying cannot fix them.
 
 use crate::gc::Fenced;
 use futures::StreamExt;
@@ -19,6 +23,7 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use kube::{Api, Client};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 /// A cluster error, classified for the loop.
@@ -37,6 +42,18 @@ pub enum ClusterError {
     /// Credentials could not be obtained (kubeconfig exec plugin and the like).
     #[error("{0}")]
     Auth(String),
+    /// The cluster was never reached (a wrong server address or a down cluster).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The request could not be built: a bug or a bad name, never transient.
+    #[error("the request could not be built: {0}")]
+    Request(String),
+    /// The response could not be decoded: never transient.
+    #[error("the apiserver's response could not be decoded: {0}")]
+    Decode(String),
+    /// The call was still unanswered when the operation budget ran out.
+    #[error("no answer before the deploy deadline")]
+    OutOfTime,
 }
 
 /// Outcome of a create.
@@ -45,8 +62,10 @@ pub enum Created<T> {
     Created(T),
     /// 409 with `Status.reason` = `AlreadyExists`.
     AlreadyExists,
-    /// The ServiceAccount admission race right after namespace creation.
-    ServiceAccountMissing,
+    /// ServiceAccount admission could not find the named ServiceAccount.
+    ServiceAccountMissing {
+        name: String,
+    },
     /// The namespace does not exist.
     NamespaceMissing,
 }
@@ -80,6 +99,8 @@ pub trait Cluster {
         selector: &str,
     ) -> Result<(Vec<Secret>, Option<SystemTime>), ClusterError>;
     async fn secret_exists(&self, name: &str) -> Result<bool, ClusterError>;
+    /// A quorum read of a Secret's data (`None` when the Secret is absent).
+    async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError>;
     async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError>;
     async fn create_pod(&self, p: &Pod) -> Result<Created<Pod>, ClusterError>;
     async fn delete_pod(&self, f: &Fenced) -> Result<Deleted, ClusterError>;
@@ -115,14 +136,22 @@ impl KubeCluster {
     }
 }
 
-fn status_of(e: &kube::Error) -> Option<(u16, String, String, Option<String>)> {
+/// The parts of an apiserver `Status` the loop decides on.
+struct StatusParts {
+    code: u16,
+    reason: String,
+    message: String,
+    kind: Option<String>,
+}
+
+fn status_of(e: &kube::Error) -> Option<StatusParts> {
     match e {
-        kube::Error::Api(s) => Some((
-            s.code,
-            s.reason.clone(),
-            s.message.clone(),
-            s.details.as_ref().map(|d| d.kind.clone()),
-        )),
+        kube::Error::Api(s) => Some(StatusParts {
+            code: s.code,
+            reason: s.reason.clone(),
+            message: s.message.clone(),
+            kind: s.details.as_ref().map(|d| d.kind.clone()),
+        }),
         _ => None,
     }
 }
@@ -139,32 +168,45 @@ pub fn classify_error(e: kube::Error) -> ClusterError {
             message: s.message.clone(),
         },
         kube::Error::Auth(a) => ClusterError::Auth(a.to_string()),
+        kube::Error::SerdeError(e) => ClusterError::Decode(e.to_string()),
+        e @ kube::Error::FromUtf8(_) => ClusterError::Decode(e.to_string()),
+        kube::Error::BuildRequest(e) => ClusterError::Request(e.to_string()),
+        kube::Error::HttpError(e) => ClusterError::Request(e.to_string()),
         other => ClusterError::Transient(other.to_string()),
     }
 }
 
-fn is_namespace_missing(code: u16, message: &str, kind: Option<&str>) -> bool {
-    code == 404 && (kind == Some("namespaces") || message.starts_with("namespaces \""))
+/// `NotFound` on a namespaced create whose details name the namespace itself.
+fn is_namespace_missing(s: &StatusParts) -> bool {
+    s.code == 404 && s.reason == "NotFound" && s.kind.as_deref() == Some("namespaces")
 }
 
-/// The ServiceAccount admission rejection, as kube-apiserver v1.36 words it:
-/// `pods "<name>" is forbidden: error looking up service account <ns>/default: serviceaccount "default" not found`.
-fn is_service_account_race(code: u16, message: &str) -> bool {
-    code == 403 && message.contains("error looking up service account") && message.contains("not found")
+/// The ServiceAccount that admission could not find, if that is what a
+/// `Forbidden` says. The apiserver states this only in text, so this is the
+/// one place that reads it; kube-apiserver v1.36 words it
+/// `pods "<pod>" is forbidden: error looking up service account <ns>/<sa>: serviceaccount "<sa>" not found`.
+pub fn missing_service_account(code: u16, reason: &str, message: &str) -> Option<String> {
+    if code != 403 || reason != "Forbidden" {
+        return None;
+    }
+    let rest = message.split_once("error looking up service account ")?.1;
+    let (qualified, tail) = rest.split_once(": ")?;
+    let name = qualified.rsplit_once('/')?.1;
+    let quoted = format!("serviceaccount \"{name}\" not found");
+    (!name.is_empty() && tail.contains(&quoted)).then(|| name.to_string())
 }
 
 fn create_outcome<T>(r: Result<T, kube::Error>) -> Result<Created<T>, ClusterError> {
     match r {
         Ok(t) => Ok(Created::Created(t)),
         Err(e) => match status_of(&e) {
-            Some((409, reason, _, _)) if reason == "AlreadyExists" => Ok(Created::AlreadyExists),
-            Some((code, _, msg, kind)) if is_namespace_missing(code, &msg, kind.as_deref()) => {
-                Ok(Created::NamespaceMissing)
-            }
-            Some((code, _, msg, _)) if is_service_account_race(code, &msg) => {
-                Ok(Created::ServiceAccountMissing)
-            }
-            _ => Err(classify_error(e)),
+            Some(s) if s.code == 409 && s.reason == "AlreadyExists" => Ok(Created::AlreadyExists),
+            Some(s) if is_namespace_missing(&s) => Ok(Created::NamespaceMissing),
+            Some(s) => match missing_service_account(s.code, &s.reason, &s.message) {
+                Some(name) => Ok(Created::ServiceAccountMissing { name }),
+                None => Err(classify_error(e)),
+            },
+            None => Err(classify_error(e)),
         },
     }
 }
@@ -185,8 +227,8 @@ fn delete_outcome<T>(r: Result<T, kube::Error>) -> Result<Deleted, ClusterError>
     match r {
         Ok(_) => Ok(Deleted::Deleted),
         Err(e) => match status_of(&e) {
-            Some((404, _, _, _)) => Ok(Deleted::NotFound),
-            Some((409, reason, _, _)) if reason == "Conflict" => Ok(Deleted::Conflict),
+            Some(s) if s.code == 404 => Ok(Deleted::NotFound),
+            Some(s) if s.code == 409 && s.reason == "Conflict" => Ok(Deleted::Conflict),
             _ => Err(classify_error(e)),
         },
     }
@@ -213,7 +255,7 @@ impl Cluster for KubeCluster {
         let url = format!("/api/v1/namespaces/{}/secrets", self.namespace);
         let req = kube::core::Request::new(url)
             .list(&ListParams::default().labels(selector))
-            .map_err(|e| ClusterError::Transient(e.to_string()))?;
+            .map_err(|e| ClusterError::Request(e.to_string()))?;
         let resp = self
             .client
             .send(req.map(kube::client::Body::from))
@@ -245,8 +287,8 @@ impl Cluster for KubeCluster {
                 }
             });
         }
-        let list: ObjectList<Secret> = serde_json::from_slice(&body)
-            .map_err(|e| ClusterError::Transient(format!("secret list: {e}")))?;
+        let list: ObjectList<Secret> =
+            serde_json::from_slice(&body).map_err(|e| ClusterError::Decode(format!("secret list: {e}")))?;
         Ok((list.items, date))
     }
 
@@ -257,6 +299,17 @@ impl Cluster for KubeCluster {
             .await
             .map_err(classify_error)?
             .is_some())
+    }
+
+    async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError> {
+        let secret = self.secrets.get_opt(name).await.map_err(classify_error)?;
+        Ok(secret.map(|s| {
+            s.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect()
+        }))
     }
 
     async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError> {
@@ -289,8 +342,8 @@ impl Cluster for KubeCluster {
         {
             Ok(_) => Ok(NamespaceCreate::Created),
             Err(e) => match status_of(&e) {
-                Some((409, reason, _, _)) if reason == "AlreadyExists" => Ok(NamespaceCreate::Exists),
-                Some((403, _, _, _)) => Ok(NamespaceCreate::Forbidden),
+                Some(s) if s.code == 409 && s.reason == "AlreadyExists" => Ok(NamespaceCreate::Exists),
+                Some(s) if s.code == 403 => Ok(NamespaceCreate::Forbidden),
                 _ => Err(classify_error(e)),
             },
         }
@@ -334,5 +387,40 @@ impl Cluster for KubeCluster {
             .await
             .map(|_| ())
             .map_err(classify_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kube-apiserver v1.36 (the version the conformance suite runs), verbatim.
+    #[test]
+    fn missing_service_account_kube_apiserver_v1_36() {
+        let default = r#"pods "buzz-agent-0123456789ab" is forbidden: error looking up service account buzz-agents-abc123/default: serviceaccount "default" not found"#;
+        assert_eq!(
+            missing_service_account(403, "Forbidden", default),
+            Some("default".into())
+        );
+        let named = r#"pods "buzz-agent-0123456789ab" is forbidden: error looking up service account ns/agents.runner: serviceaccount "agents.runner" not found"#;
+        assert_eq!(
+            missing_service_account(403, "Forbidden", named),
+            Some("agents.runner".into())
+        );
+    }
+
+    #[test]
+    fn other_forbidden_answers_are_not_a_missing_service_account() {
+        let rbac = r#"pods is forbidden: User "u" cannot create resource "pods" in API group "" in the namespace "ns""#;
+        assert_eq!(missing_service_account(403, "Forbidden", rbac), None);
+        let default = r#"pods "p" is forbidden: error looking up service account ns/default: serviceaccount "default" not found"#;
+        assert_eq!(
+            missing_service_account(404, "NotFound", default),
+            None,
+            "code and reason first"
+        );
+        let mismatch =
+            r#"pods "p" is forbidden: error looking up service account ns/a: serviceaccount "b" not found"#;
+        assert_eq!(missing_service_account(403, "Forbidden", mismatch), None);
     }
 }

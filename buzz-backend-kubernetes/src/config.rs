@@ -246,47 +246,88 @@ mod tests {
         );
     }
 
+    /// The config error `v` is refused with (panics on success or another kind).
+    fn refused(v: Value) -> String {
+        match parse(v) {
+            Err(DeployError::Config(m)) => m,
+            Err(other) => panic!("expected a config error, got {other:?}"),
+            Ok(c) => panic!("expected a config error, got {c:?}"),
+        }
+    }
+
     #[test]
     fn validates_names_quantities_and_scalars() {
-        assert!(parse(json!({"namespace": "Bad_NS", "image": IMG})).is_err());
-        assert!(parse(json!({"image": IMG})).is_err(), "namespace required");
-        assert!(parse(json!({"namespace": "ns", "image": IMG, "cpu_request": "lots"})).is_err());
-        assert!(parse(json!({"namespace": "ns", "image": IMG, "memory_limit": "4GB"})).is_err());
         assert!(
-            parse(json!({"namespace": "ns", "image": IMG, "cpu_request": "3"})).is_err(),
-            "request > limit"
+            refused(json!({"namespace": "Bad_NS", "image": IMG}))
+                .starts_with("provider_config.namespace `Bad_NS` is not a valid namespace name")
         );
-        assert!(parse(json!({"namespace": "ns", "image": IMG, "service_account": "Not Valid"})).is_err());
-        assert!(parse(json!({"namespace": "ns", "image": IMG, "service_account": "agents.runner"})).is_ok());
-        assert!(parse(json!({"namespace": "ns", "image": IMG, "context": {"x": 1}})).is_err());
+        assert_eq!(
+            refused(json!({"image": IMG})),
+            "provider_config.namespace is required (for example buzz-agents-abc123)"
+        );
+        assert_eq!(
+            refused(json!({"namespace": "ns", "image": IMG, "cpu_request": "lots"})),
+            "provider_config.cpu_request `lots` is not a Kubernetes quantity (for example 500m, 1, 2)"
+        );
+        assert_eq!(
+            refused(json!({"namespace": "ns", "image": IMG, "memory_limit": "4GB"})),
+            "provider_config.memory_limit `4GB` is not a Kubernetes quantity (for example 512Mi, 2Gi)"
+        );
+        assert_eq!(
+            refused(json!({"namespace": "ns", "image": IMG, "cpu_request": "3"})),
+            "provider_config.cpu_request 3 exceeds cpu_limit 2"
+        );
         assert!(
-            parse(json!({"namespace": "ns", "image": IMG, "memory_requests": "1Gi"})).is_err(),
-            "unknown"
+            refused(json!({"namespace": "ns", "image": IMG, "service_account": "Not Valid"})).starts_with(
+                "provider_config.service_account `Not Valid` is not a valid ServiceAccount name"
+            )
         );
+        let ok = parse(json!({"namespace": "ns", "image": IMG, "service_account": "agents.runner"})).unwrap();
+        assert_eq!(ok.service_account.as_deref(), Some("agents.runner"));
+        let e = refused(json!({"namespace": "ns", "image": IMG, "context": {"x": 1}}));
+        assert!(e.contains("context"), "the nested value is named: {e}");
         assert!(
-            parse(json!({"namespace": "ns", "image": IMG, "api_token": "x"})).is_err(),
-            "I2"
+            refused(json!({"namespace": "ns", "image": IMG, "memory_requests": "1Gi"}))
+                .starts_with("provider_config has an unknown field `memory_requests`")
         );
-        assert!(parse(json!([])).is_err());
+        let e = refused(json!({"namespace": "ns", "image": IMG, "api_token": "x"}));
+        assert!(e.contains("api_token"), "the I2 lint names the key: {e}");
+        let e = refused(json!([]));
+        assert!(e.contains("object"), "{e}");
     }
 
     #[test]
     fn image_rules() {
-        assert!(parse(json!({"namespace": "ns", "image": "registry.test/sprig:latest"})).is_err());
         assert!(
-            parse(json!({"namespace": "ns", "image": "registry.test/sprig"})).is_err(),
+            refused(json!({"namespace": "ns", "image": "registry.test/sprig:latest"}))
+                .starts_with("provider_config.image: ")
+        );
+        assert!(
+            refused(json!({"namespace": "ns", "image": "registry.test/sprig"}))
+                .starts_with("provider_config.image: "),
             "untagged = latest"
         );
         let digest = format!("registry.test/sprig@sha256:{}", "a".repeat(64));
-        assert!(parse(json!({"namespace": "ns", "image": digest})).is_ok());
-        let e = parse(json!({"namespace": "ns"})).unwrap_err().to_string();
-        assert!(e.contains("image is required"), "{e}");
-        let c = ProviderConfig::parse(&json!({"namespace": "ns"}), Some(&digest)).unwrap();
-        assert!(c.image.from_default);
-        assert!(
-            ProviderConfig::parse(&json!({"namespace": "ns"}), Some("registry.test/sprig:v1")).is_err(),
-            "the default must be digest-pinned"
-        );
+        let c = parse(json!({"namespace": "ns", "image": digest})).unwrap();
+        assert_eq!(c.image.reference, digest);
+        assert!(!c.image.from_default);
+        let e = refused(json!({"namespace": "ns"}));
+        assert!(e.starts_with("provider_config.image is required"), "{e}");
+        for omitted_or_empty in [
+            json!({"namespace": "ns"}),
+            json!({"namespace": "ns", "image": ""}),
+            json!({"namespace": "ns", "image": "  "}),
+        ] {
+            let c = ProviderConfig::parse(&omitted_or_empty, Some(&digest)).unwrap();
+            assert!(c.image.from_default, "{omitted_or_empty}");
+            assert_eq!(c.image.reference, digest, "empty means the provider's default");
+        }
+        match ProviderConfig::parse(&json!({"namespace": "ns"}), Some("registry.test/sprig:v1")) {
+            Err(DeployError::Config(m)) => {
+                assert!(m.starts_with("the provider's default image is unusable"), "{m}")
+            }
+            other => panic!("the default must be digest-pinned: {other:?}"),
+        }
     }
 
     #[test]

@@ -45,11 +45,19 @@ pub const GRACE_SECONDS: i64 = 60;
 /// Image-local MCP server (§Entrypoint mapping table).
 pub const MCP_COMMAND: &str = "buzz-dev-mcp";
 
-/// The deploy operation deadline (§Deploy State Machine; §deploy timeout 600 s).
+/// The deploy operation deadline, measured from process start (§Deploy State
+/// Machine; §deploy timeout 600 s from the launcher's spawn).
 pub const DEPLOY_DEADLINE: Duration = Duration::from_secs(600);
-/// Env var that shortens the deadline (tests, impatient operators). The orphan
-/// age gate follows it (2 × deadline), so every contender must use the same value.
+/// Env var that changes the deadline (tests, impatient operators). It never
+/// moves the orphan-Secret age gate (see [`crate::timing`]).
 pub const DEADLINE_ENV: &str = "BUZZ_K8S_DEPLOY_DEADLINE_SECS";
+/// Test-only env var: the orphan-Secret age gate in seconds (default 1200).
+/// Never set it outside a test cluster: a gate shorter than 2 × 600 s lets
+/// this provider delete a concurrent default-deadline deploy's in-flight Secret.
+pub const TEST_ORPHAN_AGE_ENV: &str = "BUZZ_K8S_TEST_ONLY_ORPHAN_MIN_AGE_SECS";
+/// How long a ServiceAccount named in `service_account` may be missing while
+/// the namespace this call created is that young (provisioners add it).
+pub const NAMED_SA_GRACE: Duration = Duration::from_secs(10);
 /// Bounded safety-net re-read while waiting on a watch.
 pub const WATCH_SAFETY_NET: Duration = Duration::from_secs(5);
 

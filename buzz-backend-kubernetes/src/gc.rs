@@ -13,7 +13,7 @@
 //! Every planned delete is fenced on the UID and resourceVersion observed.
 
 use crate::classify::referenced_secrets;
-use crate::consts::*;
+use crate::ownership::{Ownership, ownership};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::ObjectMeta;
 use std::collections::BTreeSet;
@@ -38,14 +38,10 @@ pub struct GcPlan {
     pub untouched: Vec<String>,
 }
 
-/// True when the object carries this agent's full annotation and the management marker.
+/// True when the object carries this agent's identity evidence and the
+/// management marker — the same check the state machine makes.
 pub fn verified_and_marked(meta: &ObjectMeta, pubkey: &str) -> bool {
-    let labels = meta.labels.clone().unwrap_or_default();
-    let ann = meta.annotations.clone().unwrap_or_default();
-    ann.get(ANN_PUBKEY_FULL).map(String::as_str) == Some(pubkey)
-        && labels.get(LABEL_PUBKEY).map(String::as_str) == Some(&pubkey[..32])
-        && labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY)
-        && labels.get(LABEL_BINDING_VERSION).map(String::as_str) == Some(BINDING_VERSION)
+    ownership(meta, pubkey) == Ownership::Ours
 }
 
 fn fenced(meta: &ObjectMeta) -> Option<Fenced> {
@@ -123,6 +119,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consts::*;
     use crate::podspec::{PodIntent, pod, secret};
     use k8s_openapi::api::core::v1::PodStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -18,17 +18,29 @@ pub fn random_namespace() -> String {
 
 /// The `config_schema`. `default_image` is the digest-pinned default, if any;
 /// without one, `image` is required.
+///
+/// The default image is deliberately **not** a schema `default` (spec §Image):
+/// UIs prefill defaults, a prefilled digest is saved as the user's own
+/// `image`, and a provider upgrade that moves the baked digest would then
+/// never reach that user. It is named in the description instead, and an
+/// empty or omitted `image` means "the provider's default" at deploy time.
 pub fn config_schema(default_image: Option<&str>) -> Value {
-    let mut image = json!({
+    const IMAGE_HELP: &str = "Container image with the buzz-acp harness (buzz-sprig or an image built on it). A tag or a digest; :latest is refused.";
+    let mut required = vec!["namespace"];
+    let description = match default_image {
+        Some(d) => format!(
+            "{IMAGE_HELP} Leave empty to use this provider's default, which follows provider upgrades (currently {d})."
+        ),
+        None => {
+            required.push("image");
+            format!("{IMAGE_HELP} Required: this build of the provider has no default image.")
+        }
+    };
+    let image = json!({
         "type": "string",
         "title": "Image",
-        "description": "Container image with the buzz-acp harness (buzz-sprig or an image built on it). A tag or a digest; :latest is refused. Leave empty for the provider's digest-pinned default.",
+        "description": description,
     });
-    let mut required = vec!["namespace"];
-    match default_image {
-        Some(d) => image["default"] = d.into(),
-        None => required.push("image"),
-    }
     let quantity = |title: &str, desc: &str, default: &str| json!({ "type": "string", "title": title, "description": desc, "default": default });
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -110,6 +122,21 @@ mod tests {
         );
         let with_default = config_schema(Some("r.test/s@sha256:00"));
         assert_eq!(with_default["required"], json!(["namespace"]));
+    }
+
+    #[test]
+    fn the_default_image_is_described_never_a_schema_default() {
+        let digest = format!("r.test/buzz-sprig@sha256:{}", "1".repeat(64));
+        let s = config_schema(Some(&digest));
+        let image = &s["properties"]["image"];
+        assert_eq!(
+            image.get("default"),
+            None,
+            "a prefilled digest would pin users: {image}"
+        );
+        let desc = image["description"].as_str().unwrap();
+        assert!(desc.contains(&digest) && desc.contains("Leave empty"), "{desc}");
+        assert_eq!(config_schema(None)["properties"]["image"].get("default"), None);
     }
 
     #[test]

@@ -2,5 +2,7 @@
 //! line on stdout. See [`buzz_backend_kubernetes::cli`].
 
 fn main() -> std::process::ExitCode {
-    buzz_backend_kubernetes::cli::main()
+    // First thing: the operation deadline is measured from process start.
+    let started = std::time::Instant::now();
+    buzz_backend_kubernetes::cli::run(started)
 }

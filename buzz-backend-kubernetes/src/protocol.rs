@@ -11,16 +11,16 @@ use crate::config::{ProviderConfig, default_image};
 use crate::consts::*;
 use crate::diag::{self, Redactor};
 use crate::envtiers::{self, Authoritative};
-use crate::error::DeployError;
+use crate::error::{ClusterFailure, DeployError};
 use crate::podspec::{self, PodIntent};
 use crate::reconcile::{self, Plan, Timing};
 use buzz_contract::gate::{RespondTo, validate_allowlist};
 use buzz_contract::keys::{KeyError, normalize_pubkey_hex, parse_private_key, pubkey_hex};
-use buzz_contract::nip_oa::AuthTag;
+use buzz_contract::nip_oa::{AuthTag, AuthTagError};
 use buzz_contract::wire::{MAX_REQUEST_BYTES, OP_DEPLOY, OP_INFO, parse_agent};
 use nostr::ToBech32;
 use serde_json::{Map, Value, json};
-use std::time::Duration;
+use std::time::Instant;
 
 /// A parsed request. Deliberately not `Debug`: it holds the raw payload.
 pub enum Request {
@@ -148,7 +148,14 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         ),
         None => None,
     };
-    let auth_tag = agent
+    // The agent can never be its own owner: `!shutdown` would have to come
+    // from the agent itself, so the owner gate could never open.
+    if owner_pubkey.as_deref() == Some(pubkey.as_str()) {
+        return Err(refused(
+            "agent.launch.owner_pubkey is the agent's own public key; the owner must be the person who controls the agent, so nothing was deployed".into(),
+        ));
+    }
+    let mut auth_tag = agent
         .auth_tag
         .as_deref()
         .map(str::trim)
@@ -157,14 +164,21 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
     if let Some(tag) = &auth_tag
         && let Err(e) = AuthTag::verified_owner(tag, &pubkey)
     {
+        if e == AuthTagError::OwnerIsAgent {
+            return Err(refused(
+                "agent.auth_tag names the agent itself as its owner; the owner must be the person who controls the agent, so nothing was deployed".into(),
+            ));
+        }
         if owner_pubkey.is_none() {
             return Err(refused(format!(
                 "agent.auth_tag does not verify for this agent's key ({e}) and launch.owner_pubkey is absent; without an owner the agent could never honour !shutdown, so nothing was deployed"
             )));
         }
         diag::line(&format!(
-            "agent.auth_tag does not verify ({e}); the harness falls back to launch.owner_pubkey"
+            "agent.auth_tag does not verify ({e}); it is not passed to the pod, and the harness uses launch.owner_pubkey"
         ));
+        // A tag known to be bad never reaches the pod (BUZZ_AUTH_TAG).
+        auth_tag = None;
     }
     if auth_tag.is_none() && owner_pubkey.is_none() {
         return Err(refused(
@@ -228,18 +242,10 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
     })
 }
 
-/// The deadline in force: 600 s, or `BUZZ_K8S_DEPLOY_DEADLINE_SECS`.
-pub fn timing() -> Timing {
-    let deadline = std::env::var(DEADLINE_ENV)
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .filter(|s| *s > 0)
-        .map(Duration::from_secs)
-        .unwrap_or(DEPLOY_DEADLINE);
-    Timing {
-        deadline,
-        safety_net: WATCH_SAFETY_NET,
-    }
+/// The budget in force, measured from `started` (the process start):
+/// 600 s or `BUZZ_K8S_DEPLOY_DEADLINE_SECS`; see [`crate::timing`].
+pub fn timing(started: Instant) -> Timing {
+    Timing::from_env(started)
 }
 
 fn exec_plugin_of(context: Option<&str>) -> Option<String> {
@@ -256,28 +262,36 @@ async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
         context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = kube::Config::from_kubeconfig(&opts).await.map_err(|e| {
-        DeployError::Cluster(format!(
-            "could not load your kubeconfig ($KUBECONFIG, else ~/.kube/config){}: {e}",
-            context.map(|c| format!(" with context {c}")).unwrap_or_default()
-        ))
-    })?;
-    kube::Client::try_from(config).map_err(|e| match exec_plugin_of(context) {
-        Some(cmd) => exec_plugin_error(&cmd, &e.to_string()),
-        None => DeployError::Cluster(format!(
-            "could not build a cluster client from your kubeconfig: {e}"
-        )),
+    let config = kube::Config::from_kubeconfig(&opts)
+        .await
+        .map_err(|e| ClusterFailure::Kubeconfig {
+            context: context.map(str::to_string),
+            cause: e.to_string(),
+        })?;
+    kube::Client::try_from(config).map_err(|e| {
+        let cause = e.to_string();
+        match exec_plugin_of(context) {
+            Some(command) => ClusterFailure::ExecPlugin { command, cause },
+            None => ClusterFailure::Client { cause },
+        }
+        .into()
     })
 }
 
-fn exec_plugin_error(cmd: &str, cause: &str) -> DeployError {
-    DeployError::Cluster(format!(
-        "your kubeconfig's exec credential plugin `{cmd}` failed (is it installed and on PATH? /opt/homebrew/bin, /usr/local/bin and ~/.local/bin are searched too): {cause}"
-    ))
+/// Names the kubeconfig's exec plugin in a credentials failure (§K8s Auth).
+fn name_exec_plugin(e: DeployError, context: Option<&str>) -> DeployError {
+    match e {
+        DeployError::Cluster(ClusterFailure::Credentials { cause }) => match exec_plugin_of(context) {
+            Some(command) => ClusterFailure::ExecPlugin { command, cause }.into(),
+            None => ClusterFailure::Credentials { cause }.into(),
+        },
+        other => other,
+    }
 }
 
-/// Runs a deploy end to end; the caller redacts the error.
-pub async fn deploy(agent: &Value, provider_config: &Value) -> Result<String, DeployError> {
+/// Runs a deploy end to end; the caller redacts the error. `started` is the
+/// process start, from which the deadline is measured.
+pub async fn deploy(agent: &Value, provider_config: &Value, started: Instant) -> Result<String, DeployError> {
     let plan = prepare(agent, provider_config, default_image().as_deref())?;
     let context = provider_config
         .get("context")
@@ -286,17 +300,9 @@ pub async fn deploy(agent: &Value, provider_config: &Value) -> Result<String, De
         .filter(|s| !s.is_empty());
     let client = client(context).await?;
     let cluster = crate::cluster::KubeCluster::new(client, &plan.namespace);
-    reconcile::deploy(&cluster, &plan, timing())
+    reconcile::deploy(&cluster, &plan, timing(started))
         .await
-        .map_err(|e| match e {
-            DeployError::Cluster(m) if m.contains("could not get cluster credentials") => {
-                match exec_plugin_of(context) {
-                    Some(cmd) => exec_plugin_error(&cmd, &m),
-                    None => DeployError::Cluster(m),
-                }
-            }
-            other => other,
-        })
+        .map_err(|e| name_exec_plugin(e, context))
 }
 
 /// Prepends the spec's PATH entries so kubeconfig exec plugins resolve (§K8s Auth).
@@ -314,8 +320,9 @@ pub fn augment_path() {
     }
 }
 
-/// Handles one request and returns the response object (never panics on input).
-pub fn handle(bytes: &[u8]) -> Value {
+/// Handles one request and returns the response object (never panics on
+/// input). `started` is the process start (the deadline's origin).
+pub fn handle(bytes: &[u8], started: Instant) -> Value {
     let request = match parse_request(bytes) {
         Ok(r) => r,
         Err(e) => return failure(&e.to_string()),
@@ -333,7 +340,7 @@ pub fn handle(bytes: &[u8]) -> Value {
                 Ok(rt) => rt,
                 Err(e) => return failure(&format!("could not start the async runtime: {e}")),
             };
-            match rt.block_on(deploy(&agent, &provider_config)) {
+            match rt.block_on(deploy(&agent, &provider_config, started)) {
                 Ok(agent_id) => json!({ "ok": true, "agent_id": agent_id }),
                 Err(e) => failure(&redactor.scrub(&e.to_string())),
             }
@@ -381,36 +388,76 @@ mod tests {
         assert!(!shown.contains(&nsec) && !shown.contains("env-canary"), "{shown}");
     }
 
+    fn refusal(a: &Value) -> String {
+        match prepare(a, &cfg(), None) {
+            Err(DeployError::Refused(m)) => m,
+            Err(other) => panic!("expected a refusal, got {other:?}"),
+            Ok(_) => panic!("expected a refusal, got a plan"),
+        }
+    }
+
     #[test]
     fn owner_rules() {
         let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
         let mut a = agent("v", &nsec);
         a["launch"]["owner_pubkey"] = json!("not-hex");
-        assert!(
-            prepare(&a, &cfg(), None)
-                .unwrap_err()
-                .to_string()
-                .contains("owner_pubkey")
+        assert_eq!(
+            refusal(&a),
+            "agent.launch.owner_pubkey must be a 64-hex public key"
         );
         a["launch"]["owner_pubkey"] = Value::Null;
-        assert!(
-            prepare(&a, &cfg(), None)
-                .unwrap_err()
-                .to_string()
-                .contains("neither auth_tag")
-        );
+        assert!(refusal(&a).starts_with("the payload has neither auth_tag nor launch.owner_pubkey"));
         a["auth_tag"] = json!("[\"auth\",\"x\"]");
-        assert!(
-            prepare(&a, &cfg(), None)
-                .unwrap_err()
-                .to_string()
-                .contains("does not verify")
-        );
+        assert!(refusal(&a).starts_with("agent.auth_tag does not verify for this agent's key"));
         a["launch"]["owner_pubkey"] = json!("ab".repeat(32));
+        let plan = prepare(&a, &cfg(), None).expect("a bad tag falls back to owner_pubkey");
+        assert_eq!(plan.authoritative.owner_pubkey, Some("ab".repeat(32)));
+    }
+
+    #[test]
+    fn an_owner_equal_to_the_agent_is_refused() {
+        let keys = nostr::Keys::generate();
+        let nsec = keys.secret_key().to_bech32().unwrap();
+        let mut a = agent("v", &nsec);
+        a["launch"]["owner_pubkey"] = json!(keys.public_key().to_hex().to_uppercase());
         assert!(
-            prepare(&a, &cfg(), None).is_ok(),
-            "a bad tag falls back to owner_pubkey"
+            refusal(&a).starts_with("agent.launch.owner_pubkey is the agent's own public key"),
+            "normalized before the comparison"
         );
+    }
+
+    #[test]
+    fn an_auth_tag_whose_owner_is_the_agent_is_refused() {
+        let keys = nostr::Keys::generate();
+        let nsec = keys.secret_key().to_bech32().unwrap();
+        let agent_hex = keys.public_key().to_hex();
+        // `mint` refuses this shape, so it is built by hand (the owner check precedes the signature's).
+        let tag = json!(["auth", agent_hex, "", "00".repeat(64)]).to_string();
+        let mut a = agent("v", &nsec);
+        a["auth_tag"] = json!(tag);
+        assert!(
+            refusal(&a).starts_with("agent.auth_tag names the agent itself as its owner"),
+            "even with a valid launch.owner_pubkey to fall back to"
+        );
+    }
+
+    #[test]
+    fn a_tag_that_fails_verification_never_reaches_the_pod() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let mut a = agent("v", &nsec);
+        let stranger = nostr::Keys::generate();
+        let foreign = AuthTag::mint(&stranger, &"cd".repeat(32), "").unwrap().to_json();
+        a["auth_tag"] = json!(foreign);
+        let plan = prepare(&a, &cfg(), None).expect("falls back to owner_pubkey");
+        assert_eq!(plan.authoritative.auth_tag, None);
+        let agent = parse_agent(&a).unwrap();
+        let env = envtiers::assemble(&agent, &plan.authoritative).unwrap();
+        assert!(
+            !env.contains_key("BUZZ_AUTH_TAG"),
+            "{:?}",
+            env.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(env["BUZZ_ACP_AGENT_OWNER"], "ab".repeat(32));
     }
 
     #[test]
@@ -418,14 +465,9 @@ mod tests {
         let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
         let mut a = agent("v", &nsec);
         a["relay_url"] = json!("  ");
-        assert!(
-            prepare(&a, &cfg(), None)
-                .unwrap_err()
-                .to_string()
-                .contains("relay_url is empty")
-        );
+        assert!(refusal(&a).starts_with("agent.relay_url is empty"));
         a["relay_url"] = json!("https://relay.test");
-        assert!(prepare(&a, &cfg(), None).is_err());
+        assert_eq!(refusal(&a), "agent.relay_url must be a ws:// or wss:// URL");
         a["relay_url"] = json!("wss://relay.test");
         a["provider"] = json!(" relay-mesh ");
         assert!(

@@ -43,7 +43,14 @@ impl Quantity {
             }
             _ => return None,
         };
-        Some(Quantity(base * mult))
+        // An exponent can overflow to infinity: no cluster accepts that, so neither do we.
+        let value = base * mult;
+        value.is_finite().then_some(Quantity(value))
+    }
+
+    /// The magnitude in base units (cores, bytes).
+    pub fn value(self) -> f64 {
+        self.0
     }
 }
 
@@ -66,7 +73,9 @@ mod tests {
         ] {
             assert!(Quantity::parse(ok).is_some(), "{ok}");
         }
-        for bad in ["", "-1", "1GB", "abc", "1.2.3", "Gi", ".", "1 Gi", "1e"] {
+        for bad in [
+            "", "-1", "1GB", "abc", "1.2.3", "Gi", ".", "1 Gi", "1e", "1e400", "9Ei1",
+        ] {
             assert!(Quantity::parse(bad).is_none(), "{bad}");
         }
         assert!(Quantity::parse("500m") < Quantity::parse("1"));

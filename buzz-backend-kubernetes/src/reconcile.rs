@@ -10,17 +10,23 @@
 //! One create attempt per call; the create loser deletes only its own Secret
 //! and adopts the winner; deadline expiry reports "startup not confirmed"
 //! with the latest condition and cleans up nothing.
+//!
+//! The budget is measured from process start ([`crate::timing`]): acting stops
+//! a margin before the deadline; an attempt caught between its Secret create
+//! and its pod create drops its own Secret in the first half of the margin.
 
-use crate::classify::{Action, CallState, Context, classify, decide};
+use crate::classify::{Action, CallState, Context, classify, decide, payload_matches, referenced_secrets};
 use crate::cluster::{Cluster, ClusterError, Created, Deleted, NamespaceCreate};
 use crate::consts::*;
 use crate::diag;
 use crate::envtiers::{self, Authoritative};
-use crate::error::DeployError;
+use crate::error::{ClusterFailure, DeployError};
 use crate::gc::{self, Fenced};
 use crate::podspec::{self, PodIntent};
+pub use crate::timing::Timing;
 use buzz_contract::wire::AgentPayload;
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 /// Everything a deploy needs, validated before any cluster contact.
@@ -38,63 +44,91 @@ pub struct Plan {
     pub authoritative: Authoritative,
 }
 
-/// Loop timing knobs.
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    pub deadline: Duration,
-    pub safety_net: Duration,
-}
-
-impl Timing {
-    /// Orphan Secrets must be older than twice the deadline (§K8s GC).
-    pub fn orphan_min_age(&self) -> Duration {
-        self.deadline * 2
-    }
-}
+/// A local clock further than this from the apiserver's is reported.
+const SKEW_REPORT: Duration = Duration::from_secs(30);
 
 struct Loop<'a, C: Cluster> {
     cluster: &'a C,
     plan: &'a Plan,
     timing: Timing,
-    deadline: Instant,
+    /// Nothing new is attempted from here on.
+    act_until: Instant,
+    /// This call's own Secret must be gone by here; then only the answer is written.
+    cleanup_until: Instant,
     /// Set once any API call succeeded in this deploy.
-    contacted: std::cell::Cell<bool>,
-}
-
-fn cluster_err(what: &str, ns: &str, e: ClusterError) -> DeployError {
-    match e {
-        ClusterError::Api {
-            code: 403, message, ..
-        } => DeployError::Cluster(format!(
-            "your kubeconfig user may not {what} in namespace {ns}: {message}"
-        )),
-        ClusterError::Api { code: 401, .. } => DeployError::Cluster(format!(
-            "the cluster rejected your kubeconfig credentials while trying to {what}; refresh them (for example log in again) and retry"
-        )),
-        ClusterError::Auth(m) => DeployError::Cluster(format!(
-            "could not get cluster credentials from your kubeconfig: {m}"
-        )),
-        other => DeployError::Cluster(format!("could not {what} in namespace {ns}: {other}")),
-    }
+    contacted: Cell<bool>,
+    /// When this call created the namespace, if it did.
+    namespace_created: Cell<Option<Instant>>,
 }
 
 impl<'a, C: Cluster> Loop<'a, C> {
     fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.act_until.saturating_duration_since(Instant::now())
     }
 
-    /// Retries transient failures (5xx, 429, dropped connections) with backoff until the deadline.
+    fn deadline_secs(&self) -> u64 {
+        self.timing.deadline.as_secs()
+    }
+
+    fn out_of_time(&self, doing: &str) -> DeployError {
+        DeployError::OutOfTime {
+            doing: doing.to_string(),
+            deadline_secs: self.deadline_secs(),
+        }
+    }
+
+    fn not_confirmed(&self, latest: &str) -> DeployError {
+        DeployError::StartupNotConfirmed {
+            agent_id: self.plan.agent_id.clone(),
+            deadline_secs: self.deadline_secs(),
+            latest: latest.to_string(),
+        }
+    }
+
+    /// Maps a cluster error on `action` to the user's sentence.
+    fn cluster_err(&self, action: &str, e: ClusterError) -> DeployError {
+        let namespace = self.plan.namespace.clone();
+        let action = action.to_string();
+        match e {
+            ClusterError::OutOfTime => self.out_of_time(&action),
+            ClusterError::Api {
+                code: 403, message, ..
+            } => ClusterFailure::Forbidden {
+                action,
+                namespace,
+                message,
+            }
+            .into(),
+            ClusterError::Api { code: 401, .. } => ClusterFailure::Unauthorized { action }.into(),
+            ClusterError::Auth(cause) => ClusterFailure::Credentials { cause }.into(),
+            ClusterError::Unreachable(cause) => ClusterFailure::Unreachable {
+                action,
+                namespace,
+                cause,
+            }
+            .into(),
+            other => ClusterFailure::Failed {
+                action,
+                namespace,
+                cause: other.to_string(),
+            }
+            .into(),
+        }
+    }
+
+    /// Retries transient failures (5xx, 429, dropped connections) with
+    /// backoff; no call outlives the point where acting stops.
     async fn retry<T, F, Fut>(&self, what: &str, f: F) -> Result<T, DeployError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ClusterError>>,
     {
-        self.retry_raw(f)
+        self.retry_until(self.act_until, f)
             .await
-            .map_err(|e| cluster_err(what, &self.plan.namespace, e))
+            .map_err(|e| self.cluster_err(what, e))
     }
 
-    async fn retry_raw<T, F, Fut>(&self, mut f: F) -> Result<T, ClusterError>
+    async fn retry_until<T, F, Fut>(&self, until: Instant, mut f: F) -> Result<T, ClusterError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ClusterError>>,
@@ -103,7 +137,11 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match f().await {
+            let answer = match tokio::time::timeout_at(until, f()).await {
+                Ok(answer) => answer,
+                Err(_) => return Err(ClusterError::OutOfTime),
+            };
+            match answer {
                 Ok(t) => {
                     self.contacted.set(true);
                     return Ok(t);
@@ -111,11 +149,11 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 // A cluster never reached is a wrong kubeconfig or a down cluster, not a
                 // blip: fail fast instead of retrying for the whole deadline.
                 Err(ClusterError::Transient(m)) if !self.contacted.get() && attempts >= 4 => {
-                    return Err(ClusterError::Transient(format!(
-                        "the cluster could not be reached: {m}"
-                    )));
+                    return Err(ClusterError::Unreachable(m));
                 }
-                Err(ClusterError::Transient(m)) if self.remaining() > backoff => {
+                Err(ClusterError::Transient(m))
+                    if until.saturating_duration_since(Instant::now()) > backoff =>
+                {
                     diag::line(&format!("retrying after a transient API error: {m}"));
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
@@ -129,23 +167,24 @@ impl<'a, C: Cluster> Loop<'a, C> {
     /// exist for a namespace-scoped user (RBAC grants nothing in a namespace that
     /// is not there), so it is settled by trying to create the namespace.
     async fn list_own_pods(&self, sel: &str) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, DeployError> {
-        match self.retry_raw(|| self.cluster.list_pods(sel)).await {
+        match self
+            .retry_until(self.act_until, || self.cluster.list_pods(sel))
+            .await
+        {
             Ok(pods) => Ok(pods),
             Err(ClusterError::Api {
                 code: 403, message, ..
             }) => {
-                let ns = &self.plan.namespace;
+                let namespace = self.plan.namespace.clone();
                 match self.create_namespace().await? {
                     NamespaceCreate::Created => self.retry("list pods", || self.cluster.list_pods(sel)).await,
-                    NamespaceCreate::Exists => Err(DeployError::Cluster(format!(
-                        "your kubeconfig user may not list pods in namespace {ns}: {message}; ask for pod and secret rights (create, get, list, watch, delete) there"
-                    ))),
-                    NamespaceCreate::Forbidden => Err(DeployError::Cluster(format!(
-                        "your kubeconfig user may not use namespace {ns} and may not create namespaces; if {ns} does not exist, ask a cluster admin to run `kubectl create namespace {ns}`, otherwise ask for pod and secret rights in it"
-                    ))),
+                    NamespaceCreate::Exists => {
+                        Err(ClusterFailure::ListForbidden { namespace, message }.into())
+                    }
+                    NamespaceCreate::Forbidden => Err(ClusterFailure::NamespaceUnusable { namespace }.into()),
                 }
             }
-            Err(e) => Err(cluster_err("list pods", &self.plan.namespace, e)),
+            Err(e) => Err(self.cluster_err("list pods", e)),
         }
     }
 
@@ -154,6 +193,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
             .retry("create the namespace", || self.cluster.create_namespace())
             .await?;
         if outcome == NamespaceCreate::Created {
+            self.namespace_created.set(Some(Instant::now()));
             diag::line(&format!("created namespace {}", self.plan.namespace));
         }
         Ok(outcome)
@@ -165,12 +205,15 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let (secrets, date) = self
             .retry("list secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
+        if let Some(server_now) = date {
+            report_skew(SystemTime::now(), server_now);
+        }
         let plan = gc::plan(
             &self.plan.pubkey,
             &pods,
             &secrets,
             date,
-            self.timing.orphan_min_age(),
+            self.timing.orphan_min_age,
         );
         if plan.orphan_gc_skipped {
             diag::line("the Secret list carried no usable Date header; orphan-Secret GC skipped this pass");
@@ -199,38 +242,54 @@ impl<'a, C: Cluster> Loop<'a, C> {
 
     /// Creates the namespace a namespaced create found missing.
     async fn ensure_namespace(&self) -> Result<(), DeployError> {
-        let ns = &self.plan.namespace;
+        let namespace = self.plan.namespace.clone();
         match self.create_namespace().await? {
             NamespaceCreate::Created | NamespaceCreate::Exists => Ok(()),
-            NamespaceCreate::Forbidden => Err(DeployError::Cluster(format!(
-                "namespace {ns} does not exist and your kubeconfig user may not create it; ask a cluster admin to run `kubectl create namespace {ns}` (or choose a namespace you can use)"
-            ))),
+            NamespaceCreate::Forbidden => Err(ClusterFailure::NamespaceMissing { namespace }.into()),
         }
+    }
+
+    /// True while a missing ServiceAccount `name` may still appear: the
+    /// namespace-`default` admission race, or the ServiceAccount this pod names
+    /// while the namespace this call created is younger than [`NAMED_SA_GRACE`].
+    fn service_account_may_appear(&self, name: &str) -> bool {
+        let named = self.plan.intent.service_account.as_deref();
+        if name == "default" && named.is_none_or(|n| n == "default") {
+            return true;
+        }
+        named == Some(name)
+            && self
+                .namespace_created
+                .get()
+                .is_some_and(|at| at.elapsed() < NAMED_SA_GRACE)
     }
 
     /// Mints a generation, writes its Secret, creates the pod.
     async fn create_attempt(&self, st: &mut CallState) -> Result<(), DeployError> {
+        if self.remaining().is_zero() {
+            return Err(self.out_of_time("create the agent Secret"));
+        }
         let generation = podspec::new_generation();
         let mut auth = self.plan.authoritative.clone();
         auth.generation = generation.clone();
         let env = envtiers::assemble(&self.plan.agent, &auth)?;
         let secret = podspec::secret(&self.plan.pubkey, &generation, env);
         let created = loop {
+            if self.remaining().is_zero() {
+                return Err(self.out_of_time("create the agent Secret"));
+            }
             match self
                 .retry("create the agent Secret", || self.cluster.create_secret(&secret))
                 .await?
             {
                 Created::Created(s) => break s,
                 Created::NamespaceMissing => self.ensure_namespace().await?,
-                Created::AlreadyExists => {
-                    return Err(DeployError::Cluster(
-                        "a Secret with a freshly generated name already exists; retry".into(),
-                    ));
-                }
-                Created::ServiceAccountMissing => {
-                    return Err(DeployError::Cluster(
-                        "unexpected ServiceAccount error creating a Secret; retry".into(),
-                    ));
+                Created::AlreadyExists => return Err(ClusterFailure::GenerationTaken.into()),
+                Created::ServiceAccountMissing { .. } => {
+                    return Err(ClusterFailure::Internal {
+                        what: "a Secret create was refused for a ServiceAccount".into(),
+                    }
+                    .into());
                 }
             }
         };
@@ -242,14 +301,31 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let pod = podspec::pod(&self.plan.pubkey, &self.plan.intent, &generation);
         let mut announced = false;
         loop {
+            if self.remaining().is_zero() {
+                self.drop_own_secret(&own_secret).await;
+                return Err(self.out_of_time("create the agent pod"));
+            }
             let outcome = match self
-                .retry("create the agent pod", || self.cluster.create_pod(&pod))
+                .retry_until(self.act_until, || self.cluster.create_pod(&pod))
                 .await
             {
                 Ok(o) => o,
+                Err(ClusterError::OutOfTime) => {
+                    // The create is unanswered: keep the Secret only if a pod references it.
+                    return match self.pod_referencing(&own_secret.name).await {
+                        Some(uid) => {
+                            st.created_uid = Some(uid);
+                            Ok(())
+                        }
+                        None => {
+                            self.drop_own_secret(&own_secret).await;
+                            Err(self.out_of_time("create the agent pod"))
+                        }
+                    };
+                }
                 Err(e) => {
                     self.drop_own_secret(&own_secret).await;
-                    return Err(e);
+                    return Err(self.cluster_err("create the agent pod", e));
                 }
             };
             match outcome {
@@ -271,34 +347,78 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     ));
                     return Ok(());
                 }
-                Created::ServiceAccountMissing if self.remaining() > Duration::from_millis(300) => {
+                Created::ServiceAccountMissing { name } if self.service_account_may_appear(&name) => {
+                    if self.remaining() <= Duration::from_millis(300) {
+                        self.drop_own_secret(&own_secret).await;
+                        return Err(ClusterFailure::DefaultServiceAccountLate {
+                            namespace: self.plan.namespace.clone(),
+                        }
+                        .into());
+                    }
                     if !announced {
                         diag::line(&format!(
-                            "waiting for the default ServiceAccount of namespace {}",
+                            "waiting for the ServiceAccount {name} of namespace {}",
                             self.plan.namespace
                         ));
                         announced = true;
                     }
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Created::ServiceAccountMissing | Created::NamespaceMissing => {
+                Created::ServiceAccountMissing { name } => {
                     self.drop_own_secret(&own_secret).await;
-                    return Err(DeployError::Cluster(format!(
-                        "the pod could not be created in namespace {}: its default ServiceAccount (or the namespace) did not appear in time; check that the namespace is active",
-                        self.plan.namespace
-                    )));
+                    return Err(DeployError::ServiceAccountMissing {
+                        namespace: self.plan.namespace.clone(),
+                        name,
+                    });
+                }
+                Created::NamespaceMissing => {
+                    self.drop_own_secret(&own_secret).await;
+                    return Err(ClusterFailure::DefaultServiceAccountLate {
+                        namespace: self.plan.namespace.clone(),
+                    }
+                    .into());
                 }
             }
         }
     }
 
+    /// The UID of the pod at our name if it references `secret` (a quorum
+    /// read bounded by the cleanup point; `None` when absent or unknown).
+    async fn pod_referencing(&self, secret: &str) -> Option<String> {
+        let read =
+            tokio::time::timeout_at(self.cleanup_until, self.cluster.get_pod(&self.plan.agent_id)).await;
+        match read {
+            Ok(Ok(Some(p))) if referenced_secrets(&p).iter().any(|s| s == secret) => p.metadata.uid,
+            _ => None,
+        }
+    }
+
+    /// Deletes this attempt's own Secret (ownership, not age, is the safety
+    /// argument), bounded by the cleanup point.
     async fn drop_own_secret(&self, s: &Fenced) {
-        match self.cluster.delete_secret(s).await {
-            Ok(_) => {}
-            Err(e) => diag::line(&format!(
+        match tokio::time::timeout_at(self.cleanup_until, self.cluster.delete_secret(s)).await {
+            Ok(Ok(_)) => diag::line(&format!("removed this attempt's Secret {}", s.name)),
+            Ok(Err(e)) => diag::line(&format!(
                 "could not delete this attempt's Secret {}: {e}; GC reaps it later",
                 s.name
             )),
+            Err(_) => diag::line(&format!(
+                "no time left to delete this attempt's Secret {}; GC reaps it later",
+                s.name
+            )),
+        }
+    }
+
+    /// A read or watch of the pod; running out of time ends observation.
+    async fn observe<T, F, Fut>(&self, what: &str, latest: &str, f: F) -> Result<T, DeployError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClusterError>>,
+    {
+        match self.retry_until(self.act_until, f).await {
+            Ok(t) => Ok(t),
+            Err(ClusterError::OutOfTime) => Err(self.not_confirmed(latest)),
+            Err(e) => Err(self.cluster_err(what, e)),
         }
     }
 
@@ -309,13 +429,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let mut latest = String::from("no observation yet");
         loop {
             if self.remaining().is_zero() {
-                return Err(DeployError::StartupNotConfirmed(format!(
-                    "startup of pod {id} was not confirmed within {} s (latest: {latest}); nothing was cleaned up, and a later Start adopts the pod once it runs",
-                    self.timing.deadline.as_secs()
-                )));
+                return Err(self.not_confirmed(&latest));
             }
             let pod = self
-                .retry("read the agent pod", || self.cluster.get_pod(id))
+                .observe("read the agent pod", &latest, || self.cluster.get_pod(id))
                 .await?;
             let uid = pod.as_ref().and_then(|p| p.metadata.uid.clone());
             let rv = pod.as_ref().and_then(|p| p.metadata.resource_version.clone());
@@ -323,13 +440,26 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
                 secret_present: None,
+                payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
             if let Action::ReadSecret(name) = &action {
                 ctx.secret_present = Some(
-                    self.retry("read the agent Secret", || self.cluster.secret_exists(name))
-                        .await?,
+                    self.observe("read the agent Secret", &latest, || {
+                        self.cluster.secret_exists(name)
+                    })
+                    .await?,
                 );
+                action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
+            }
+            if let Action::ReadPayload(name) = &action {
+                let data = self
+                    .observe("read the agent Secret", &latest, || {
+                        self.cluster.secret_data(name)
+                    })
+                    .await?;
+                let desired = envtiers::assemble(&self.plan.agent, &self.plan.authoritative)?;
+                ctx.payload_matches = Some(data.is_some_and(|d| payload_matches(&d, &desired)));
                 action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
             }
             let wait = self.timing.safety_net.min(self.remaining());
@@ -344,7 +474,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 Action::WaitGone => {
                     latest = "the previous pod is still terminating".into();
                     diag::line(&format!("waiting for {id} to finish terminating"));
-                    self.retry("watch the agent pod", || {
+                    self.observe("watch the agent pod", &latest, || {
                         self.cluster.wait_for_change(id, rv.as_deref(), wait)
                     })
                     .await?;
@@ -370,15 +500,16 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 Action::Observe { condition } => {
                     diag::line(&format!("waiting for {id}: {condition}"));
                     latest = condition;
-                    self.retry("watch the agent pod", || {
+                    self.observe("watch the agent pod", &latest, || {
                         self.cluster.wait_for_change(id, rv.as_deref(), wait)
                     })
                     .await?;
                 }
-                Action::ReadSecret(_) => {
-                    return Err(DeployError::Cluster(
-                        "internal: classification asked for the Secret twice".into(),
-                    ));
+                Action::ReadSecret(_) | Action::ReadPayload(_) => {
+                    return Err(ClusterFailure::Internal {
+                        what: "classification asked for the Secret twice".into(),
+                    }
+                    .into());
                 }
             }
         }
@@ -417,14 +548,33 @@ fn outcome_word(d: Deleted) -> &'static str {
     }
 }
 
-/// Runs one deploy to a stable outcome: `Ok(agent_id)` only once the harness container is running.
+/// Reports a local clock far from the apiserver's (the GC never uses it).
+fn report_skew(local: SystemTime, server: SystemTime) {
+    let (ahead, by) = match local.duration_since(server) {
+        Ok(d) => (true, d),
+        Err(e) => (false, e.duration()),
+    };
+    if by > SKEW_REPORT {
+        diag::line(&format!(
+            "the local clock is {} s {} the apiserver's; GC ages use the apiserver's clock",
+            by.as_secs(),
+            if ahead { "ahead of" } else { "behind" }
+        ));
+    }
+}
+
+/// Runs one deploy to a stable outcome: `Ok(agent_id)` only once the harness
+/// container is running. `timing.started` is the process start: the budget
+/// already spent reading stdin and building the client counts.
 pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Result<String, DeployError> {
     let l = Loop {
         cluster,
         plan,
         timing,
-        deadline: Instant::now() + timing.deadline,
+        act_until: Instant::from_std(timing.act_until()),
+        cleanup_until: Instant::from_std(timing.cleanup_until()),
         contacted: Default::default(),
+        namespace_created: Default::default(),
     };
     l.run().await
 }

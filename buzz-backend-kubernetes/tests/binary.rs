@@ -83,6 +83,37 @@ fn info_answers_without_a_cluster() {
     assert!(r.stderr.is_empty(), "info says nothing on stderr: {}", r.stderr);
 }
 
+/// The default image is described, never published as a schema default
+/// (a UI would prefill it and pin the user to today's digest).
+#[test]
+fn info_never_publishes_the_default_image_as_a_schema_default() {
+    let digest = format!("registry.test/buzz-sprig@sha256:{}", "5".repeat(64));
+    let r = run(br#"{"op":"info"}"#, &[("BUZZ_K8S_DEFAULT_IMAGE", &digest)]);
+    let v = r.response();
+    let image = &v["config_schema"]["properties"]["image"];
+    assert_eq!(image.get("default"), None, "{image}");
+    assert!(
+        image["description"].as_str().unwrap().contains(&digest),
+        "{image}"
+    );
+    assert_eq!(v["config_schema"]["required"], json!(["namespace"]));
+}
+
+/// An agent that would be its own owner is refused: `!shutdown` could never match.
+#[test]
+fn an_owner_equal_to_the_agent_is_refused() {
+    let keys = Keys::generate();
+    let req = json!({ "op": "deploy", "agent": {
+        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
+        "launch": { "command": "goose", "owner_pubkey": keys.public_key().to_hex() } },
+        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let e = run(req.to_string().as_bytes(), &[]).error();
+    assert!(
+        e.starts_with("agent.launch.owner_pubkey is the agent's own public key"),
+        "{e}"
+    );
+}
+
 #[test]
 fn malformed_truncated_and_non_object_json_are_in_band_errors() {
     for (input, want) in [
@@ -137,7 +168,7 @@ fn oversized_input_is_refused_in_band() {
 #[test]
 fn a_panic_exits_non_zero_with_nothing_on_stdout() {
     let r = run(br#"{"op":"info"}"#, &[("BUZZ_K8S_CRASH_TEST", "panic")]);
-    assert_ne!(r.code, Some(0));
+    assert_eq!(r.code, Some(1), "[L2]: one non-zero code for every crash path");
     assert!(r.stdout.is_empty(), "no half response: {:?}", r.stdout);
     assert!(
         r.stderr.contains("internal error") && !r.stderr.contains("crash test requested"),
@@ -217,18 +248,24 @@ fn secret_canaries_never_appear_in_any_output() {
         ),
         ("missing kubeconfig", agent(&|_| {}), cfg.clone()),
     ];
+    // The tag's signature alone is distinctive and has no JSON escaping.
+    let tag_sig: String = serde_json::from_str::<Vec<String>>(&tag).unwrap()[3].clone();
     for (what, a, c) in cases {
         let req = json!({ "op": "deploy", "request_id": "canary", "agent": a, "provider_config": c });
         let r = run(req.to_string().as_bytes(), &[]);
+        // Compared against the decoded error, not the JSON-escaped stdout
+        // (a tag's quotes are escaped there, so a raw search could never match).
         let e = r.error();
         for canary in [
             nsec.as_str(),
             hex.as_str(),
             tag.as_str(),
+            tag_sig.as_str(),
             env_canary,
             launch_canary,
             policy_canary,
         ] {
+            assert!(!e.contains(canary), "{what}: the error leaked a secret: {e}");
             assert!(!r.stdout.contains(canary), "{what}: stdout leaked a secret: {e}");
             assert!(
                 !r.stderr.contains(canary),
@@ -268,13 +305,21 @@ fn unreachable_cluster_fails_fast_with_the_reason() {
         "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
         "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
     let start = std::time::Instant::now();
+    // A deadline long enough that retrying until it would blow the bound.
     let r = run(
         req.to_string().as_bytes(),
-        &[("KUBECONFIG", kc.to_str().unwrap())],
+        &[
+            ("KUBECONFIG", kc.to_str().unwrap()),
+            ("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "120"),
+        ],
     );
     let e = r.error();
-    assert!(e.contains("could not be reached"), "{e}");
-    eprintln!("unreachable cluster reported after {:?}", start.elapsed());
+    assert!(e.contains("the cluster could not be reached"), "{e}");
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "an unreachable cluster must fail fast, not retry to the deadline: {took:?}"
+    );
 }
 
 #[test]

@@ -97,6 +97,8 @@ pub struct Outcome {
     pub stderr: String,
     pub code: Option<i32>,
     pub elapsed: Duration,
+    /// True when the runner killed the process at its launcher-side deadline.
+    pub killed: bool,
 }
 
 impl Outcome {
@@ -149,11 +151,37 @@ impl Provider {
 
     /// Runs the provider with `stdin` bytes, `KUBECONFIG`, and extra env.
     pub async fn run_raw(&self, kubeconfig: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Outcome {
-        run_raw(&self.bin, kubeconfig, stdin, env).await
+        run_raw(&self.bin, kubeconfig, stdin, env, Spawn::default()).await
+    }
+
+    /// Runs the provider as the launcher does: `launch.kill_after` from spawn
+    /// the process is killed (the launcher's deadline), and stdin is written
+    /// only after `launch.stdin_delay` (a slow pipe or a busy desktop).
+    pub async fn run_launched(
+        &self,
+        kubeconfig: &Path,
+        request: &Value,
+        env: &[(&str, &str)],
+        launch: Spawn,
+    ) -> Outcome {
+        run_raw(&self.bin, kubeconfig, request.to_string().as_bytes(), env, launch).await
     }
 }
 
-async fn run_raw(bin: &Path, kubeconfig: &Path, stdin: &[u8], env: &[(&str, &str)]) -> Outcome {
+/// How [`Provider::run_launched`] treats the process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spawn {
+    pub stdin_delay: Duration,
+    pub kill_after: Option<Duration>,
+}
+
+async fn run_raw(
+    bin: &Path,
+    kubeconfig: &Path,
+    stdin: &[u8],
+    env: &[(&str, &str)],
+    launch: Spawn,
+) -> Outcome {
     let start = Instant::now();
     let mut cmd = tokio::process::Command::new(bin);
     cmd.env("KUBECONFIG", kubeconfig)
@@ -167,13 +195,33 @@ async fn run_raw(bin: &Path, kubeconfig: &Path, stdin: &[u8], env: &[(&str, &str
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().expect("spawn provider");
+    let spawned = tokio::time::Instant::now();
     let mut sin = child.stdin.take().expect("stdin");
     let data = stdin.to_vec();
     let writer = tokio::spawn(async move {
+        tokio::time::sleep(launch.stdin_delay).await;
         let _ = sin.write_all(&data).await;
         let _ = sin.shutdown().await;
     });
+    let pid = child.id();
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = launch.kill_after.map(|after| {
+        let killed = killed.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(spawned + after).await;
+            if let Some(pid) = pid {
+                killed.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SIGKILL to this child only, by its id, as the launcher does at its deadline.
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        })
+    });
     let out = child.wait_with_output().await.expect("provider output");
+    if let Some(k) = killer {
+        k.abort();
+    }
     let _ = writer.await;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let response = serde_json::from_str(stdout.trim_end()).unwrap_or(Value::Null);
@@ -183,6 +231,7 @@ async fn run_raw(bin: &Path, kubeconfig: &Path, stdin: &[u8], env: &[(&str, &str
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         code: out.status.code(),
         elapsed: start.elapsed(),
+        killed: out.status.code().is_none() && killed.load(std::sync::atomic::Ordering::SeqCst),
     }
 }
 

@@ -4,5 +4,7 @@
 //! current provider code, never a stale build.
 
 fn main() -> std::process::ExitCode {
-    buzz_backend_kubernetes::cli::main()
+    // First thing: the operation deadline is measured from process start.
+    let started = std::time::Instant::now();
+    buzz_backend_kubernetes::cli::run(started)
 }

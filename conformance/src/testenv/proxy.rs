@@ -5,7 +5,8 @@
 //! - run a hook *before forwarding* a matching request (e.g. make a container
 //!   run just before the DELETE that was authorised by an older observation);
 //! - delay, fail (5xx) or reset chosen requests;
-//! - count requests by verb and resource (zero-mutation no-op proofs).
+//! - count requests by verb and resource (zero-mutation no-op proofs);
+//! - keep the body of every DELETE (precondition and grace-period proofs).
 //!
 //! Requests are forwarded unchanged, bearer token included, so the apiserver
 //! authenticates and authorises the real user. Responses stream, so watches work.
@@ -192,6 +193,7 @@ struct State {
     rules: Mutex<Vec<Rule>>,
     counts: Mutex<BTreeMap<(Verb, String), u64>>,
     log: Mutex<Vec<RequestInfo>>,
+    deletes: Mutex<Vec<(RequestInfo, Bytes)>>,
     upstream: String,
     client: HttpClient<
         hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
@@ -277,6 +279,7 @@ impl FaultProxy {
             rules: Mutex::new(Vec::new()),
             counts: Mutex::new(BTreeMap::new()),
             log: Mutex::new(Vec::new()),
+            deletes: Mutex::new(Vec::new()),
             upstream: env.server_url().to_string(),
             client,
         });
@@ -385,10 +388,16 @@ impl FaultProxy {
     pub fn requests(&self) -> Vec<RequestInfo> {
         lock(&self.state.log).clone()
     }
-    /// Zeroes the counters and the request log.
+    /// Every DELETE forwarded since the last reset, with its raw body
+    /// (`DeleteOptions`: preconditions, grace period).
+    pub fn deletes(&self) -> Vec<(RequestInfo, Bytes)> {
+        lock(&self.state.deletes).clone()
+    }
+    /// Zeroes the counters, the request log and the DELETE bodies.
     pub fn reset_counts(&self) {
         lock(&self.state.counts).clear();
         lock(&self.state.log).clear();
+        lock(&self.state.deletes).clear();
     }
 }
 
@@ -456,6 +465,9 @@ async fn handle(
 
     let (mut parts, body) = req.into_parts();
     let body = body.collect().await.map_err(std::io::Error::other)?.to_bytes();
+    if matches!(info.verb, Verb::Delete | Verb::DeleteCollection) {
+        lock(&state.deletes).push((info.clone(), body.clone()));
+    }
     let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     parts.uri = format!("{}{}", state.upstream, pq)
         .parse()

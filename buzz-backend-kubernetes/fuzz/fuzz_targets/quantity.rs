@@ -1,0 +1,17 @@
+//! Kubernetes quantity parsing on arbitrary text: no panic; an accepted
+//! quantity is finite and non-negative, and surrounding whitespace is ignored.
+#![no_main]
+
+use buzz_backend_kubernetes::quantity::Quantity;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some(q) = Quantity::parse(s) {
+        let v = q.value();
+        assert!(v.is_finite() && v >= 0.0, "{s:?} -> {v}");
+        assert_eq!(Quantity::parse(&format!(" {s} ")), Some(q));
+    }
+});

@@ -1,0 +1,127 @@
+//! Provider conformance ([L2] item 4, [L3] 1; spec §Conformance case families)
+//! — the `buzz-backend-kubernetes` binary over real pipes against the real
+//! kube-apiserver + etcd of `TestEnv`, with the kubelet driver and the fault proxy.
+
+use buzz_conformance::provider_support::{IMAGE, Outcome, Provider, TestAgent, config, deploy_request};
+use buzz_conformance::testenv::{
+    Behavior, DateMode, KubeletDriver, Matcher, PodAutomation, TestEnv, Verb, wait_for_pod,
+};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+mod access;
+mod concurrency;
+mod gc;
+mod hardening;
+mod lifecycle;
+mod ownership;
+
+fn provider() -> Provider {
+    Provider::new(env!("CARGO_BIN_EXE_provider-under-test"))
+}
+
+fn env() -> &'static TestEnv {
+    TestEnv::shared()
+}
+
+async fn admin() -> Client {
+    env().admin_client().await.expect("admin client")
+}
+
+async fn deploy(kubeconfig: &Path, request: &Value) -> Outcome {
+    provider().deploy(kubeconfig, request, &[]).await
+}
+
+async fn deploy_env(kubeconfig: &Path, request: &Value, extra: &[(&str, &str)]) -> Outcome {
+    provider().deploy(kubeconfig, request, extra).await
+}
+
+fn running(p: &Pod) -> bool {
+    container(p)
+        .and_then(|c| c.state.as_ref())
+        .is_some_and(|s| s.running.is_some())
+}
+
+fn container(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    p.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+fn uid(p: &Pod) -> String {
+    p.metadata.uid.clone().unwrap_or_default()
+}
+
+fn secret_ref(p: &Pod) -> String {
+    p.spec.as_ref().unwrap().containers[0].env_from.as_ref().unwrap()[0]
+        .secret_ref
+        .as_ref()
+        .unwrap()
+        .name
+        .clone()
+}
+
+async fn secrets_of(client: &Client, ns: &str, agent: &TestAgent) -> Vec<Secret> {
+    let sel = format!("buzz.block.xyz/agent-pubkey={}", &agent.pubkey[..32]);
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+}
+
+struct Case {
+    ns: String,
+    agent: TestAgent,
+    pods: Api<Pod>,
+    client: Client,
+}
+
+async fn case(prefix: &str) -> Case {
+    let ns = env().create_namespace(prefix).await.unwrap();
+    let client = admin().await;
+    Case {
+        pods: Api::namespaced(client.clone(), &ns),
+        ns,
+        agent: TestAgent::new(),
+        client,
+    }
+}
+
+impl Case {
+    /// Leaves a never-started pod behind: the kubelet keeps it waiting with
+    /// `reason`, and one deploy through `kubeconfig` ends "not confirmed"
+    /// after 2 s. Returns the driver, its automation and the stuck pod.
+    async fn stuck(&self, reason: &str, kubeconfig: &Path) -> (KubeletDriver, PodAutomation, Pod) {
+        let kubelet = env().kubelet().await.unwrap();
+        let auto = kubelet.automate(&self.ns, Behavior::never_start(reason));
+        let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
+        let err = deploy_env(kubeconfig, &self.request(), &short).await.error();
+        assert!(err.contains("not confirmed"), "{err}");
+        (kubelet, auto, self.pod().await)
+    }
+
+    fn request(&self) -> Value {
+        deploy_request(&self.agent.payload(), config(&self.ns))
+    }
+    fn request_with(&self, extra: Value) -> Value {
+        let mut cfg = config(&self.ns);
+        for (k, v) in extra.as_object().unwrap() {
+            cfg.insert(k.clone(), v.clone());
+        }
+        deploy_request(&self.agent.payload(), cfg)
+    }
+    async fn pod(&self) -> Pod {
+        self.pods.get(&self.agent.pod_name()).await.expect("agent pod")
+    }
+}
+
+fn inflight_secret(c: &Case, generation: &str) -> Secret {
+    buzz_backend_kubernetes::podspec::secret(
+        &c.agent.pubkey,
+        generation,
+        [("BUZZ_PRIVATE_KEY".to_string(), c.agent.nsec())].into(),
+    )
+}
