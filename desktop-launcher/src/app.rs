@@ -72,6 +72,9 @@ impl StartOptions {
             gate: GateConfig {
                 strict,
                 approvals: store.approvals()?,
+                deploy_deadline: crate::limits::deploy_kill_deadline_from(
+                    std::env::var(crate::limits::DEPLOY_DEADLINE_ENV).ok().as_deref(),
+                ),
                 ..GateConfig::default()
             },
         })
@@ -191,21 +194,38 @@ pub fn start_local(
     Ok((child, nonce))
 }
 
+/// The floor of a presence wait that began at `began` (unix seconds).
+fn presence_floor(began: u64) -> u64 {
+    began.saturating_sub(crate::limits::PRESENCE_SKEW.as_secs())
+}
+
+/// True when `tracker` holds `want` for `pk` from the run `run` (any run when `None`).
+fn reached(tracker: &Tracker, pk: &str, want: Derived, run: Option<&str>) -> bool {
+    tracker.state(pk) == want
+        && run.is_none_or(|r| tracker.last(pk).and_then(|l| l.run.as_deref()) == Some(r))
+}
+
 /// `stop`: owner-signed `!shutdown` on the agent's relay, then wait for presence
 /// `offline` up to `wait` (spec §Stop). Subscribes before publishing so the
-/// `offline` cannot be missed.
+/// `offline` cannot be missed. Only an `offline` created after the command
+/// began counts, and, when the last start recorded a launch generation, only
+/// one from that `run`: a relay replaying stored presence cannot make a
+/// never-started agent look stopped.
 pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppError> {
+    let began = relay::unix_now();
     let rec = store.agent(name)?;
     let owner = store.owner()?;
+    let run = store.deploy_state(name)?.generation;
     let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];
-    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors).await?;
+    let since = presence_floor(began);
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
     relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
-    let mut tracker = Tracker::new(authors, presence_ttl());
+    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
     let pk = rec.pubkey.clone();
     let ok = feed
         .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
-            t.state(&pk) == Derived::Offline
+            reached(t, &pk, Derived::Offline, run.as_deref())
         })
         .await;
     client.shutdown().await;
@@ -220,6 +240,32 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
             wait,
         })
     }
+}
+
+/// Waits up to `wait` for presence `online` from the run `nonce` of agent
+/// `name`, counting only events created after `began` (unix seconds, minus
+/// a small skew). Returns whether it came.
+pub async fn wait_online(
+    store: &Store,
+    name: &str,
+    nonce: &str,
+    began: u64,
+    wait: Duration,
+) -> Result<bool, AppError> {
+    let rec = store.agent(name)?;
+    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
+    let authors = vec![rec.pubkey.clone()];
+    let since = presence_floor(began);
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
+    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
+    let pk = rec.pubkey.clone();
+    let ok = feed
+        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
+            reached(t, &pk, Derived::Online, Some(nonce))
+        })
+        .await;
+    client.shutdown().await;
+    Ok(ok)
 }
 
 /// `chat`: send a mention as the owner and return the agent's reply.

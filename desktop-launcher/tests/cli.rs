@@ -145,3 +145,78 @@ fn cli_refuses_i2_config_and_reports_one_sentence() {
         "a refused create left a record"
     );
 }
+
+/// A provider that answers `info` after reading its request, then answers
+/// `deploy` without reading a byte of it.
+const NO_READ_PROVIDER: &str = r#"#!/bin/sh
+if [ ! -e info-done ]; then
+  cat >/dev/null
+  : > info-done
+  echo '{"ok":true,"name":"noread","version":"0","protocol_version":1,"config_schema":{}}'
+  exit 0
+fi
+echo '{"ok":true,"agent_id":"never-read-the-request"}'
+"#;
+
+/// A provider that exits without reading a deploy request larger than a pipe
+/// buffer must be an ordinary provider failure: the launcher survives (no
+/// SIGPIPE death), records `last_error`, and leaves no staging behind.
+#[test]
+fn cli_provider_that_never_reads_a_large_request_is_an_ordinary_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let providers = tmp.path().join("providers");
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let p = providers.join("buzz-backend-noread");
+    std::fs::write(&p, NO_READ_PROVIDER).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(run(&home, &providers, &["init"]).status.success());
+    let o = run(
+        &home,
+        &providers,
+        &[
+            "agent",
+            "create",
+            "big",
+            "--relay",
+            "wss://relay.example.com",
+            "--backend",
+            "provider:noread",
+            "--workdir",
+            work.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // A 100 KiB env value makes the request larger than a 64 KiB pipe buffer.
+    let store = desktop_launcher::store::Store::open(&home).unwrap();
+    let mut rec = store.agent("big").unwrap();
+    rec.env.insert("BULK".into(), "b".repeat(100 * 1024));
+    store.save_agent(&rec).unwrap();
+
+    let o = run(&home, &providers, &["start", "big"]);
+    let out = text(&o);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        o.status.signal(),
+        None,
+        "the launcher was killed by a signal: {out}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("did not read its whole request"), "{out}");
+    let state = store.deploy_state("big").unwrap();
+    assert!(state.agent_id.is_none(), "{state:?}");
+    assert!(
+        state
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not read its whole request")),
+        "{state:?}"
+    );
+    let staging = home.join("staging");
+    let left: Vec<_> = std::fs::read_dir(&staging)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}

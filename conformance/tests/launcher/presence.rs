@@ -31,9 +31,14 @@ async fn presence_tracker_transitions_and_ttl_over_a_real_relay() {
     let other = Keys::generate();
     let agent_hex = agent.public_key().to_hex();
     let watcher = relay::connect(&url, owner, Duration::from_secs(5)).await.unwrap();
-    let mut feed = relay::subscribe_presence(&watcher, &url, std::slice::from_ref(&agent_hex))
-        .await
-        .unwrap();
+    let mut feed = relay::subscribe_presence(
+        &watcher,
+        &url,
+        std::slice::from_ref(&agent_hex),
+        relay::unix_now() - 10,
+    )
+    .await
+    .unwrap();
     let ac = agent_client(&url, agent.clone()).await;
     let oc = agent_client(&url, other).await;
     let mut tracker = Tracker::new([agent_hex.clone()], Duration::from_secs(2));

@@ -104,10 +104,7 @@ fn strict_mode_refuses_an_unapproved_digest_then_accepts_it_once_approved() {
         .to_string();
     assert!(e.contains("not approved"), "{e}");
     assert!(w.calls().is_empty());
-    let digest = desktop_launcher::gate::stage(&path, &w.store.staging_root())
-        .unwrap()
-        .sha256
-        .clone();
+    let digest = desktop_launcher::gate::stage(&path).unwrap().sha256.clone();
     w.store.approve("ok", &digest).unwrap();
     opts.gate.approvals = w.store.approvals().unwrap();
     app::start_provider(&w.store, "agent", &opts, &mut |_| {}).unwrap();
