@@ -153,8 +153,13 @@ struct Fields {
     #[arg(long = "allow")]
     allow: Vec<String>,
     /// `KEY=VALUE` for the agent env layer; an empty value removes the key.
+    /// Prefer `--env-file` for secret values (argv is visible to other processes).
     #[arg(long = "env")]
     env: Vec<String>,
+    /// Read `KEY=VALUE` lines for the agent env layer from a file, or from
+    /// stdin with `-` (blank lines and `#` comments are skipped).
+    #[arg(long = "env-file")]
+    env_file: Option<PathBuf>,
     /// `key=value` for provider_config; an empty value clears the field.
     #[arg(long = "config")]
     config: Vec<String>,
@@ -164,9 +169,45 @@ struct Fields {
     relay_observer: Option<bool>,
 }
 
+/// Splits `KEY=VALUE`. The error never echoes the argument: it may be a
+/// secret typed without its key (spec I2: env values are never rendered).
 fn split_kv(s: &str) -> Result<(&str, &str)> {
-    s.split_once('=')
-        .with_context(|| format!("expected KEY=VALUE, got {:?}", s.split('=').next().unwrap_or("")))
+    match s.split_once('=') {
+        Some(kv) => Ok(kv),
+        None => bail!("expected KEY=VALUE (the argument is not shown: it may hold a secret)"),
+    }
+}
+
+/// The `KEY=VALUE` lines of an env file (`-` = stdin).
+fn read_env_file(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the env file from stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the env file {}", path.display()))?
+    };
+    Ok(text
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// The record as `agent show` prints it: env values masked (spec I2 "never
+/// rendered"); names stay visible.
+fn masked_record(rec: &AgentRecord) -> serde_json::Value {
+    let mut v = serde_json::to_value(rec).unwrap_or_default();
+    if let Some(env) = v.get_mut("env").and_then(|e| e.as_object_mut()) {
+        for val in env.values_mut() {
+            *val = serde_json::Value::String("********".into());
+        }
+    }
+    v
 }
 
 fn opt(v: &Option<String>) -> Option<Option<String>> {
@@ -225,7 +266,11 @@ fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     if !f.allow.is_empty() {
         rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
     }
-    for kv in &f.env {
+    let from_file = match &f.env_file {
+        Some(p) => read_env_file(p)?,
+        None => Vec::new(),
+    };
+    for kv in from_file.iter().chain(&f.env) {
         let (k, v) = split_kv(kv)?;
         if v.is_empty() {
             rec.env.remove(k);
@@ -337,7 +382,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Agent(AgentCmd::Show { name }) => {
             let rec = store.agent(&name)?;
             let st = store.deploy_state(&name)?;
-            let out = serde_json::json!({"record": rec, "deploy": st});
+            let out = serde_json::json!({"record": masked_record(&rec), "deploy": st});
             out!("{}", serde_json::to_string_pretty(&out)?);
         }
         Cmd::Agent(AgentCmd::Edit { name, fields }) => {
