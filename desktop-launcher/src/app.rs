@@ -268,6 +268,103 @@ pub async fn wait_online(
     Ok(ok)
 }
 
+/// Live presence of a set of agents across their relays (spec I3), for
+/// `status`: subscriptions asking for the last TTL of presence, reports timed
+/// by `created_at`.
+pub struct PresenceWatch {
+    /// The derived state of every agent.
+    pub tracker: Tracker,
+    feeds: Vec<relay::PresenceFeed>,
+    clients: Vec<nostr_sdk::Client>,
+    /// Relays that could not be reached (one message each).
+    pub warnings: Vec<String>,
+}
+
+impl PresenceWatch {
+    /// Connects to every relay of `agents` and subscribes. Presence created
+    /// within the last TTL is asked for, so a relay that keeps presence
+    /// answers at once; older events are ignored.
+    pub async fn open(store: &Store, agents: &[AgentRecord]) -> Result<PresenceWatch, AppError> {
+        let owner = store.owner()?;
+        let ttl = presence_ttl();
+        let since = relay::unix_now().saturating_sub(ttl.as_secs());
+        let tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
+        let mut by_relay: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for a in agents {
+            by_relay
+                .entry(a.relay_url.as_str())
+                .or_default()
+                .push(a.pubkey.clone());
+        }
+        let (mut feeds, mut clients, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
+        for (url, authors) in by_relay {
+            match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
+                Ok(c) => match relay::subscribe_presence(&c, url, &authors, since).await {
+                    Ok(f) => {
+                        feeds.push(f);
+                        clients.push(c);
+                    }
+                    Err(e) => warnings.push(e.to_string()),
+                },
+                Err(e) => warnings.push(e.to_string()),
+            }
+        }
+        Ok(PresenceWatch {
+            tracker,
+            feeds,
+            clients,
+            warnings,
+        })
+    }
+
+    /// Feeds every subscription for about `step`.
+    pub async fn pump(
+        &mut self,
+        step: Duration,
+        on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
+    ) {
+        for f in self.feeds.iter_mut() {
+            f.pump(&mut self.tracker, step, on_change, &|_| false).await;
+        }
+        if self.feeds.is_empty() {
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// Listens until every pubkey in `expected` has reported or `listen`
+    /// passed (at once when no relay could be reached).
+    pub async fn listen(&mut self, expected: &[String], listen: Duration) {
+        let deadline = tokio::time::Instant::now() + listen;
+        let step = Duration::from_millis(200);
+        while !self.feeds.is_empty()
+            && !expected.iter().all(|pk| self.tracker.last(pk).is_some())
+            && tokio::time::Instant::now() < deadline
+        {
+            self.pump(step, &mut |_, _| {}).await;
+        }
+    }
+
+    /// Disconnects.
+    pub async fn close(self) {
+        for c in self.clients {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// The agents `status` waits for: deployed or locally started ones.
+pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| {
+            store
+                .deploy_state(&a.name)
+                .is_ok_and(|st| is_deployed(&st) || st.local_pid.is_some())
+        })
+        .map(|a| a.pubkey.clone())
+        .collect()
+}
+
 /// `chat`: send a mention as the owner and return the agent's reply.
 pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Result<String, AppError> {
     let rec = store.agent(name)?;

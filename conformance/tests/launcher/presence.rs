@@ -265,3 +265,41 @@ async fn start_waits_for_online_from_its_own_nonce_not_a_replayed_one() {
         .unwrap();
     assert!(online, "the agent's own fresh online was missed");
 }
+
+/// `status` asks the relay for the last TTL of presence and times reports by
+/// `created_at`: a stored recent `online` is shown with its real age, and a
+/// stored one older than the TTL is not shown as live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_times_replayed_presence_by_created_at_and_drops_what_is_older_than_the_ttl() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    w.store.create_agent("ghost", &relay.url).unwrap();
+    let scout = w.store.agent_keys("agent").unwrap();
+    let ghost = w.store.agent_keys("ghost").unwrap();
+    relay.seed(&presence_event(&scout, "online", None, 30));
+    relay.seed(&presence_event(&ghost, "online", None, 500));
+    let agents = w.store.agents().unwrap();
+    let began = relay::unix_now();
+    let mut watch = app::PresenceWatch::open(&w.store, &agents).await.unwrap();
+    let pks: Vec<String> = agents.iter().map(|a| a.pubkey.clone()).collect();
+    watch.listen(&pks, Duration::from_secs(3)).await;
+    let scout_pk = scout.public_key().to_hex();
+    let ghost_pk = ghost.public_key().to_hex();
+    assert_eq!(watch.tracker.state(&scout_pk), Derived::Online);
+    let at = watch.tracker.last(&scout_pk).unwrap().at;
+    assert!(
+        (began.saturating_sub(40)..=began.saturating_sub(25)).contains(&at),
+        "timed by arrival, not created_at: {at} vs {began}"
+    );
+    assert_eq!(watch.tracker.state(&ghost_pk), Derived::Unknown);
+    watch.close().await;
+    let since: Vec<u64> = relay
+        .filters()
+        .iter()
+        .filter_map(|f| f["since"].as_u64())
+        .collect();
+    assert!(
+        since.iter().all(|s| (began - 200..=began).contains(s)),
+        "{since:?}"
+    );
+}

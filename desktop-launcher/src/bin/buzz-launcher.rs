@@ -495,25 +495,8 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
 
 async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
     let agents = store.agents()?;
-    let mut by_relay: BTreeMap<String, Vec<AgentRecord>> = BTreeMap::new();
-    for a in &agents {
-        by_relay.entry(a.relay_url.clone()).or_default().push(a.clone());
-    }
-    let owner = store.owner()?;
     let ttl = app::presence_ttl();
-    // Ask for the presence of the last TTL: a relay that keeps presence
-    // answers at once; reports are timed by created_at either way.
-    let since = relay::unix_now().saturating_sub(ttl.as_secs());
-    let mut tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
-    let expected: Vec<String> = agents
-        .iter()
-        .filter(|a| {
-            store
-                .deploy_state(&a.name)
-                .is_ok_and(|st| app::is_deployed(&st) || st.local_pid.is_some())
-        })
-        .map(|a| a.pubkey.clone())
-        .collect();
+    let expected = app::expected_live(store, &agents);
     if !watch && !expected.is_empty() {
         eprintln!(
             "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
@@ -525,62 +508,33 @@ async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
         .iter()
         .map(|a| (a.pubkey.clone(), a.name.clone()))
         .collect();
-    let mut feeds = Vec::new();
-    let mut clients = Vec::new();
-    for (url, list) in &by_relay {
-        match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
-            Ok(c) => {
-                let authors: Vec<String> = list.iter().map(|a| a.pubkey.clone()).collect();
-                feeds.push(relay::subscribe_presence(&c, url, &authors, since).await?);
-                clients.push(c);
-            }
-            Err(e) => eprintln!("warning: {e}"),
-        }
+    let mut w = app::PresenceWatch::open(store, &agents).await?;
+    for warning in &w.warnings {
+        eprintln!("warning: {warning}");
     }
     // Listen first, print the table; in watch mode keep listening and print
     // each change (events only on change) followed by the fleet line.
-    let step = Duration::from_millis(200);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(listen);
-    let mut ignore = |_: &presence::Change, _: &Tracker| {};
-    let all_heard = |t: &Tracker| expected.iter().all(|pk| t.last(pk).is_some());
-    while !feeds.is_empty() && !all_heard(&tracker) && tokio::time::Instant::now() < deadline {
-        pump_all(&mut feeds, &mut tracker, step, &mut ignore).await;
-    }
-    let rows = print_table(store, &agents, &tracker)?;
+    w.listen(&expected, Duration::from_secs(listen)).await;
+    let rows = print_table(store, &agents, &w.tracker)?;
     out!("{}", presence::fleet_line(&rows));
     if watch {
+        let step = Duration::from_millis(200);
         loop {
             let mut changed = Vec::new();
             let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
-            pump_all(&mut feeds, &mut tracker, step, &mut collect).await;
+            w.pump(step, &mut collect).await;
             for c in &changed {
                 let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
                 out!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
             }
             if !changed.is_empty() {
-                let rows = rows_for(store, &agents, &tracker)?;
+                let rows = rows_for(store, &agents, &w.tracker)?;
                 out!("{}", presence::fleet_line(&rows));
             }
         }
     }
-    for c in clients {
-        c.shutdown().await;
-    }
+    w.close().await;
     Ok(())
-}
-
-async fn pump_all(
-    feeds: &mut [relay::PresenceFeed],
-    tracker: &mut Tracker,
-    step: Duration,
-    on_change: &mut dyn FnMut(&presence::Change, &Tracker),
-) {
-    for f in feeds.iter_mut() {
-        f.pump(tracker, step, on_change, &|_| false).await;
-    }
-    if feeds.is_empty() {
-        tokio::time::sleep(step).await;
-    }
 }
 
 type Row = (String, bool, Derived);
