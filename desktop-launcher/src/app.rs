@@ -215,6 +215,8 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
     let began = relay::unix_now();
     let rec = store.agent(name)?;
     let owner = store.owner()?;
+    // Refuse before publishing a `!shutdown` the agent would not accept.
+    resolve::check_identity(&rec, &store.identity(name)?)?;
     let run = store.deploy_state(name)?.generation;
     let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];

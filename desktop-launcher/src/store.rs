@@ -224,6 +224,18 @@ impl Store {
         Ok(rec)
     }
 
+    /// Re-mints the agent's NIP-OA auth tag with the current owner key (after
+    /// `init --import` of another owner).
+    pub fn retag(&self, name: &str) -> Result<(), StoreError> {
+        let rec = self.agent(name)?;
+        let owner = self.owner()?;
+        if keys::pubkey_hex(&owner) == rec.pubkey {
+            return Err(StoreError::Mint("the owner key is the agent's own key".into()));
+        }
+        let tag = AuthTag::mint(&owner, &rec.pubkey, "").map_err(|e| StoreError::Mint(e.to_string()))?;
+        write_private(&self.key_path(name, "auth"), tag.to_json().as_bytes(), 0o600)
+    }
+
     fn key_path(&self, name: &str, ext: &str) -> PathBuf {
         self.root.join("keys").join(format!("{name}.{ext}"))
     }

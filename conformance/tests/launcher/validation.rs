@@ -120,3 +120,52 @@ fn delete_refuses_a_deployed_agent_without_force() {
     app::delete(&w.store, "agent", true).unwrap();
     assert!(w.store.agent("agent").is_err());
 }
+
+/// An owner imported after the agent was created disagrees with the owner in
+/// the agent's auth tag: start (and stop) refuse before anything runs or is
+/// published; re-minting the tag with the current owner fixes it.
+#[test]
+fn owner_that_disagrees_with_the_auth_tag_is_refused_until_the_tag_is_reminted() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    std::fs::remove_file(w.root().join("state/owner.key")).unwrap();
+    let other = Keys::generate();
+    w.store
+        .init_owner(Some(&other.secret_key().to_secret_hex()))
+        .unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(
+        e.contains("auth tag names owner") && e.contains("agent retag"),
+        "{e}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stop = rt
+        .block_on(app::stop(&w.store, "agent", Duration::from_secs(1)))
+        .unwrap_err();
+    assert!(
+        matches!(
+            stop,
+            AppError::Resolve(desktop_launcher::resolve::ResolveError::OwnerMismatch { .. })
+        ),
+        "{stop}"
+    );
+    w.store.retag("agent").unwrap();
+    start(&w).0.unwrap();
+}
+
+/// An owner equal to the agent key is refused.
+#[test]
+fn owner_equal_to_the_agent_key_is_refused() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let nsec = w.store.identity("agent").unwrap().nsec;
+    std::fs::remove_file(w.root().join("state/owner.key")).unwrap();
+    std::fs::remove_file(w.root().join("state/keys/agent.auth")).unwrap();
+    w.store.init_owner(Some(&nsec)).unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("an agent cannot own itself"), "{e}");
+    assert!(matches!(
+        w.store.retag("agent"),
+        Err(desktop_launcher::store::StoreError::Mint(_))
+    ));
+}

@@ -105,6 +105,8 @@ enum AgentCmd {
         #[arg(long)]
         force_remote_delete: bool,
     },
+    /// Re-mint the agent's auth tag with the current owner key.
+    Retag { name: String },
 }
 
 #[derive(Subcommand)]
@@ -398,6 +400,13 @@ fn run(cli: Cli) -> Result<()> {
                 eprintln!("note: the edit applies after the agent's next restart");
             }
             out!("saved {name}");
+        }
+        Cmd::Agent(AgentCmd::Retag { name }) => {
+            store.retag(&name)?;
+            out!(
+                "re-minted the auth tag of {name} with owner {}",
+                store.owner()?.public_key().to_hex()
+            );
         }
         Cmd::Agent(AgentCmd::Delete {
             name,
