@@ -97,7 +97,7 @@ pub fn start_provider(
     opts: &StartOptions,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, AppError> {
-    let mut rec = store.agent(name)?;
+    let rec = store.agent(name)?;
     let Backend::Provider {
         id,
         config,
@@ -146,10 +146,20 @@ pub fn start_provider(
             state.last_error = None;
             state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
             store.save_deploy_state(name, &state)?;
-            if let Backend::Provider { path_cache, .. } = &mut rec.backend {
+            // A deploy can take minutes: re-read the record so an edit made
+            // meanwhile survives, and update only the path cache. The digest
+            // stored above is the deployed record's, so `status` notes the edit.
+            let mut fresh = store.agent(name)?;
+            if let Backend::Provider {
+                id: fresh_id,
+                path_cache,
+                ..
+            } = &mut fresh.backend
+                && *fresh_id == id
+            {
                 *path_cache = Some(d.path.clone());
+                store.save_agent(&fresh)?;
             }
-            store.save_agent(&rec)?;
             Ok(d)
         }
         Err(e) => {

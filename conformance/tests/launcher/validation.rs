@@ -169,3 +169,30 @@ fn owner_equal_to_the_agent_key_is_refused() {
         Err(desktop_launcher::store::StoreError::Mint(_))
     ));
 }
+
+/// An edit made while a deploy runs is not lost when the deploy finishes,
+/// and the stored digest is the deployed record's, so the drift shows.
+#[test]
+fn an_edit_during_a_deploy_survives_it() {
+    let w = World::new("edit");
+    w.install(fake(), "edit", None);
+    let record = w.root().join("state/agents/agent.json");
+    w.fake_config(&json!({"edit_record": record}));
+    let d = start(&w).0.unwrap();
+    assert_eq!(d.agent_id, "fake-edit");
+    let rec = w.store.agent("agent").unwrap();
+    assert_eq!(
+        rec.model.as_deref(),
+        Some("edited-during-deploy"),
+        "the edit was lost"
+    );
+    let st = w.store.deploy_state("agent").unwrap();
+    assert_ne!(st.record_digest.as_deref(), Some(rec.launch_digest().as_str()));
+    assert!(matches!(
+        rec.backend,
+        Backend::Provider {
+            path_cache: Some(_),
+            ..
+        }
+    ));
+}
