@@ -81,11 +81,14 @@ impl StartOptions {
     }
 }
 
-fn workdir(rec: &AgentRecord) -> PathBuf {
-    rec.workdir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("/"))
+/// The agent's workdir: the record's, else a private per-agent directory in
+/// the state dir — never the launcher's own cwd (the providers' and the
+/// harness's cwd must not depend on where the launcher was started).
+fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppError> {
+    match &rec.workdir {
+        Some(w) => Ok(w.clone()),
+        None => Ok(store.default_workdir(&rec.name)?),
+    }
 }
 
 /// `start` on a provider backend: refusals first, then discovery, then the gate.
@@ -121,7 +124,7 @@ pub fn start_provider(
             resolution.path.display()
         ));
     }
-    let wd = workdir(&rec);
+    let wd = workdir(store, &rec)?;
     let record_for_build = rec.clone();
     let result = gate::deploy(
         &resolution,
@@ -163,7 +166,17 @@ pub fn start_provider(
             Ok(d)
         }
         Err(e) => {
-            let diag = disc.diagnostics_for(&id);
+            let mut diag = disc.diagnostics_for(&id);
+            let overrides = discovery::override_dirs_from_env();
+            if resolution
+                .path
+                .parent()
+                .is_some_and(|p| overrides.iter().any(|o| o == p))
+                && let Some(note) = discovery::override_note(&overrides)
+            {
+                diag.push_str("; ");
+                diag.push_str(&note);
+            }
             let msg = match &e {
                 GateError::Deploy { .. } | GateError::Info { .. } | GateError::Version { .. } => {
                     format!("{e} [discovery: {diag}]")
@@ -193,7 +206,7 @@ pub fn start_local(
     let resolved = resolve::resolve_launch(&rec, &settings, &ident, Target::Local)?;
     let nonce = crate::local::new_nonce();
     let env = resolve::local_env(&rec, &resolved, &ident, &nonce);
-    let child = crate::local::spawn(harness, &env, &workdir(&rec), &store.log_path(name))?;
+    let child = crate::local::spawn(harness, &env, &workdir(store, &rec)?, &store.log_path(name))?;
     let mut state = store.deploy_state(name)?;
     state.generation = Some(nonce.clone());
     state.record_digest = Some(rec.launch_digest());

@@ -11,6 +11,7 @@
 //! providers.lock.json  approved provider digests (strict mode)
 //! staging/             private staging dirs of the pre-secret gate (0700)
 //! logs/<name>.log      local harness output
+//! work/<name>/         default workdir (provider and harness cwd) when the record names none
 //! ```
 
 use crate::limits::HOME_ENV;
@@ -351,6 +352,17 @@ impl Store {
     /// Parent of the gate's staging dirs.
     pub fn staging_root(&self) -> PathBuf {
         self.root.join("staging")
+    }
+
+    /// The default workdir of agent `name` (`work/<name>`, created `0700`).
+    pub fn default_workdir(&self, name: &str) -> Result<PathBuf, StoreError> {
+        Self::check_name(name)?;
+        let dir = self.root.join("work").join(name);
+        fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        for d in [self.root.join("work"), dir.clone()] {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &d))?;
+        }
+        Ok(dir)
     }
 
     /// Log file of a local harness.

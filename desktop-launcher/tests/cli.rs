@@ -83,6 +83,10 @@ fn cli_round_trip_never_prints_a_secret() {
     let listing = ok(&["providers"]);
     assert!(listing.contains("buzz-backend-echo"), "{listing}");
     assert!(
+        listing.contains("override: BUZZ_PROVIDER_PATH="),
+        "the override is not announced: {listing}"
+    );
+    assert!(
         listing.contains("rejected") && listing.contains("is a directory"),
         "{listing}"
     );

@@ -439,6 +439,9 @@ fn providers(store: &Store, cmd: ProvidersCmd) -> Result<()> {
     let d = discovery::discover(&discovery::dirs_from_env());
     match cmd {
         ProvidersCmd::List => {
+            if let Some(note) = discovery::override_note(&discovery::override_dirs_from_env()) {
+                out!("{note}");
+            }
             if d.selected.is_empty() {
                 out!(
                     "no providers found (looked for buzz-backend-<id> in BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin)"
