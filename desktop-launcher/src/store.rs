@@ -392,7 +392,7 @@ mod tests {
             default_root(env(&[("HOME", "/h")])).unwrap(),
             PathBuf::from("/h/.local/share/buzz-launcher")
         );
-        assert!(default_root(env(&[])).is_err());
+        assert!(matches!(default_root(env(&[])), Err(StoreError::NoHome)));
     }
 
     #[test]

@@ -118,7 +118,10 @@ fn delete_refuses_a_deployed_agent_without_force() {
     let e = app::delete(&w.store, "agent", false).unwrap_err().to_string();
     assert!(e.contains("--force-remote-delete"), "{e}");
     app::delete(&w.store, "agent", true).unwrap();
-    assert!(w.store.agent("agent").is_err());
+    assert!(matches!(
+        w.store.agent("agent"),
+        Err(desktop_launcher::store::StoreError::NoAgent(n)) if n == "agent"
+    ));
 }
 
 /// An owner imported after the agent was created disagrees with the owner in
