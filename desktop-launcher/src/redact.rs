@@ -186,7 +186,8 @@ pub fn contains_fragment(text: &str, secret: &str, min: usize) -> bool {
     if s.len() < min {
         return text.contains(secret);
     }
-    s.windows(min).any(|w| t.windows(min).any(|x| x == w))
+    let windows: HashSet<&[u8]> = s.windows(min).collect();
+    t.windows(min).any(|x| windows.contains(x))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! keys/<name>.auth     NIP-OA auth tag       0600
 //! deploy/<name>.json   deploy bookkeeping (agent_id, generation, last error — redacted)
 //! providers.lock.json  approved provider digests (strict mode)
-//! staging/             private staging dirs of the pre-secret gate (0700)
+//! staging/             only leftovers of older launchers (collected); the gate now stages in memory
 //! logs/<name>.log      local harness output
 //! work/<name>/         default workdir (provider and harness cwd) when the record names none
 //! ```
@@ -349,7 +349,7 @@ impl Store {
         self.write_json(&self.root.join("providers.lock.json"), &a, 0o600)
     }
 
-    /// Parent of the gate's staging dirs.
+    /// Where older launchers staged providers on disk; only swept now.
     pub fn staging_root(&self) -> PathBuf {
         self.root.join("staging")
     }
