@@ -72,17 +72,23 @@ impl StartOptions {
             gate: GateConfig {
                 strict,
                 approvals: store.approvals()?,
+                deploy_deadline: crate::limits::deploy_kill_deadline_from(
+                    std::env::var(crate::limits::DEPLOY_DEADLINE_ENV).ok().as_deref(),
+                ),
                 ..GateConfig::default()
             },
         })
     }
 }
 
-fn workdir(rec: &AgentRecord) -> PathBuf {
-    rec.workdir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("/"))
+/// The agent's workdir: the record's, else a private per-agent directory in
+/// the state dir — never the launcher's own cwd (the providers' and the
+/// harness's cwd must not depend on where the launcher was started).
+fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppError> {
+    match &rec.workdir {
+        Some(w) => Ok(w.clone()),
+        None => Ok(store.default_workdir(&rec.name)?),
+    }
 }
 
 /// `start` on a provider backend: refusals first, then discovery, then the gate.
@@ -94,7 +100,7 @@ pub fn start_provider(
     opts: &StartOptions,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, AppError> {
-    let mut rec = store.agent(name)?;
+    let rec = store.agent(name)?;
     let Backend::Provider {
         id,
         config,
@@ -118,7 +124,7 @@ pub fn start_provider(
             resolution.path.display()
         ));
     }
-    let wd = workdir(&rec);
+    let wd = workdir(store, &rec)?;
     let record_for_build = rec.clone();
     let result = gate::deploy(
         &resolution,
@@ -143,14 +149,34 @@ pub fn start_provider(
             state.last_error = None;
             state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
             store.save_deploy_state(name, &state)?;
-            if let Backend::Provider { path_cache, .. } = &mut rec.backend {
+            // A deploy can take minutes: re-read the record so an edit made
+            // meanwhile survives, and update only the path cache. The digest
+            // stored above is the deployed record's, so `status` notes the edit.
+            let mut fresh = store.agent(name)?;
+            if let Backend::Provider {
+                id: fresh_id,
+                path_cache,
+                ..
+            } = &mut fresh.backend
+                && *fresh_id == id
+            {
                 *path_cache = Some(d.path.clone());
+                store.save_agent(&fresh)?;
             }
-            store.save_agent(&rec)?;
             Ok(d)
         }
         Err(e) => {
-            let diag = disc.diagnostics_for(&id);
+            let mut diag = disc.diagnostics_for(&id);
+            let overrides = discovery::override_dirs_from_env();
+            if resolution
+                .path
+                .parent()
+                .is_some_and(|p| overrides.iter().any(|o| o == p))
+                && let Some(note) = discovery::override_note(&overrides)
+            {
+                diag.push_str("; ");
+                diag.push_str(&note);
+            }
             let msg = match &e {
                 GateError::Deploy { .. } | GateError::Info { .. } | GateError::Version { .. } => {
                     format!("{e} [discovery: {diag}]")
@@ -180,7 +206,7 @@ pub fn start_local(
     let resolved = resolve::resolve_launch(&rec, &settings, &ident, Target::Local)?;
     let nonce = crate::local::new_nonce();
     let env = resolve::local_env(&rec, &resolved, &ident, &nonce);
-    let child = crate::local::spawn(harness, &env, &workdir(&rec), &store.log_path(name))?;
+    let child = crate::local::spawn(harness, &env, &workdir(store, &rec)?, &store.log_path(name))?;
     let mut state = store.deploy_state(name)?;
     state.generation = Some(nonce.clone());
     state.record_digest = Some(rec.launch_digest());
@@ -191,21 +217,40 @@ pub fn start_local(
     Ok((child, nonce))
 }
 
+/// The floor of a presence wait that began at `began` (unix seconds).
+fn presence_floor(began: u64) -> u64 {
+    began.saturating_sub(crate::limits::PRESENCE_SKEW.as_secs())
+}
+
+/// True when `tracker` holds `want` for `pk` from the run `run` (any run when `None`).
+fn reached(tracker: &Tracker, pk: &str, want: Derived, run: Option<&str>) -> bool {
+    tracker.state(pk) == want
+        && run.is_none_or(|r| tracker.last(pk).and_then(|l| l.run.as_deref()) == Some(r))
+}
+
 /// `stop`: owner-signed `!shutdown` on the agent's relay, then wait for presence
 /// `offline` up to `wait` (spec §Stop). Subscribes before publishing so the
-/// `offline` cannot be missed.
+/// `offline` cannot be missed. Only an `offline` created after the command
+/// began counts, and, when the last start recorded a launch generation, only
+/// one from that `run`: a relay replaying stored presence cannot make a
+/// never-started agent look stopped.
 pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppError> {
+    let began = relay::unix_now();
     let rec = store.agent(name)?;
     let owner = store.owner()?;
+    // Refuse before publishing a `!shutdown` the agent would not accept.
+    resolve::check_identity(&rec, &store.identity(name)?)?;
+    let run = store.deploy_state(name)?.generation;
     let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];
-    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors).await?;
+    let since = presence_floor(began);
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
     relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
-    let mut tracker = Tracker::new(authors, presence_ttl());
+    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
     let pk = rec.pubkey.clone();
     let ok = feed
         .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
-            t.state(&pk) == Derived::Offline
+            reached(t, &pk, Derived::Offline, run.as_deref())
         })
         .await;
     client.shutdown().await;
@@ -220,6 +265,129 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
             wait,
         })
     }
+}
+
+/// Waits up to `wait` for presence `online` from the run `nonce` of agent
+/// `name`, counting only events created after `began` (unix seconds, minus
+/// a small skew). Returns whether it came.
+pub async fn wait_online(
+    store: &Store,
+    name: &str,
+    nonce: &str,
+    began: u64,
+    wait: Duration,
+) -> Result<bool, AppError> {
+    let rec = store.agent(name)?;
+    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
+    let authors = vec![rec.pubkey.clone()];
+    let since = presence_floor(began);
+    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
+    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
+    let pk = rec.pubkey.clone();
+    let ok = feed
+        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
+            reached(t, &pk, Derived::Online, Some(nonce))
+        })
+        .await;
+    client.shutdown().await;
+    Ok(ok)
+}
+
+/// Live presence of a set of agents across their relays (spec I3), for
+/// `status`: subscriptions asking for the last TTL of presence, reports timed
+/// by `created_at`.
+pub struct PresenceWatch {
+    /// The derived state of every agent.
+    pub tracker: Tracker,
+    feeds: Vec<relay::PresenceFeed>,
+    clients: Vec<nostr_sdk::Client>,
+    /// Relays that could not be reached (one message each).
+    pub warnings: Vec<String>,
+}
+
+impl PresenceWatch {
+    /// Connects to every relay of `agents` and subscribes. Presence created
+    /// within the last TTL is asked for, so a relay that keeps presence
+    /// answers at once; older events are ignored.
+    pub async fn open(store: &Store, agents: &[AgentRecord]) -> Result<PresenceWatch, AppError> {
+        let owner = store.owner()?;
+        let ttl = presence_ttl();
+        let since = relay::unix_now().saturating_sub(ttl.as_secs());
+        let tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
+        let mut by_relay: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for a in agents {
+            by_relay
+                .entry(a.relay_url.as_str())
+                .or_default()
+                .push(a.pubkey.clone());
+        }
+        let (mut feeds, mut clients, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
+        for (url, authors) in by_relay {
+            match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
+                Ok(c) => match relay::subscribe_presence(&c, url, &authors, since).await {
+                    Ok(f) => {
+                        feeds.push(f);
+                        clients.push(c);
+                    }
+                    Err(e) => warnings.push(e.to_string()),
+                },
+                Err(e) => warnings.push(e.to_string()),
+            }
+        }
+        Ok(PresenceWatch {
+            tracker,
+            feeds,
+            clients,
+            warnings,
+        })
+    }
+
+    /// Feeds every subscription for about `step`.
+    pub async fn pump(
+        &mut self,
+        step: Duration,
+        on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
+    ) {
+        for f in self.feeds.iter_mut() {
+            f.pump(&mut self.tracker, step, on_change, &|_| false).await;
+        }
+        if self.feeds.is_empty() {
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// Listens until every pubkey in `expected` has reported or `listen`
+    /// passed (at once when no relay could be reached).
+    pub async fn listen(&mut self, expected: &[String], listen: Duration) {
+        let deadline = tokio::time::Instant::now() + listen;
+        let step = Duration::from_millis(200);
+        while !self.feeds.is_empty()
+            && !expected.iter().all(|pk| self.tracker.last(pk).is_some())
+            && tokio::time::Instant::now() < deadline
+        {
+            self.pump(step, &mut |_, _| {}).await;
+        }
+    }
+
+    /// Disconnects.
+    pub async fn close(self) {
+        for c in self.clients {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// The agents `status` waits for: deployed or locally started ones.
+pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| {
+            store
+                .deploy_state(&a.name)
+                .is_ok_and(|st| is_deployed(&st) || st.local_pid.is_some())
+        })
+        .map(|a| a.pubkey.clone())
+        .collect()
 }
 
 /// `chat`: send a mention as the owner and return the agent's reply.

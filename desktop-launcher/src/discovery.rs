@@ -1,7 +1,9 @@
 //! Provider discovery (spec §Discovery, Known Defect 1).
 //!
-//! Search order: `$BUZZ_PROVIDER_PATH` (tests), the launcher executable's
-//! directory, every `PATH` entry, `~/.local/bin`. Files named
+//! Search order (spec): the launcher executable's directory, every `PATH`
+//! entry, `~/.local/bin`. `$BUZZ_PROVIDER_PATH` is an explicit override
+//! searched before them; when it is set, `providers` and deploy diagnostics
+//! say so ([`override_note`]). Files named
 //! `buzz-backend-<id>` are candidates; the id is derived after stripping a
 //! Windows `.exe`/`.bat`/`.cmd` suffix and must match `[a-z0-9][a-z0-9_-]*`.
 //! The first valid hit per id wins; later valid hits are *shadowed*;
@@ -104,6 +106,29 @@ pub fn search_dirs(
         .collect()
 }
 
+/// The override directories (`$BUZZ_PROVIDER_PATH`), if any.
+pub fn override_dirs_from_env() -> Vec<PathBuf> {
+    std::env::var_os(PROVIDER_PATH_ENV)
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The announcement of an active override, or `None` (pure).
+pub fn override_note(overrides: &[PathBuf]) -> Option<String> {
+    if overrides.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = overrides.iter().map(|d| d.display().to_string()).collect();
+    Some(format!(
+        "override: {PROVIDER_PATH_ENV}={} is searched before the launcher's directory, PATH and ~/.local/bin",
+        list.join(":")
+    ))
+}
+
 /// The search directories from this process's environment.
 pub fn dirs_from_env() -> Vec<PathBuf> {
     let exe_dir = std::env::current_exe()
@@ -133,11 +158,23 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
     let mut d = Discovery::default();
     for dir in dirs {
         let Ok(entries) = fs::read_dir(dir) else { continue };
-        let mut names: Vec<(String, PathBuf)> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().map(|n| (n.to_string(), e.path())))
-            .filter(|(n, _)| n.starts_with(PROVIDER_PREFIX))
-            .collect();
+        let mut names: Vec<(String, PathBuf)> = Vec::new();
+        for e in entries.filter_map(|e| e.ok()) {
+            let raw = e.file_name();
+            match raw.to_str() {
+                Some(n) if n.starts_with(PROVIDER_PREFIX) => names.push((n.to_string(), e.path())),
+                Some(_) => {}
+                // A provider-looking name that is not UTF-8 cannot yield an id;
+                // it is rejected with a reason, never silently skipped.
+                None if raw.as_encoded_bytes().starts_with(PROVIDER_PREFIX.as_bytes()) => {
+                    d.rejected.push(Rejected {
+                        path: e.path(),
+                        reason: "its name is not valid UTF-8".to_string(),
+                    });
+                }
+                None => {}
+            }
+        }
         names.sort();
         for (name, path) in names {
             let id = match id_from_file_name(&name) {
@@ -216,8 +253,12 @@ impl Discovery {
             parts.push(format!("shadowed {} (by {})", s.path.display(), s.by.display()));
         }
         for r in &self.rejected {
-            let name = r.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let matches_id = id_from_file_name(name)
+            let name = r
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let matches_id = id_from_file_name(&name)
                 .map(|i| i == id)
                 .unwrap_or_else(|_| name.contains(id));
             if matches_id {

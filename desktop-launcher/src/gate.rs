@@ -1,54 +1,39 @@
 //! The pre-secret negotiation gate (spec §Discovery "Pre-secret negotiation
 //! gate", §`info`, Known Defect 5).
 //!
-//! resolve once → copy into a private staging dir (`0700`, file `0500`),
-//! SHA-256 during the copy → `info` on the staged file → explicit supported
-//! `protocol_version` → `deploy` on the same staged file → delete it. The nsec
-//! goes to the exact bytes that answered `info`; a rewrite or swap of the
-//! discovered path after resolution cannot redirect it. No metadata fallback.
-//! Opt-in strict mode refuses a digest not recorded by `providers approve`.
+//! resolve once → copy into a sealed in-memory file and hash the sealed
+//! bytes ([`crate::stage`]) → `info` executed from that file → explicit
+//! supported `protocol_version` → `deploy` executed from the same file → drop
+//! it. The nsec goes to the exact bytes that answered `info` and whose digest
+//! is printed: neither a rewrite or swap of the discovered path nor a
+//! provider replacing its own staged copy during `info` can redirect it (the
+//! seals make the copy immutable; see [`crate::stage`] for the threat model).
+//! No metadata fallback. Opt-in strict mode refuses a digest not recorded by
+//! `providers approve`.
+//!
+//! Everything the provider prints is redacted before any display or storage
+//! ([`crate::redact`]) and stripped of terminal controls
+//! ([`crate::response::sanitize_line`]).
 
 use crate::discovery::Resolution;
 use crate::invoke::{self, Limits};
-use crate::limits::{DEPLOY_DEADLINE, INFO_DEADLINE};
+use crate::limits::{DEPLOY_KILL_DEADLINE, INFO_DEADLINE};
 use crate::payload::PayloadError;
 use crate::redact::Redactor;
 use crate::response::{self, VersionIssue};
+pub use crate::stage::{StageError, Staged, stage};
 use buzz_contract::wire::DeployRequest;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// A staged copy of a provider binary; the directory is removed on drop.
-#[derive(Debug)]
-pub struct Staged {
-    dir: PathBuf,
-    /// The staged executable.
-    pub file: PathBuf,
-    /// SHA-256 of the staged bytes, lowercase hex.
-    pub sha256: String,
-    /// Where it was copied from.
-    pub source: PathBuf,
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        let _ = fs::set_permissions(&self.file, fs::Permissions::from_mode(0o700));
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Why the gate refused or a provider operation failed. Every message names
 /// the binary (path and digest); provider text in it is already redacted.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    #[error("cannot stage provider {path}: {source}")]
-    Stage { path: PathBuf, source: std::io::Error },
+    #[error("cannot stage provider {path}: {source}; no secret was sent")]
+    Stage { path: PathBuf, source: StageError },
     #[error(
         "provider `{id}` at {path} (sha256 {digest}) is not approved; strict mode is on — run `buzz-launcher providers approve {id}` if you trust it"
     )]
@@ -79,62 +64,13 @@ pub enum GateError {
     },
 }
 
-/// Copies `source` into a fresh private dir under `staging_root`, hashing as it copies.
-pub fn stage(source: &Path, staging_root: &Path) -> Result<Staged, GateError> {
-    let err = |e: std::io::Error| GateError::Stage {
-        path: source.to_path_buf(),
-        source: e,
-    };
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(staging_root)
-        .map_err(err)?;
-    let dir = staging_root.join(hex::encode(rand::random::<[u8; 12]>()));
-    fs::DirBuilder::new().mode(0o700).create(&dir).map_err(err)?;
-    let name = source
-        .file_name()
-        .map_or_else(|| "provider".into(), |n| n.to_os_string());
-    let file = dir.join(name);
-    let mut staged = Staged {
-        dir,
-        file: file.clone(),
-        sha256: String::new(),
-        source: source.to_path_buf(),
-    };
-    // One open of the source: what we hash is what we copy.
-    let mut src = fs::File::open(source).map_err(err)?;
-    let meta = src.metadata().map_err(err)?;
-    if !meta.is_file() {
-        return Err(err(std::io::Error::other("not a regular file")));
-    }
-    let mut dst = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o700)
-        .open(&file)
-        .map_err(err)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = src.read(&mut buf).map_err(err)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n]).map_err(err)?;
-    }
-    dst.flush().map_err(err)?;
-    drop(dst);
-    fs::set_permissions(&file, fs::Permissions::from_mode(0o500)).map_err(err)?;
-    staged.sha256 = hex::encode(hasher.finalize());
-    Ok(staged)
-}
-
 /// Gate settings.
 #[derive(Debug, Clone)]
 pub struct GateConfig {
     pub info_deadline: Duration,
+    /// When the launcher kills `deploy`: the spec's 600 s plus a grace
+    /// margin, so the provider's own in-band error always arrives first
+    /// (see [`crate::limits::DEPLOY_KILL_DEADLINE`]).
     pub deploy_deadline: Duration,
     /// Pipe grace after exit (see [`invoke::Limits::drain_grace`]).
     pub drain_grace: Duration,
@@ -148,7 +84,7 @@ impl Default for GateConfig {
     fn default() -> Self {
         GateConfig {
             info_deadline: INFO_DEADLINE,
-            deploy_deadline: DEPLOY_DEADLINE,
+            deploy_deadline: DEPLOY_KILL_DEADLINE,
             drain_grace: crate::limits::PIPE_DRAIN_GRACE,
             strict: false,
             approvals: BTreeMap::new(),
@@ -170,7 +106,7 @@ pub struct Deployed {
 }
 
 fn stderr_tail(redactor: &Redactor, stderr: &[u8]) -> String {
-    let text = redactor.scrub(&response::lossy(stderr));
+    let text = response::sanitize_text(&redactor.scrub(&response::lossy(stderr)));
     let trimmed = text.trim();
     let chars = trimmed.chars().count();
     let tail: String = trimmed.chars().skip(chars.saturating_sub(2000)).collect();
@@ -186,25 +122,41 @@ fn call(
     redactor: &Redactor,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Map<String, Value>, String> {
-    let mut status = |line: &str| on_status(&redactor.scrub(line));
-    let out = invoke::run(&staged.file, cwd, request, limits, &mut status).map_err(|e| e.to_string())?;
+    let mut status = |line: &str| on_status(&response::sanitize_line(&redactor.scrub(line)));
+    let out = invoke::run_command(staged.command(), cwd, request, limits, &mut status)
+        .map_err(|e| e.to_string())?;
+    let unread = out.stdin_unread.map(|kind| {
+        format!(
+            "it did not read its whole request (writing its stdin failed: {})",
+            std::io::Error::from(kind)
+        )
+    });
     if !out.status.success() {
         let tail = stderr_tail(redactor, &out.stderr);
         let code = out
             .status
             .code()
             .map_or_else(|| "a signal".to_string(), |c| format!("status {c}"));
-        return Err(if tail.is_empty() {
-            format!("it exited with {code} (a non-zero exit is failure whatever stdout says)")
-        } else {
-            format!("it exited with {code} (a non-zero exit is failure whatever stdout says); stderr: {tail}")
-        });
+        let mut msg = format!("it exited with {code} (a non-zero exit is failure whatever stdout says)");
+        if let Some(u) = &unread {
+            msg.push_str("; ");
+            msg.push_str(u);
+        }
+        if !tail.is_empty() {
+            msg.push_str("; stderr: ");
+            msg.push_str(&tail);
+        }
+        return Err(msg);
+    }
+    if let Some(u) = unread {
+        // Whatever it answered, it answered without the request.
+        return Err(u);
     }
     match response::parse_response(&out.stdout) {
         Ok(Ok(map)) => Ok(map),
         Ok(Err(msg)) => Err(format!(
             "it answered ok:false: {}",
-            response::truncate_chars(&redactor.scrub(&msg), 2000)
+            response::sanitize_line(&response::truncate_chars(&redactor.scrub(&msg), 2000))
         )),
         Err(e) => Err(e.to_string()),
     }
@@ -222,7 +174,11 @@ pub fn deploy(
     build: impl FnOnce(&Map<String, Value>) -> Result<DeployRequest, PayloadError>,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, GateError> {
-    let staged = stage(&resolution.path, staging_root)?;
+    crate::stage::collect_leftovers(staging_root, DEPLOY_KILL_DEADLINE);
+    let staged = stage(&resolution.path).map_err(|source| GateError::Stage {
+        path: resolution.path.clone(),
+        source,
+    })?;
     let path = resolution.path.clone();
     let digest = staged.sha256.clone();
     if cfg.strict && cfg.approvals.get(&resolution.id) != Some(&digest) {
@@ -266,7 +222,9 @@ pub fn deploy(
         reason,
     })?;
     let agent_id = match resp.get("agent_id") {
-        Some(Value::String(s)) if !s.trim().is_empty() => redactor.scrub_handle(s.trim()),
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            response::sanitize_agent_id(&redactor.scrub_handle(s.trim()))
+        }
         _ => {
             return Err(GateError::Deploy {
                 path,
@@ -288,42 +246,4 @@ pub fn deploy(
         sha256: digest,
         info,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn staging_copies_hashes_and_locks_down_then_cleans_up() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("buzz-backend-x");
-        fs::write(&src, b"#!/bin/sh\necho hi\n").unwrap();
-        let root = dir.path().join("staging");
-        let staged = stage(&src, &root).unwrap();
-        assert_eq!(
-            staged.sha256,
-            hex::encode(Sha256::digest(b"#!/bin/sh\necho hi\n"))
-        );
-        let fmode = fs::metadata(&staged.file).unwrap().permissions().mode() & 0o777;
-        let dmode = fs::metadata(staged.file.parent().unwrap())
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777;
-        assert_eq!((fmode, dmode), (0o500, 0o700));
-        // The staged bytes are independent of later rewrites of the source.
-        fs::write(&src, b"changed").unwrap();
-        assert_eq!(fs::read(&staged.file).unwrap(), b"#!/bin/sh\necho hi\n");
-        let parent = staged.file.parent().unwrap().to_path_buf();
-        drop(staged);
-        assert!(!parent.exists());
-    }
-
-    #[test]
-    fn staging_refuses_a_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = stage(dir.path(), &dir.path().join("s")).unwrap_err();
-        assert!(matches!(e, GateError::Stage { .. }));
-    }
 }

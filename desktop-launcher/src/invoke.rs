@@ -8,6 +8,11 @@
 //! process group is killed. If the provider exits but something it left
 //! behind holds the pipes open, the group is killed after a short grace and
 //! the call fails instead of hanging.
+//!
+//! The request is written on its own thread with `SIGPIPE` blocked in that
+//! thread, so a provider that exits without reading stdin yields `EPIPE` (an
+//! ordinary provider failure, [`Output::stdin_unread`]) whatever the
+//! process-wide `SIGPIPE` disposition is: it can never kill the launcher.
 
 use crate::limits::{PIPE_DRAIN_GRACE, POLL_INTERVAL, STDERR_CAP, STDOUT_CAP};
 use std::io::{Read, Write};
@@ -49,6 +54,9 @@ pub struct Output {
     pub stderr: Vec<u8>,
     /// Stderr bytes dropped past the cap.
     pub stderr_dropped: u64,
+    /// Writing the request failed (typically `EPIPE`: the provider closed
+    /// its stdin or exited before reading the whole request).
+    pub stdin_unread: Option<std::io::ErrorKind>,
 }
 
 /// Why an invocation produced no trustworthy output. Carries no provider text.
@@ -75,6 +83,23 @@ enum Msg {
     Err(Vec<u8>),
     /// Stderr closed; how many bytes were dropped past the cap.
     ErrEof(u64),
+    /// The request writer finished: `Err` when writing failed.
+    InDone(Result<(), std::io::ErrorKind>),
+}
+
+/// Blocks `SIGPIPE` for the calling thread only. A write to a closed pipe
+/// then fails with `EPIPE` instead of raising a signal whose default action
+/// would end the whole process. The pending signal is discarded when the
+/// thread exits.
+fn block_sigpipe_in_this_thread() {
+    // SAFETY: plain signal-mask manipulation of the current thread on a
+    // zero-initialised, then sigemptyset-initialised set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn kill_group(pgid: u32) {
@@ -109,10 +134,7 @@ fn last_line(buf: &[u8]) -> Option<String> {
         .map(|l| crate::response::truncate_chars(l, 200))
 }
 
-/// Runs `program` with `stdin` as its only input.
-///
-/// `on_status` receives the provider's latest non-empty stderr line whenever
-/// it changes (the caller redacts before showing it).
+/// Runs `program` with `stdin` as its only input (see [`run_command`]).
 pub fn run(
     program: &Path,
     cwd: &Path,
@@ -120,7 +142,20 @@ pub fn run(
     limits: Limits,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Output, InvokeError> {
-    let mut cmd = Command::new(program);
+    run_command(Command::new(program), cwd, stdin, limits, on_status)
+}
+
+/// Runs `cmd` in its own process group with `stdin` as its only input.
+///
+/// `on_status` receives the provider's latest non-empty stderr line whenever
+/// it changes (the caller redacts before showing it).
+pub fn run_command(
+    mut cmd: Command,
+    cwd: &Path,
+    stdin: &[u8],
+    limits: Limits,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Output, InvokeError> {
     cmd.current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -131,11 +166,17 @@ pub fn run(
     let started = Instant::now();
 
     let (tx, rx) = mpsc::channel::<Msg>();
+    let writing = child.stdin.is_some();
     if let Some(mut sin) = child.stdin.take() {
         let data = stdin.to_vec();
+        let tx = tx.clone();
         std::thread::spawn(move || {
-            // A provider that does not read its stdin must not block us.
-            let _ = sin.write_all(&data);
+            // A provider that does not read its stdin must neither block nor kill us.
+            block_sigpipe_in_this_thread();
+            let r = sin.write_all(&data).map_err(|e| e.kind());
+            // Close stdin before reporting, so the provider sees EOF.
+            drop(sin);
+            let _ = tx.send(Msg::InDone(r));
         });
     }
     let latest = Arc::new(Mutex::new(Vec::<u8>::new()));
@@ -204,6 +245,8 @@ pub fn run(
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
     let mut stderr_dropped: u64 = 0;
+    let mut stdin_unread = None;
+    let mut in_done = !writing;
     let (mut out_eof, mut err_eof) = (false, false);
     let mut status: Option<ExitStatus> = None;
     let mut exited_at: Option<Instant> = None;
@@ -222,10 +265,15 @@ pub fn run(
                 err_eof = true;
                 stderr_dropped = d;
             }
+            Ok(Msg::InDone(r)) => {
+                in_done = true;
+                stdin_unread = r.err();
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 out_eof = true;
                 err_eof = true;
+                in_done = true;
             }
         }
         let line = latest.lock().ok().and_then(|l| last_line(&l));
@@ -249,7 +297,7 @@ pub fn run(
             }
         }
         if let Some(s) = status {
-            if out_eof && err_eof {
+            if out_eof && err_eof && in_done {
                 // Nothing of the provider may outlive the operation.
                 kill_group(pgid);
                 return Ok(Output {
@@ -257,6 +305,7 @@ pub fn run(
                     stdout,
                     stderr,
                     stderr_dropped,
+                    stdin_unread,
                 });
             }
             if exited_at.is_some_and(|t| t.elapsed() > limits.drain_grace) {

@@ -16,6 +16,7 @@
 //! - [`discovery`]: provider discovery with diagnostics (spec §Discovery, Known Defect 1).
 //! - [`invoke`]: bounded provider invocation (spec §Invocation).
 //! - [`gate`]: the pre-secret negotiation gate (spec §Discovery, Known Defect 5).
+//! - [`stage`]: the sealed in-memory copy the gate executes, and its threat model.
 //! - [`relay`]: `!shutdown`, chat and the presence subscription over the relay (spec §Stop, I3, M1).
 //! - [`local`]: the local backend, spawning the harness from the same resolver.
 
@@ -33,4 +34,5 @@ pub mod relay;
 pub mod resolve;
 pub mod response;
 pub mod runtime;
+pub mod stage;
 pub mod store;

@@ -5,8 +5,48 @@ use std::time::Duration;
 
 /// `info` deadline (spec §`info`: timeout 10s).
 pub const INFO_DEADLINE: Duration = Duration::from_secs(10);
-/// `deploy` deadline (spec §`deploy`: timeout 600s).
+/// `deploy` deadline (spec §`deploy`: timeout 600s). This is the provider's
+/// budget: it bounds its own operation from its process start and reports
+/// the outcome in band (an `ImagePullBackOff` or `Unschedulable` reason)
+/// before it runs out.
 pub const DEPLOY_DEADLINE: Duration = Duration::from_secs(600);
+/// Grace past [`DEPLOY_DEADLINE`] before the launcher kills `deploy`. The
+/// provider's clock starts after the launcher's (exec, reading stdin,
+/// loading kubeconfig) and it needs a moment to write its answer; killing at
+/// exactly 600 s from spawn would always pre-empt its in-band error with a
+/// generic timeout (spec §`deploy` timeout; issue "the deploy deadlines are inverted").
+pub const DEPLOY_GRACE: Duration = Duration::from_secs(30);
+/// When the launcher kills a `deploy` that has not answered.
+pub const DEPLOY_KILL_DEADLINE: Duration = Duration::from_secs(600 + 30);
+/// Test knob: the provider's deploy budget in seconds, scaled down for
+/// tests. The launcher's kill deadline follows with the same ordering (see
+/// [`deploy_kill_deadline`]). Pair it with the provider's own knob
+/// (`BUZZ_K8S_DEPLOY_DEADLINE_SECS` for the Kubernetes binding).
+pub const DEPLOY_DEADLINE_ENV: &str = "BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS";
+/// The smallest grace the scaled-down kill deadline keeps, so short test
+/// budgets still leave the provider time to answer.
+pub const DEPLOY_GRACE_MIN: Duration = Duration::from_secs(2);
+
+/// The launcher's kill deadline for a provider budget of `budget`: the budget
+/// plus [`DEPLOY_GRACE`] scaled by `budget / 600 s`, never below
+/// [`DEPLOY_GRACE_MIN`]. For the spec's 600 s this is [`DEPLOY_KILL_DEADLINE`].
+pub fn deploy_kill_deadline(budget: Duration) -> Duration {
+    let scaled = DEPLOY_GRACE.mul_f64(budget.as_secs_f64() / DEPLOY_DEADLINE.as_secs_f64());
+    budget + scaled.max(DEPLOY_GRACE_MIN)
+}
+
+/// The kill deadline in force: [`DEPLOY_KILL_DEADLINE`], or the one derived
+/// from the [`DEPLOY_DEADLINE_ENV`] knob value when it is a positive integer.
+pub fn deploy_kill_deadline_from(knob: Option<&str>) -> Duration {
+    knob.and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(DEPLOY_KILL_DEADLINE, |s| {
+            deploy_kill_deadline(Duration::from_secs(s))
+        })
+}
+
+/// The largest provider binary the gate stages (it is held in memory).
+pub const STAGED_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// Provider stdout cap (spec §Invocation: 1MB; wire-facts §7: 1 MiB).
 pub const STDOUT_CAP: usize = 1024 * 1024;
 /// Provider stderr cap (spec §Invocation: 64KB; wire-facts §7: 64 KiB).
@@ -28,6 +68,16 @@ pub const RELAY_MESH: &str = "relay-mesh";
 /// Default bound on waiting for presence `offline` after `!shutdown` (spec §Stop
 /// declares no harness bound; the K8s grace budget of 60 s plus the 180 s presence TTL is the worst case).
 pub const STOP_WAIT: Duration = Duration::from_secs(240);
+/// Clock skew allowed between the launcher and an agent when the launcher
+/// asks for presence "since this command began" (the harness stamps
+/// `created_at` within [now − 180 s, now + 30 s], wire-facts §3).
+pub const PRESENCE_SKEW: Duration = Duration::from_secs(10);
+/// How often a live agent republishes presence (wire-facts §3: every 60 s).
+pub const PRESENCE_REPUBLISH: Duration = Duration::from_secs(60);
+/// Default `status` listening window: one republish interval plus a margin,
+/// so every live agent is heard at least once even on a relay that does not
+/// replay presence. `status` stops earlier once every deployed agent reported.
+pub const STATUS_LISTEN: Duration = Duration::from_secs(60 + 5);
 /// Default bound on waiting for a chat reply.
 pub const CHAT_WAIT: Duration = Duration::from_secs(300);
 /// State directory override (issue 5 "Records and identity").
@@ -40,3 +90,22 @@ pub const STRICT_ENV: &str = "BUZZ_LAUNCHER_STRICT_PROVIDERS";
 pub const HARNESS_BIN_ENV: &str = "BUZZ_ACP_BIN";
 /// Presence TTL override in seconds (tests use a short one; default [`buzz_contract::presence::PRESENCE_TTL`]).
 pub const PRESENCE_TTL_ENV: &str = "BUZZ_LAUNCHER_PRESENCE_TTL_SECS";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_always_outwaits_the_provider_budget() {
+        assert_eq!(deploy_kill_deadline(DEPLOY_DEADLINE), DEPLOY_KILL_DEADLINE);
+        assert_eq!(DEPLOY_KILL_DEADLINE, DEPLOY_DEADLINE + DEPLOY_GRACE);
+        for s in [1, 3, 10, 60, 600, 1200] {
+            let b = Duration::from_secs(s);
+            assert!(deploy_kill_deadline(b) >= b + DEPLOY_GRACE_MIN, "{s}");
+        }
+        assert_eq!(deploy_kill_deadline_from(None), DEPLOY_KILL_DEADLINE);
+        assert_eq!(deploy_kill_deadline_from(Some("0")), DEPLOY_KILL_DEADLINE);
+        assert_eq!(deploy_kill_deadline_from(Some("x")), DEPLOY_KILL_DEADLINE);
+        assert_eq!(deploy_kill_deadline_from(Some("3")), Duration::from_secs(5));
+    }
+}

@@ -3,6 +3,12 @@
 //! events only on change, desired versus actual for display only).
 //!
 //! Pure: the clock comes in as an argument (`now`, unix seconds).
+//!
+//! Reports are timed by the event's `created_at` (clamped to `now`), never
+//! by arrival: a relay that stores presence and replays it must not make a
+//! long-gone agent look live. A tracker also has a floor, [`Tracker::since`]:
+//! events created before it (the command's start minus a small skew, or
+//! `now − TTL` for `status`) are ignored, and so is any event older than the TTL.
 
 use buzz_contract::presence::PresenceState;
 use std::collections::BTreeMap;
@@ -35,7 +41,8 @@ impl Derived {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub state: PresenceState,
-    /// When it was received (unix seconds).
+    /// When it was published: the event's `created_at`, clamped to the
+    /// observer's clock (unix seconds).
     pub at: u64,
     /// The `run` tag (launch generation), if any.
     pub run: Option<String>,
@@ -75,6 +82,7 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Tracker {
     ttl: Duration,
+    since: u64,
     entries: BTreeMap<String, Entry>,
 }
 
@@ -93,16 +101,42 @@ impl Tracker {
                 )
             })
             .collect();
-        Tracker { ttl, entries }
+        Tracker {
+            ttl,
+            since: 0,
+            entries,
+        }
+    }
+
+    /// The same tracker ignoring every event created before `since` (unix seconds).
+    pub fn since(mut self, since: u64) -> Tracker {
+        self.since = since;
+        self
     }
 
     /// Feeds one kind-20001 event: `author` is `event.pubkey` (never a `p` tag),
-    /// `content` is compared exactly. Unmanaged authors and unknown contents are ignored.
-    pub fn observe(&mut self, author: &str, content: &str, run: Option<String>, now: u64) -> Option<Change> {
+    /// `content` is compared exactly, `created_at` times the report.
+    /// Unmanaged authors, unknown contents, events created before the floor
+    /// or older than the TTL, and events older than the last report are ignored.
+    pub fn observe(
+        &mut self,
+        author: &str,
+        content: &str,
+        run: Option<String>,
+        created_at: u64,
+        now: u64,
+    ) -> Option<Change> {
         let state = PresenceState::from_content(content)?;
         let ttl = self.ttl;
+        if created_at < self.since || now.saturating_sub(created_at) > ttl.as_secs() {
+            return None;
+        }
+        let at = created_at.min(now);
         let entry = self.entries.get_mut(author)?;
-        entry.last = Some(Report { state, at: now, run });
+        if entry.last.as_ref().is_some_and(|l| l.at > at) {
+            return None;
+        }
+        entry.last = Some(Report { state, at, run });
         let to = derive(entry.last.as_ref(), now, ttl);
         Self::transition(author, entry, to)
     }
@@ -209,7 +243,7 @@ mod tests {
     #[test]
     fn online_then_stale_after_ttl_is_offline() {
         let mut t = Tracker::new([pk('a')], TTL);
-        let c = t.observe(&pk('a'), "online", None, 1000).unwrap();
+        let c = t.observe(&pk('a'), "online", None, 1000, 1000).unwrap();
         assert_eq!((c.from, c.to), (Derived::Unknown, Derived::Online));
         assert!(t.tick(1180).is_empty(), "exactly at the TTL it is still online");
         let c = t.tick(1181);
@@ -220,11 +254,14 @@ mod tests {
     #[test]
     fn events_only_on_change() {
         let mut t = Tracker::new([pk('a')], TTL);
-        assert!(t.observe(&pk('a'), "online", None, 1).is_some());
-        assert!(t.observe(&pk('a'), "online", None, 61).is_none());
-        assert_eq!(t.observe(&pk('a'), "away", None, 62).unwrap().to, Derived::Away);
+        assert!(t.observe(&pk('a'), "online", None, 1, 1).is_some());
+        assert!(t.observe(&pk('a'), "online", None, 61, 61).is_none());
         assert_eq!(
-            t.observe(&pk('a'), "offline", None, 63).unwrap().to,
+            t.observe(&pk('a'), "away", None, 62, 62).unwrap().to,
+            Derived::Away
+        );
+        assert_eq!(
+            t.observe(&pk('a'), "offline", None, 63, 63).unwrap().to,
             Derived::Offline
         );
         assert!(t.tick(10_000).is_empty());
@@ -233,11 +270,42 @@ mod tests {
     #[test]
     fn content_is_exact_and_unmanaged_authors_ignored() {
         let mut t = Tracker::new([pk('a')], TTL);
-        assert!(t.observe(&pk('a'), "Online", None, 1).is_none());
-        assert!(t.observe(&pk('a'), " online", None, 1).is_none());
-        assert!(t.observe(&pk('a'), "{\"status\":\"online\"}", None, 1).is_none());
-        assert!(t.observe(&pk('b'), "online", None, 1).is_none());
+        assert!(t.observe(&pk('a'), "Online", None, 1, 1).is_none());
+        assert!(t.observe(&pk('a'), " online", None, 1, 1).is_none());
+        assert!(
+            t.observe(&pk('a'), "{\"status\":\"online\"}", None, 1, 1)
+                .is_none()
+        );
+        assert!(t.observe(&pk('b'), "online", None, 1, 1).is_none());
         assert_eq!(t.state(&pk('a')), Derived::Unknown);
+    }
+
+    #[test]
+    fn reports_are_timed_by_created_at_and_replays_before_the_floor_are_ignored() {
+        let mut t = Tracker::new([pk('a')], TTL).since(1000);
+        // A stored event replayed by the relay: created before the floor.
+        assert!(t.observe(&pk('a'), "online", None, 990, 1001).is_none());
+        assert_eq!(t.state(&pk('a')), Derived::Unknown);
+        // Older than the TTL, even with no floor.
+        let mut u = Tracker::new([pk('a')], TTL);
+        assert!(u.observe(&pk('a'), "offline", None, 100, 1000).is_none());
+        // A fresh one counts and is timed by created_at, not arrival.
+        let c = t
+            .observe(&pk('a'), "online", Some("r1".into()), 1001, 1010)
+            .unwrap();
+        assert_eq!(c.to, Derived::Online);
+        assert_eq!(t.last(&pk('a')).unwrap().at, 1001);
+        // Its TTL runs from created_at.
+        assert_eq!(t.tick(1182).len(), 1);
+        // An out-of-order older event does not replace a newer report.
+        let mut v = Tracker::new([pk('a')], TTL);
+        v.observe(&pk('a'), "offline", None, 2000, 2000);
+        assert!(v.observe(&pk('a'), "online", None, 1990, 2001).is_none());
+        assert_eq!(v.state(&pk('a')), Derived::Offline);
+        // A created_at in the future is clamped to now.
+        let mut f = Tracker::new([pk('a')], TTL);
+        f.observe(&pk('a'), "online", None, 5000, 3000);
+        assert_eq!(f.last(&pk('a')).unwrap().at, 3000);
     }
 
     #[test]

@@ -143,15 +143,21 @@ pub struct PresenceFeed {
     notes: tokio::sync::broadcast::Receiver<RelayPoolNotification>,
 }
 
-/// Subscribes to kind 20001 for `authors` (64-hex pubkeys).
+/// Subscribes to kind 20001 for `authors` (64-hex pubkeys), created at or
+/// after `since` (unix seconds). The relay may ignore `since`; the
+/// [`Tracker`]'s own floor drops such replays anyway.
 pub async fn subscribe_presence(
     client: &Client,
     url: &str,
     authors: &[String],
+    since: u64,
 ) -> Result<PresenceFeed, RelayError> {
     let pks: Vec<PublicKey> = authors.iter().map(|a| pubkey(a)).collect::<Result<_, _>>()?;
     let notes = client.notifications();
-    let filter = Filter::new().kind(Kind::from(KIND_PRESENCE)).authors(pks);
+    let filter = Filter::new()
+        .kind(Kind::from(KIND_PRESENCE))
+        .authors(pks)
+        .since(Timestamp::from(since));
     client
         .subscribe(filter, None)
         .await
@@ -198,8 +204,14 @@ impl PresenceFeed {
                         .find(|t| t.as_slice().first().map(String::as_str) == Some(TAG_RUN))
                         .and_then(|t| t.as_slice().get(1).cloned());
                     // The subject is event.pubkey, never a p tag (wire-facts §3).
-                    if let Some(c) = tracker.observe(&event.pubkey.to_hex(), &event.content, run, unix_now())
-                    {
+                    let created_at = event.created_at.as_secs();
+                    if let Some(c) = tracker.observe(
+                        &event.pubkey.to_hex(),
+                        &event.content,
+                        run,
+                        created_at,
+                        unix_now(),
+                    ) {
                         on_change(&c, tracker);
                     }
                 }

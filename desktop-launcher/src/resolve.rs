@@ -117,6 +117,18 @@ pub enum ResolveError {
     #[error("refusing to launch agent `{0}`: the owner pubkey is not 64 hex characters")]
     BadOwner(String),
     #[error(
+        "refusing to launch agent `{name}`: its auth tag names owner {tag_owner} but the launcher's owner key is {owner}; the agent would obey `!shutdown` only from the tag's owner — run `buzz-launcher agent retag {name}` to re-mint the tag with the current owner"
+    )]
+    OwnerMismatch {
+        name: String,
+        tag_owner: String,
+        owner: String,
+    },
+    #[error(
+        "refusing to launch agent `{0}`: its owner is the agent's own key; an agent cannot own itself — run `buzz-launcher init --import` with a separate owner key"
+    )]
+    OwnerIsAgent(String),
+    #[error(
         "refusing to deploy agent `{0}`: its provider resolves to relay-mesh, a loopback proxy on this desktop that a remote agent cannot reach; pick another provider or run it locally"
     )]
     RelayMesh(String),
@@ -219,6 +231,19 @@ pub fn check_identity(record: &AgentRecord, id: &Identity) -> Result<Option<Stri
     };
     if owner.is_none() && tag_owner.is_none() {
         return Err(ResolveError::NoOwner(name.clone()));
+    }
+    // The owner that signs `!shutdown` must be the one the tag attests.
+    if let (Some(t), Some(o)) = (&tag_owner, &owner)
+        && t != o
+    {
+        return Err(ResolveError::OwnerMismatch {
+            name: name.clone(),
+            tag_owner: t.clone(),
+            owner: o.clone(),
+        });
+    }
+    if owner.as_deref() == Some(agent_hex.as_str()) || tag_owner.as_deref() == Some(agent_hex.as_str()) {
+        return Err(ResolveError::OwnerIsAgent(name.clone()));
     }
     Ok(owner)
 }

@@ -112,6 +112,44 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
+/// What a control or invisible formatting character becomes on display.
+pub const REPLACEMENT: char = '\u{fffd}';
+
+/// The longest `agent_id` kept (a DNS-1123 name, the Kubernetes pod name
+/// bound, is at most 253 characters).
+pub const AGENT_ID_MAX_CHARS: usize = 253;
+
+/// True for characters that must never reach a terminal from a provider:
+/// C0 and C1 controls, DEL, and the invisible bidi/zero-width formatting
+/// characters that can make displayed text lie about its content.
+fn dangerous(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Provider text for one display line (spec §Provider Output Is Untrusted):
+/// every control character, newlines included, becomes [`REPLACEMENT`], so
+/// no escape sequence reaches the terminal and no fake line can be forged.
+pub fn sanitize_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if dangerous(c) { REPLACEMENT } else { c })
+        .collect()
+}
+
+/// Provider text that may span lines (a stderr tail): like [`sanitize_line`]
+/// but `\n` is kept.
+pub fn sanitize_text(s: &str) -> String {
+    s.chars()
+        .map(|c| if c != '\n' && dangerous(c) { REPLACEMENT } else { c })
+        .collect()
+}
+
+/// A provider's `agent_id` made safe to store and show: controls replaced,
+/// length capped at [`AGENT_ID_MAX_CHARS`].
+pub fn sanitize_agent_id(s: &str) -> String {
+    sanitize_line(s).chars().take(AGENT_ID_MAX_CHARS).collect()
+}
+
 /// Lossy text from bounded bytes; a cut multi-byte character becomes U+FFFD, never a panic.
 pub fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -168,6 +206,21 @@ mod tests {
         assert_eq!(parse_response(&b), Err(ResponseError::NotUtf8(16)));
         assert_eq!(truncate_chars("ééé", 2), "éé…");
         assert_eq!(lossy(&"é".as_bytes()[..1]), "\u{fffd}");
+    }
+
+    #[test]
+    fn controls_and_invisible_formatting_never_survive() {
+        let evil = "a\u{1b}[2J\u{9b}31m\u{7}b\r\nc\u{202e}d\u{7f}";
+        assert_eq!(
+            sanitize_line(evil),
+            "a\u{fffd}[2J\u{fffd}31m\u{fffd}b\u{fffd}\u{fffd}c\u{fffd}d\u{fffd}"
+        );
+        assert_eq!(sanitize_text("x\ny\rz"), "x\ny\u{fffd}z");
+        assert_eq!(
+            sanitize_agent_id(&"p".repeat(400)).chars().count(),
+            AGENT_ID_MAX_CHARS
+        );
+        assert_eq!(sanitize_agent_id("pod\u{1b}]0;x"), "pod\u{fffd}]0;x");
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! keys/<name>.auth     NIP-OA auth tag       0600
 //! deploy/<name>.json   deploy bookkeeping (agent_id, generation, last error — redacted)
 //! providers.lock.json  approved provider digests (strict mode)
-//! staging/             private staging dirs of the pre-secret gate (0700)
+//! staging/             only leftovers of older launchers (collected); the gate now stages in memory
 //! logs/<name>.log      local harness output
+//! work/<name>/         default workdir (provider and harness cwd) when the record names none
 //! ```
 
 use crate::limits::HOME_ENV;
@@ -224,6 +225,18 @@ impl Store {
         Ok(rec)
     }
 
+    /// Re-mints the agent's NIP-OA auth tag with the current owner key (after
+    /// `init --import` of another owner).
+    pub fn retag(&self, name: &str) -> Result<(), StoreError> {
+        let rec = self.agent(name)?;
+        let owner = self.owner()?;
+        if keys::pubkey_hex(&owner) == rec.pubkey {
+            return Err(StoreError::Mint("the owner key is the agent's own key".into()));
+        }
+        let tag = AuthTag::mint(&owner, &rec.pubkey, "").map_err(|e| StoreError::Mint(e.to_string()))?;
+        write_private(&self.key_path(name, "auth"), tag.to_json().as_bytes(), 0o600)
+    }
+
     fn key_path(&self, name: &str, ext: &str) -> PathBuf {
         self.root.join("keys").join(format!("{name}.{ext}"))
     }
@@ -336,9 +349,20 @@ impl Store {
         self.write_json(&self.root.join("providers.lock.json"), &a, 0o600)
     }
 
-    /// Parent of the gate's staging dirs.
+    /// Where older launchers staged providers on disk; only swept now.
     pub fn staging_root(&self) -> PathBuf {
         self.root.join("staging")
+    }
+
+    /// The default workdir of agent `name` (`work/<name>`, created `0700`).
+    pub fn default_workdir(&self, name: &str) -> Result<PathBuf, StoreError> {
+        Self::check_name(name)?;
+        let dir = self.root.join("work").join(name);
+        fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        for d in [self.root.join("work"), dir.clone()] {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &d))?;
+        }
+        Ok(dir)
     }
 
     /// Log file of a local harness.
@@ -368,7 +392,7 @@ mod tests {
             default_root(env(&[("HOME", "/h")])).unwrap(),
             PathBuf::from("/h/.local/share/buzz-launcher")
         );
-        assert!(default_root(env(&[])).is_err());
+        assert!(matches!(default_root(env(&[])), Err(StoreError::NoHome)));
     }
 
     #[test]

@@ -83,6 +83,10 @@ fn cli_round_trip_never_prints_a_secret() {
     let listing = ok(&["providers"]);
     assert!(listing.contains("buzz-backend-echo"), "{listing}");
     assert!(
+        listing.contains("override: BUZZ_PROVIDER_PATH="),
+        "the override is not announced: {listing}"
+    );
+    assert!(
         listing.contains("rejected") && listing.contains("is a directory"),
         "{listing}"
     );
@@ -100,14 +104,18 @@ fn cli_round_trip_never_prints_a_secret() {
     let auth = std::fs::read_to_string(home.join("keys/scout.auth")).unwrap();
     let owner = std::fs::read_to_string(home.join("owner.key")).unwrap();
     let state = std::fs::read_to_string(home.join("deploy/scout.json")).unwrap();
-    for secret in [nsec.trim(), auth.trim(), owner.trim()] {
-        assert!(!all.borrow().contains(secret), "a key reached the CLI output");
-        assert!(!state.contains(secret), "a key reached the stored state");
+    // No fragment of 12 or more characters of any secret, anywhere written.
+    let sig = buzz_contract::nip_oa::AuthTag::parse(auth.trim()).unwrap().sig;
+    let fragment = |text: &str, secret: &str| {
+        desktop_launcher::redact::contains_fragment(text, secret, desktop_launcher::redact::FRAGMENT_MIN)
+    };
+    for secret in [nsec.trim(), sig.as_str(), owner.trim(), canary] {
+        assert!(
+            !fragment(&all.borrow(), secret),
+            "a secret reached the CLI output"
+        );
+        assert!(!fragment(&state, secret), "a secret reached the stored state");
     }
-    assert!(
-        !out.contains(canary) && !state.contains(canary),
-        "an env value leaked"
-    );
 
     // Deleting a never-deployed agent needs no force.
     ok(&["delete", "scout"]);
@@ -144,4 +152,144 @@ fn cli_refuses_i2_config_and_reports_one_sentence() {
         String::from_utf8_lossy(&list.stdout).trim().is_empty(),
         "a refused create left a record"
     );
+}
+
+/// A provider that answers `info` after reading its request, then answers
+/// `deploy` without reading a byte of it.
+const NO_READ_PROVIDER: &str = r#"#!/bin/sh
+if [ ! -e info-done ]; then
+  cat >/dev/null
+  : > info-done
+  echo '{"ok":true,"name":"noread","version":"0","protocol_version":1,"config_schema":{}}'
+  exit 0
+fi
+echo '{"ok":true,"agent_id":"never-read-the-request"}'
+"#;
+
+/// A provider that exits without reading a deploy request larger than a pipe
+/// buffer must be an ordinary provider failure: the launcher survives (no
+/// SIGPIPE death), records `last_error`, and leaves no staging behind.
+#[test]
+fn cli_provider_that_never_reads_a_large_request_is_an_ordinary_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let providers = tmp.path().join("providers");
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&providers).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let p = providers.join("buzz-backend-noread");
+    std::fs::write(&p, NO_READ_PROVIDER).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(run(&home, &providers, &["init"]).status.success());
+    let o = run(
+        &home,
+        &providers,
+        &[
+            "agent",
+            "create",
+            "big",
+            "--relay",
+            "wss://relay.example.com",
+            "--backend",
+            "provider:noread",
+            "--workdir",
+            work.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // A 100 KiB env value makes the request larger than a 64 KiB pipe buffer.
+    let store = desktop_launcher::store::Store::open(&home).unwrap();
+    let mut rec = store.agent("big").unwrap();
+    rec.env.insert("BULK".into(), "b".repeat(100 * 1024));
+    store.save_agent(&rec).unwrap();
+
+    let o = run(&home, &providers, &["start", "big"]);
+    let out = text(&o);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        o.status.signal(),
+        None,
+        "the launcher was killed by a signal: {out}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("did not read its whole request"), "{out}");
+    let state = store.deploy_state("big").unwrap();
+    assert!(state.agent_id.is_none(), "{state:?}");
+    assert!(
+        state
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not read its whole request")),
+        "{state:?}"
+    );
+    let staging = home.join("staging");
+    let left: Vec<_> = std::fs::read_dir(&staging)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}
+
+/// I2: env values are never rendered — `agent show` masks them, a malformed
+/// `--env` is refused without echoing it, and `--env-file` (a file or stdin)
+/// keeps secret values out of argv.
+#[test]
+fn cli_env_values_are_never_shown_and_can_come_from_a_file_or_stdin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    assert!(run(&home, tmp.path(), &["init"]).status.success());
+    let file = tmp.path().join("agent.env");
+    std::fs::write(&file, "# secrets\nFILE_SECRET=file-canary-0123456789\n\n").unwrap();
+    let o = run(
+        &home,
+        tmp.path(),
+        &[
+            "agent",
+            "create",
+            "a",
+            "--relay",
+            "wss://r.example.com",
+            "--env-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let mut child = Command::new(BIN)
+        .args(["agent", "edit", "a", "--env-file", "-"])
+        .env("BUZZ_LAUNCHER_HOME", &home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut sin = child.stdin.take().unwrap();
+        sin.write_all(b"STDIN_SECRET=stdin-canary-0123456789\n").unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let store = desktop_launcher::store::Store::open(&home).unwrap();
+    let rec = store.agent("a").unwrap();
+    assert_eq!(rec.env["FILE_SECRET"], "file-canary-0123456789");
+    assert_eq!(rec.env["STDIN_SECRET"], "stdin-canary-0123456789");
+
+    let show = text(&run(&home, tmp.path(), &["agent", "show", "a"]));
+    assert!(
+        show.contains("FILE_SECRET") && show.contains("STDIN_SECRET"),
+        "{show}"
+    );
+    assert!(
+        !show.contains("file-canary") && !show.contains("stdin-canary"),
+        "{show}"
+    );
+
+    let o = run(
+        &home,
+        tmp.path(),
+        &["agent", "edit", "a", "--env", "sk-typed-without-a-key-0123"],
+    );
+    assert!(!o.status.success());
+    let err = text(&o);
+    assert!(err.contains("expected KEY=VALUE"), "{err}");
+    assert!(!err.contains("sk-typed"), "{err}");
 }

@@ -8,8 +8,20 @@
 //! `fake-config.json` in the same directory can ask it, during `info`, to
 //! rewrite another file in place (same inode) or to swap a path (new inode).
 //!
+//! It also logs `proc_exe`, what `/proc/self/exe` names (the sealed staged
+//! copy shows as `/memfd:…`).
+//!
 //! Behaviours: `ok`, `noversion`, `v2`, `bigout`, `daemon`, `nonutf8`,
-//! `twoobjects`, `nook`, `exit1ok`, `stderrflood`, `hang`, `echo`, `echoexit`.
+//! `twoobjects`, `nook`, `exit1ok`, `stderrflood`, `hang`, `echo`, `echoexit`,
+//! `swapself` (during `info`, tries to replace its own staged copy with the
+//! file named by `evil` in `fake-config.json`, and logs what happened),
+//! `cut` (during `deploy`, places every secret across every cut the launcher
+//! makes in provider output, at offset `cut_offset`, then exits 1),
+//! `slow` (during `deploy`, answers in band only after `deploy_budget_secs`
+//! from its own start plus half a second, like a provider reporting
+//! `Unschedulable` at the end of its budget), `ctl` (answers with terminal
+//! escapes in its progress line, its error and its `agent_id`), `edit`
+//! (during `deploy`, edits the agent record file named by `edit_record`).
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -69,7 +81,93 @@ fn config_actions() {
     }
 }
 
+fn config() -> Value {
+    std::fs::read_to_string("fake-config.json")
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Tries to replace the running staged copy with `evil`: in place through
+/// `/proc/self/exe` and every descriptor naming the same file, and by
+/// renaming over the path `/proc/self/exe` names. Returns what each attempt gave.
+fn swap_self(evil: &str) -> Value {
+    let bytes = std::fs::read(evil).unwrap_or_default();
+    let mut results = serde_json::Map::new();
+    let exe_link = std::fs::read_link("/proc/self/exe")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut targets = vec!["/proc/self/exe".to_string()];
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        for fd in fds.flatten() {
+            let link = std::fs::read_link(fd.path()).map(|p| p.display().to_string());
+            if link.is_ok_and(|l| l == exe_link) {
+                targets.push(fd.path().display().to_string());
+            }
+        }
+    }
+    for t in targets {
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&t)
+            .and_then(|mut f| f.write_all(&bytes));
+        results.insert(format!("write {t}"), json!(r.map_err(|e| e.to_string()).is_ok()));
+    }
+    // A path on disk: rename a new file over it (the directory is the user's).
+    // A sealed in-memory copy has no such path.
+    if std::fs::symlink_metadata(&exe_link).is_ok_and(|m| m.is_file()) {
+        let tmp = format!("{exe_link}.swap");
+        let renamed = std::fs::write(&tmp, &bytes)
+            .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)))
+            .and_then(|()| std::fs::rename(&tmp, &exe_link));
+        results.insert("rename".into(), json!(renamed.is_ok()));
+    }
+    Value::Object(results)
+}
+
+/// Writes every secret across every cut the launcher applies to stderr: the
+/// 200-character status line, the 1 KiB status window, and the 64 KiB cap.
+fn cut_secrets(secrets: &[String], k: usize) {
+    let mut err = std::io::stderr();
+    let mut written = 0usize;
+    let mut put = |b: &[u8], written: &mut usize| {
+        let _ = err.write_all(b);
+        let _ = err.flush();
+        *written += b.len();
+    };
+    for s in secrets {
+        // Status line: the first 200 characters end k characters into the secret.
+        let line = format!("{}{s}\n", "x".repeat(200usize.saturating_sub(k)));
+        put(line.as_bytes(), &mut written);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        // Status window: the last 1 KiB starts k characters before the secret ends.
+        let line = format!(
+            "{}{s}{}\n",
+            "a".repeat(1500),
+            "b".repeat(1023usize.saturating_sub(k))
+        );
+        put(line.as_bytes(), &mut written);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    // The 64 KiB cap falls k bytes into a secret.
+    let s = &secrets[k % secrets.len()];
+    let cap: usize = 64 * 1024;
+    let mut pad = cap.saturating_sub(written + k);
+    while pad > 0 {
+        let n = pad.min(1000);
+        let mut chunk = vec![b'p'; n];
+        if n > 1 {
+            chunk[n - 1] = b'\n';
+        }
+        put(&chunk, &mut written);
+        pad -= n;
+    }
+    put(format!("{s} after the cap\n").as_bytes(), &mut written);
+    std::process::exit(1);
+}
+
 fn main() {
+    let started = std::time::Instant::now();
     let exe = std::env::args().next().unwrap_or_default();
     let name = Path::new(&exe)
         .file_name()
@@ -85,13 +183,21 @@ fn main() {
         .as_str()
         .unwrap_or("")
         .to_string();
+    let proc_exe = std::fs::read_link("/proc/self/exe")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     log(
         json!({"op": op, "behaviour": behaviour, "pid": std::process::id(), "had_nsec": !nsec.is_empty(),
-               "exe": exe, "provider_config": req.get("provider_config")}),
+               "exe": exe, "proc_exe": proc_exe, "provider_config": req.get("provider_config")}),
     );
 
     if op == "info" {
         config_actions();
+        if behaviour == "swapself"
+            && let Some(evil) = config()["evil"].as_str()
+        {
+            log(json!({"tamper": swap_self(evil)}));
+        }
     }
     match (behaviour.as_str(), op.as_str()) {
         ("noversion", "info") => {
@@ -142,6 +248,52 @@ fn main() {
             std::process::exit(1);
         }
         ("hang", _) => std::thread::sleep(std::time::Duration::from_secs(3600)),
+        ("cut", "deploy") => {
+            let a = &req["agent"];
+            let mut secrets = vec![nsec.clone()];
+            secrets.extend(
+                a["env_vars"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                    .filter_map(|v| v.as_str().map(str::to_string)),
+            );
+            secrets.extend(a["auth_tag"].as_str().map(str::to_string));
+            let hex_key = std::fs::read_to_string("fake-agent-hex").unwrap_or_default();
+            if !hex_key.trim().is_empty() {
+                secrets.push(hex_key.trim().to_string());
+            }
+            let k = config()["cut_offset"].as_u64().unwrap_or(20) as usize;
+            cut_secrets(&secrets, k);
+        }
+        ("slow", "deploy") => {
+            let budget = config()["deploy_budget_secs"].as_f64().unwrap_or(1.0);
+            let answer_at = std::time::Duration::from_secs_f64(budget + 0.5);
+            eprintln!("waiting for the pod to be scheduled");
+            std::thread::sleep(answer_at.saturating_sub(started.elapsed()));
+            respond(
+                json!({"ok": false, "error": "pod buzz-agent-0123456789ab is Unschedulable: 0/1 nodes are available: 1 Insufficient cpu"}),
+            );
+        }
+        ("ctl", "deploy") => {
+            eprintln!("pulling \u{1b}[2J\u{1b}]0;pwned\u{7} image");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let id = format!("pod\u{1b}[31m-{}", "x".repeat(400));
+            respond(json!({"ok": true, "agent_id": id}));
+        }
+        ("ctlerr", "deploy") => {
+            respond(json!({"ok": false, "error": "bad\u{1b}[2J\r\nerror: forged line\u{9b}31m"}));
+        }
+        ("edit", "deploy") => {
+            if let Some(path) = config()["edit_record"].as_str()
+                && let Ok(text) = std::fs::read_to_string(path)
+                && let Ok(mut rec) = serde_json::from_str::<Value>(&text)
+            {
+                rec["model"] = json!("edited-during-deploy");
+                let _ = std::fs::write(path, rec.to_string());
+            }
+            respond(json!({"ok": true, "agent_id": "fake-edit"}));
+        }
         ("echo" | "echoexit", "deploy") => {
             let a = &req["agent"];
             let env_val = a["env_vars"]

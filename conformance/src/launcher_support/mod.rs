@@ -3,6 +3,8 @@
 //! fake provider), provider directories, the fake's call log, and checks
 //! that no process outlived an operation.
 
+pub mod storing_relay;
+
 use desktop_launcher::app::StartOptions;
 use desktop_launcher::gate::GateConfig;
 use desktop_launcher::record::Backend;

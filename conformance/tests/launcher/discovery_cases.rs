@@ -76,3 +76,56 @@ fn discovery_diagnostics_appear_in_deploy_errors() {
     assert!(e.contains(&format!("selected {}", winner.display())), "{e}");
     assert!(e.contains(&format!("shadowed {}", shadowed.display())), "{e}");
 }
+
+/// A provider-looking file whose name is not UTF-8 is rejected with a reason,
+/// not silently skipped.
+#[test]
+fn discovery_keeps_a_non_utf8_candidate_in_the_diagnostics() {
+    use std::os::unix::ffi::OsStrExt;
+    let w = World::new("ok");
+    let dir = w.root().join("odd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"buzz-backend-ok\xff");
+    let odd = dir.join(name);
+    std::fs::write(&odd, "x").unwrap();
+    std::fs::set_permissions(&odd, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = discovery::discover(&[dir]);
+    let r = d.rejected.iter().find(|r| r.path == odd).expect("rejected");
+    assert_eq!(r.reason, "its name is not valid UTF-8");
+    assert!(
+        d.diagnostics_for("ok").contains("not valid UTF-8"),
+        "{}",
+        d.diagnostics_for("ok")
+    );
+}
+
+/// A record without a workdir runs its provider in a private per-agent
+/// directory of the state dir, not in the launcher's cwd.
+#[test]
+fn discovery_default_workdir_is_per_agent_not_the_launchers_cwd() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.workdir = None;
+    w.store.save_agent(&rec).unwrap();
+    start(&w).0.unwrap();
+    let wd = w.root().join("state/work/agent");
+    assert!(
+        wd.join("fake-log.jsonl").exists(),
+        "the provider did not run in {}",
+        wd.display()
+    );
+    let mode = std::fs::metadata(&wd).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+/// The override is announced, never silent.
+#[test]
+fn discovery_override_is_announced() {
+    let note = discovery::override_note(&[PathBuf::from("/opt/p")]).unwrap();
+    assert!(
+        note.contains("BUZZ_PROVIDER_PATH=/opt/p") && note.contains("searched before"),
+        "{note}"
+    );
+    assert_eq!(discovery::override_note(&[]), None);
+}

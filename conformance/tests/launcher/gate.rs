@@ -27,10 +27,7 @@ fn gate_incompatible_version_names_both_versions_the_path_and_the_digest() {
     let e = err_text(start(&w).0);
     assert!(e.contains("protocol_version 2 but the launcher speaks 1"), "{e}");
     assert!(e.contains(&path.display().to_string()), "{e}");
-    let digest = desktop_launcher::gate::stage(&path, &w.root().join("s"))
-        .unwrap()
-        .sha256
-        .clone();
+    let digest = desktop_launcher::gate::stage(&path).unwrap().sha256.clone();
     assert!(e.contains(&digest), "{e}");
     assert!(!w.nsec_was_sent());
 }
@@ -52,12 +49,97 @@ fn gate_supported_version_deploys_and_stores_the_agent_id() {
         "{lines:?}"
     );
     assert!(w.nsec_was_sent());
-    // Both calls ran the staged copy, never the discovered path, and it was deleted.
-    for c in w.calls() {
-        let exe = c["exe"].as_str().unwrap();
-        assert!(exe.contains("/staging/"), "{exe}");
-        assert!(!Path::new(exe).exists(), "staged file left behind: {exe}");
+    // Both calls ran the sealed in-memory copy, never the discovered path.
+    let calls = w.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for c in calls {
+        let exe = c["proc_exe"].as_str().unwrap();
+        assert!(exe.starts_with("/memfd:buzz-backend-ok"), "{exe}");
+        assert_eq!(c["exe"], "buzz-backend-ok", "argv[0] is the discovered file name");
     }
+    // Nothing is staged on disk.
+    let staging = w.store.staging_root();
+    assert!(
+        std::fs::read_dir(&staging).map_or(true, |mut d| d.next().is_none()),
+        "staging left behind"
+    );
+}
+
+// ---- 2b. gate, the provider replaces its own staged copy during `info` ----------
+
+#[test]
+fn gate_provider_swapping_its_staged_copy_during_info_never_hands_the_nsec_to_the_swap() {
+    let w = World::new("swapself");
+    w.install(fake(), "swapself", None);
+    let evil = script(
+        w.root(),
+        "evil.sh",
+        "#!/bin/sh\ncat > evil-got-request\necho '{\"ok\":true,\"agent_id\":\"evil\",\"protocol_version\":1}'\n",
+    );
+    w.fake_config(&json!({"evil": evil}));
+    let d = start(&w).0.unwrap();
+    assert_eq!(d.agent_id, "fake-agent", "the swapped-in program answered");
+    assert!(
+        !w.workdir.join("evil-got-request").exists(),
+        "the swapped-in program received the request (and the nsec)"
+    );
+    let calls = w.calls();
+    // Every attempt to change the staged bytes failed.
+    let tamper = calls
+        .iter()
+        .find_map(|c| c.get("tamper"))
+        .unwrap_or_else(|| panic!("the provider did not try: {calls:?}"));
+    let attempts = tamper.as_object().unwrap();
+    assert!(attempts.len() >= 2, "{tamper}");
+    assert!(
+        attempts.values().all(|ok| ok == false),
+        "a tamper attempt succeeded: {tamper}"
+    );
+    // The nsec went to the hashed bytes: the deploy call is the fake's, from the sealed copy.
+    let deploy = calls.iter().find(|c| c["op"] == "deploy").unwrap();
+    assert_eq!(deploy["had_nsec"], true);
+    assert!(
+        deploy["proc_exe"].as_str().unwrap().starts_with("/memfd:"),
+        "{deploy}"
+    );
+    assert_eq!(
+        d.sha256,
+        desktop_launcher::gate::stage(&w.providers.join("buzz-backend-swapself"))
+            .unwrap()
+            .sha256
+    );
+}
+
+/// A staged copy is capped in size and sealed against every write.
+#[test]
+fn gate_staged_copy_is_sealed() {
+    let w = World::new("ok");
+    let path = w.install(fake(), "ok", None);
+    let staged = desktop_launcher::gate::stage(&path).unwrap();
+    let all = desktop_launcher::stage::SEALS;
+    assert_eq!(staged.seals().unwrap() & all, all);
+}
+
+/// Staging directories a crashed older launcher left behind are collected.
+#[test]
+fn gate_collects_staging_directories_left_behind_by_a_crash() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let left = w.store.staging_root().join("0123456789abcdef01234567");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("buzz-backend-ok"), b"x").unwrap();
+    std::fs::set_permissions(
+        left.join("buzz-backend-ok"),
+        std::fs::Permissions::from_mode(0o500),
+    )
+    .unwrap();
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(24 * 3600);
+    std::fs::File::open(&left)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    start(&w).0.unwrap();
+    assert!(!left.exists(), "a crashed launcher's staging dir survived");
 }
 
 // ---- 2. gate, same-inode rewrite ---------------------------------------------

@@ -64,3 +64,41 @@ fn hostile_stderr_flood() {
 fn hostile_hang_past_the_deadline() {
     hostile("hang", "did not finish within");
 }
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(|c| c.is_control() && c != '\n')
+}
+
+/// Terminal escapes in a provider's progress line and `agent_id` never reach
+/// the terminal or the bookkeeping, and an oversized `agent_id` is capped.
+#[test]
+fn hostile_terminal_escapes_in_progress_and_agent_id_are_stripped() {
+    let w = World::new("ctl");
+    w.install(fake(), "ctl", None);
+    let (r, lines) = start(&w);
+    let d = r.unwrap();
+    assert!(!has_control(&d.agent_id), "{:?}", d.agent_id);
+    assert!(d.agent_id.starts_with("pod"), "{:?}", d.agent_id);
+    assert_eq!(
+        d.agent_id.chars().count(),
+        desktop_launcher::response::AGENT_ID_MAX_CHARS
+    );
+    let stored = w.store.deploy_state("agent").unwrap().agent_id.unwrap();
+    assert_eq!(stored, d.agent_id);
+    assert!(lines.iter().any(|l| l.contains("pulling")), "{lines:?}");
+    for l in &lines {
+        assert!(!has_control(l) && !l.contains('\n'), "{l:?}");
+    }
+}
+
+/// Escapes and forged lines in a provider's in-band error are neutralised.
+#[test]
+fn hostile_terminal_escapes_in_the_error_are_stripped() {
+    let w = World::new("ctlerr");
+    w.install(fake(), "ctlerr", None);
+    let e = err_text(start(&w).0);
+    assert!(e.contains("forged line"), "{e}");
+    assert!(!has_control(&e) && !e.contains('\n'), "{e:?}");
+    let stored = w.store.deploy_state("agent").unwrap().last_error.unwrap();
+    assert!(!has_control(&stored) && !stored.contains('\n'), "{stored:?}");
+}

@@ -26,7 +26,7 @@ async fn local_backend_start_chat_stop_with_the_real_harness() {
         .await
         .unwrap();
     let authors = vec![rec.pubkey.clone()];
-    let mut feed = relay::subscribe_presence(&watcher, &relay.url, &authors)
+    let mut feed = relay::subscribe_presence(&watcher, &relay.url, &authors, 0)
         .await
         .unwrap();
     let mut tracker = Tracker::new(authors, Duration::from_secs(180));

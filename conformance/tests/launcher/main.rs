@@ -6,6 +6,7 @@
 //! in-process relay; the local backend runs the real harness. One module per
 //! case family of the issue.
 
+mod deadline;
 mod discovery_cases;
 mod gate;
 mod hostile;

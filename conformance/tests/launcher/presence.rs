@@ -30,13 +30,17 @@ async fn presence_tracker_transitions_and_ttl_over_a_real_relay() {
     let agent = Keys::generate();
     let other = Keys::generate();
     let agent_hex = agent.public_key().to_hex();
+    let other_hex = other.public_key().to_hex();
+    // Both keys are managed and subscribed, so the relay does deliver the
+    // other key's event: only the tracker can refuse to credit it to the agent.
+    let both = [agent_hex.clone(), other_hex.clone()];
     let watcher = relay::connect(&url, owner, Duration::from_secs(5)).await.unwrap();
-    let mut feed = relay::subscribe_presence(&watcher, &url, std::slice::from_ref(&agent_hex))
+    let mut feed = relay::subscribe_presence(&watcher, &url, &both, relay::unix_now() - 10)
         .await
         .unwrap();
     let ac = agent_client(&url, agent.clone()).await;
     let oc = agent_client(&url, other).await;
-    let mut tracker = Tracker::new([agent_hex.clone()], Duration::from_secs(2));
+    let mut tracker = Tracker::new(both.clone(), Duration::from_secs(2));
     let mut changes: Vec<(Derived, Derived)> = Vec::new();
     let bound = Duration::from_secs(20);
     let pk = agent_hex.clone();
@@ -44,6 +48,18 @@ async fn presence_tracker_transitions_and_ttl_over_a_real_relay() {
 
     // Another key claiming to be the agent via a p tag is ignored (subject = event.pubkey).
     publish_presence(&oc, "online", vec![Tag::public_key(agent.public_key())]).await;
+    let oh = other_hex.clone();
+    assert!(
+        feed.pump(&mut tracker, bound, &mut |_, _| {}, &|t| t.state(&oh)
+            == Derived::Online)
+            .await,
+        "the other key's event never arrived"
+    );
+    assert_eq!(
+        tracker.state(&pk),
+        Derived::Unknown,
+        "a p tag was trusted as the subject"
+    );
     let run = "00112233445566778899aabbccddeeff";
     publish_presence(
         &ac,
@@ -54,7 +70,12 @@ async fn presence_tracker_transitions_and_ttl_over_a_real_relay() {
         ],
     )
     .await;
-    let mut rec = |c: &desktop_launcher::presence::Change, _: &Tracker| changes.push((c.from, c.to));
+    let only = agent_hex.clone();
+    let mut rec = |c: &desktop_launcher::presence::Change, _: &Tracker| {
+        if c.pubkey == only {
+            changes.push((c.from, c.to))
+        }
+    };
     assert!(
         feed.pump(&mut tracker, bound, &mut rec, &|t| t.state(&pk)
             == Derived::Online)
@@ -147,4 +168,138 @@ async fn stop_without_an_offline_report_is_a_clear_bounded_error() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("did not report presence offline"), "{e}");
+}
+
+// ---- stale presence replayed by a relay that stores kind 20001 --------------------
+
+use buzz_conformance::launcher_support::storing_relay::{StoringRelay, presence_event};
+
+fn world_on(url: &str) -> World {
+    let w = World::new("ok");
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.relay_url = url.to_string();
+    w.store.save_agent(&rec).unwrap();
+    w
+}
+
+/// The presence REQ the launcher sent asks only for recent events.
+fn assert_asked_since(relay: &StoringRelay, began: u64) {
+    let since: Vec<u64> = relay
+        .filters()
+        .iter()
+        .filter(|f| f["kinds"] == json!([20001]))
+        .filter_map(|f| f["since"].as_u64())
+        .collect();
+    assert!(!since.is_empty(), "no since in {:?}", relay.filters());
+    assert!(
+        since.iter().all(|s| *s + 60 >= began),
+        "since {since:?} reaches far before {began}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_is_not_fooled_by_a_replayed_offline_of_an_agent_that_never_ran() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let agent = w.store.agent_keys("agent").unwrap();
+    relay.seed(&presence_event(&agent, "offline", None, 300));
+    relay.seed(&presence_event(&agent, "offline", None, 30));
+    let began = relay::unix_now();
+    let e = app::stop(&w.store, "agent", Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, AppError::NotOffline { .. }), "{e}");
+    assert_asked_since(&relay, began);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_waits_for_offline_from_the_run_it_started() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let run = "00112233445566778899aabbccddeeff";
+    let mut st = w.store.deploy_state("agent").unwrap();
+    st.generation = Some(run.into());
+    w.store.save_deploy_state("agent", &st).unwrap();
+    let agent = w.store.agent_keys("agent").unwrap();
+    // A fresh offline, but from another run, does not count.
+    relay.seed(&presence_event(
+        &agent,
+        "offline",
+        Some("ffeeddccbbaa99887766554433221100"),
+        0,
+    ));
+    let e = app::stop(&w.store, "agent", Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, AppError::NotOffline { .. }), "{e}");
+    // The right run's fresh offline does.
+    relay.seed(&presence_event(&agent, "offline", Some(run), 0));
+    app::stop(&w.store, "agent", Duration::from_secs(10))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_waits_for_online_from_its_own_nonce_not_a_replayed_one() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let agent = w.store.agent_keys("agent").unwrap();
+    let nonce = "0123456789abcdef0123456789abcdef";
+    // Replays: an old online, and a fresh one from another run.
+    relay.seed(&presence_event(&agent, "online", Some(nonce), 100));
+    relay.seed(&presence_event(
+        &agent,
+        "online",
+        Some("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        0,
+    ));
+    let began = relay::unix_now();
+    let online = app::wait_online(&w.store, "agent", nonce, began, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(!online, "a replayed or foreign online counted");
+    assert_asked_since(&relay, began);
+    relay.seed(&presence_event(&agent, "online", Some(nonce), 0));
+    let online = app::wait_online(&w.store, "agent", nonce, began, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(online, "the agent's own fresh online was missed");
+}
+
+/// `status` asks the relay for the last TTL of presence and times reports by
+/// `created_at`: a stored recent `online` is shown with its real age, and a
+/// stored one older than the TTL is not shown as live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_times_replayed_presence_by_created_at_and_drops_what_is_older_than_the_ttl() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    w.store.create_agent("ghost", &relay.url).unwrap();
+    let scout = w.store.agent_keys("agent").unwrap();
+    let ghost = w.store.agent_keys("ghost").unwrap();
+    relay.seed(&presence_event(&scout, "online", None, 30));
+    relay.seed(&presence_event(&ghost, "online", None, 500));
+    let agents = w.store.agents().unwrap();
+    let began = relay::unix_now();
+    let mut watch = app::PresenceWatch::open(&w.store, &agents).await.unwrap();
+    let pks: Vec<String> = agents.iter().map(|a| a.pubkey.clone()).collect();
+    watch.listen(&pks, Duration::from_secs(3)).await;
+    let scout_pk = scout.public_key().to_hex();
+    let ghost_pk = ghost.public_key().to_hex();
+    assert_eq!(watch.tracker.state(&scout_pk), Derived::Online);
+    let at = watch.tracker.last(&scout_pk).unwrap().at;
+    assert!(
+        (began.saturating_sub(40)..=began.saturating_sub(25)).contains(&at),
+        "timed by arrival, not created_at: {at} vs {began}"
+    );
+    assert_eq!(watch.tracker.state(&ghost_pk), Derived::Unknown);
+    watch.close().await;
+    let since: Vec<u64> = relay
+        .filters()
+        .iter()
+        .filter_map(|f| f["since"].as_u64())
+        .collect();
+    assert!(
+        since.iter().all(|s| (began - 200..=began).contains(s)),
+        "{since:?}"
+    );
 }

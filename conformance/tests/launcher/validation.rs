@@ -104,10 +104,7 @@ fn strict_mode_refuses_an_unapproved_digest_then_accepts_it_once_approved() {
         .to_string();
     assert!(e.contains("not approved"), "{e}");
     assert!(w.calls().is_empty());
-    let digest = desktop_launcher::gate::stage(&path, &w.store.staging_root())
-        .unwrap()
-        .sha256
-        .clone();
+    let digest = desktop_launcher::gate::stage(&path).unwrap().sha256.clone();
     w.store.approve("ok", &digest).unwrap();
     opts.gate.approvals = w.store.approvals().unwrap();
     app::start_provider(&w.store, "agent", &opts, &mut |_| {}).unwrap();
@@ -121,5 +118,84 @@ fn delete_refuses_a_deployed_agent_without_force() {
     let e = app::delete(&w.store, "agent", false).unwrap_err().to_string();
     assert!(e.contains("--force-remote-delete"), "{e}");
     app::delete(&w.store, "agent", true).unwrap();
-    assert!(w.store.agent("agent").is_err());
+    assert!(matches!(
+        w.store.agent("agent"),
+        Err(desktop_launcher::store::StoreError::NoAgent(n)) if n == "agent"
+    ));
+}
+
+/// An owner imported after the agent was created disagrees with the owner in
+/// the agent's auth tag: start (and stop) refuse before anything runs or is
+/// published; re-minting the tag with the current owner fixes it.
+#[test]
+fn owner_that_disagrees_with_the_auth_tag_is_refused_until_the_tag_is_reminted() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    std::fs::remove_file(w.root().join("state/owner.key")).unwrap();
+    let other = Keys::generate();
+    w.store
+        .init_owner(Some(&other.secret_key().to_secret_hex()))
+        .unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(
+        e.contains("auth tag names owner") && e.contains("agent retag"),
+        "{e}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stop = rt
+        .block_on(app::stop(&w.store, "agent", Duration::from_secs(1)))
+        .unwrap_err();
+    assert!(
+        matches!(
+            stop,
+            AppError::Resolve(desktop_launcher::resolve::ResolveError::OwnerMismatch { .. })
+        ),
+        "{stop}"
+    );
+    w.store.retag("agent").unwrap();
+    start(&w).0.unwrap();
+}
+
+/// An owner equal to the agent key is refused.
+#[test]
+fn owner_equal_to_the_agent_key_is_refused() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    let nsec = w.store.identity("agent").unwrap().nsec;
+    std::fs::remove_file(w.root().join("state/owner.key")).unwrap();
+    std::fs::remove_file(w.root().join("state/keys/agent.auth")).unwrap();
+    w.store.init_owner(Some(&nsec)).unwrap();
+    let e = refused_before_invocation(&w);
+    assert!(e.contains("an agent cannot own itself"), "{e}");
+    assert!(matches!(
+        w.store.retag("agent"),
+        Err(desktop_launcher::store::StoreError::Mint(_))
+    ));
+}
+
+/// An edit made while a deploy runs is not lost when the deploy finishes,
+/// and the stored digest is the deployed record's, so the drift shows.
+#[test]
+fn an_edit_during_a_deploy_survives_it() {
+    let w = World::new("edit");
+    w.install(fake(), "edit", None);
+    let record = w.root().join("state/agents/agent.json");
+    w.fake_config(&json!({"edit_record": record}));
+    let d = start(&w).0.unwrap();
+    assert_eq!(d.agent_id, "fake-edit");
+    let rec = w.store.agent("agent").unwrap();
+    assert_eq!(
+        rec.model.as_deref(),
+        Some("edited-during-deploy"),
+        "the edit was lost"
+    );
+    let st = w.store.deploy_state("agent").unwrap();
+    assert_ne!(st.record_digest.as_deref(), Some(rec.launch_digest().as_str()));
+    assert!(matches!(
+        rec.backend,
+        Backend::Provider {
+            path_cache: Some(_),
+            ..
+        }
+    ));
 }

@@ -66,8 +66,9 @@ enum Cmd {
     Status {
         #[arg(long)]
         watch: bool,
-        /// Seconds to listen for presence (agents republish every 60 s).
-        #[arg(long, default_value_t = 5)]
+        /// Seconds to listen for presence at most (default: one 60 s republish
+        /// interval plus 5 s; stops early once every deployed agent reported).
+        #[arg(long, default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
         listen: u64,
     },
     /// Delete an agent record and its keys.
@@ -104,6 +105,8 @@ enum AgentCmd {
         #[arg(long)]
         force_remote_delete: bool,
     },
+    /// Re-mint the agent's auth tag with the current owner key.
+    Retag { name: String },
 }
 
 #[derive(Subcommand)]
@@ -152,8 +155,13 @@ struct Fields {
     #[arg(long = "allow")]
     allow: Vec<String>,
     /// `KEY=VALUE` for the agent env layer; an empty value removes the key.
+    /// Prefer `--env-file` for secret values (argv is visible to other processes).
     #[arg(long = "env")]
     env: Vec<String>,
+    /// Read `KEY=VALUE` lines for the agent env layer from a file, or from
+    /// stdin with `-` (blank lines and `#` comments are skipped).
+    #[arg(long = "env-file")]
+    env_file: Option<PathBuf>,
     /// `key=value` for provider_config; an empty value clears the field.
     #[arg(long = "config")]
     config: Vec<String>,
@@ -163,9 +171,45 @@ struct Fields {
     relay_observer: Option<bool>,
 }
 
+/// Splits `KEY=VALUE`. The error never echoes the argument: it may be a
+/// secret typed without its key (spec I2: env values are never rendered).
 fn split_kv(s: &str) -> Result<(&str, &str)> {
-    s.split_once('=')
-        .with_context(|| format!("expected KEY=VALUE, got {:?}", s.split('=').next().unwrap_or("")))
+    match s.split_once('=') {
+        Some(kv) => Ok(kv),
+        None => bail!("expected KEY=VALUE (the argument is not shown: it may hold a secret)"),
+    }
+}
+
+/// The `KEY=VALUE` lines of an env file (`-` = stdin).
+fn read_env_file(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the env file from stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the env file {}", path.display()))?
+    };
+    Ok(text
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// The record as `agent show` prints it: env values masked (spec I2 "never
+/// rendered"); names stay visible.
+fn masked_record(rec: &AgentRecord) -> serde_json::Value {
+    let mut v = serde_json::to_value(rec).unwrap_or_default();
+    if let Some(env) = v.get_mut("env").and_then(|e| e.as_object_mut()) {
+        for val in env.values_mut() {
+            *val = serde_json::Value::String("********".into());
+        }
+    }
+    v
 }
 
 fn opt(v: &Option<String>) -> Option<Option<String>> {
@@ -224,7 +268,11 @@ fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     if !f.allow.is_empty() {
         rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
     }
-    for kv in &f.env {
+    let from_file = match &f.env_file {
+        Some(p) => read_env_file(p)?,
+        None => Vec::new(),
+    };
+    for kv in from_file.iter().chain(&f.env) {
         let (k, v) = split_kv(kv)?;
         if v.is_empty() {
             rec.env.remove(k);
@@ -266,13 +314,27 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn main() {
-    // Behave like other Unix tools when stdout is a closed pipe (`| head`):
-    // end quietly instead of panicking on the failed write.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+/// Writes one line to stdout. `SIGPIPE` stays ignored (the Rust default):
+/// restoring its default action would let a provider that closes its stdin
+/// early kill the launcher mid-deploy. Instead, a closed stdout (`| head`)
+/// ends the process quietly, like other Unix tools.
+fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(1);
     }
+}
+
+macro_rules! out {
+    ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
+}
+
+fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -293,8 +355,8 @@ fn run(cli: Cli) -> Result<()> {
                 None
             };
             let keys = store.init_owner(raw.as_deref())?;
-            println!("owner {}", keys.public_key().to_hex());
-            println!("state {}", store.root().display());
+            out!("owner {}", keys.public_key().to_hex());
+            out!("state {}", store.root().display());
         }
         Cmd::Agent(AgentCmd::Create { name, relay, fields }) => {
             let mut rec = store.create_agent(&name, &relay)?;
@@ -303,13 +365,13 @@ fn run(cli: Cli) -> Result<()> {
                 return Err(e);
             }
             store.save_agent(&rec)?;
-            println!("created {} {}", rec.name, rec.pubkey);
+            out!("created {} {}", rec.name, rec.pubkey);
         }
         Cmd::Agent(AgentCmd::List) => {
             for rec in store.agents()? {
                 let st = store.deploy_state(&rec.name)?;
                 let deployed = if app::is_deployed(&st) { "deployed" } else { "-" };
-                println!(
+                out!(
                     "{}\t{}\t{}\t{}\t{}",
                     rec.name,
                     rec.pubkey,
@@ -322,8 +384,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Agent(AgentCmd::Show { name }) => {
             let rec = store.agent(&name)?;
             let st = store.deploy_state(&name)?;
-            let out = serde_json::json!({"record": rec, "deploy": st});
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            let out = serde_json::json!({"record": masked_record(&rec), "deploy": st});
+            out!("{}", serde_json::to_string_pretty(&out)?);
         }
         Cmd::Agent(AgentCmd::Edit { name, fields }) => {
             let mut rec = store.agent(&name)?;
@@ -337,7 +399,14 @@ fn run(cli: Cli) -> Result<()> {
             {
                 eprintln!("note: the edit applies after the agent's next restart");
             }
-            println!("saved {name}");
+            out!("saved {name}");
+        }
+        Cmd::Agent(AgentCmd::Retag { name }) => {
+            store.retag(&name)?;
+            out!(
+                "re-minted the auth tag of {name} with owner {}",
+                store.owner()?.public_key().to_hex()
+            );
         }
         Cmd::Agent(AgentCmd::Delete {
             name,
@@ -348,18 +417,18 @@ fn run(cli: Cli) -> Result<()> {
             force_remote_delete,
         } => {
             app::delete(&store, &name, force_remote_delete)?;
-            println!("deleted {name}");
+            out!("deleted {name}");
         }
         Cmd::Providers { cmd } => providers(&store, cmd.unwrap_or(ProvidersCmd::List))?,
         Cmd::Start { agent, wait_online } => start(&store, &agent, wait_online)?,
         Cmd::Stop { agent, wait } => {
             eprintln!("sending !shutdown to {agent}; waiting for presence offline (up to {wait}s)");
             runtime()?.block_on(app::stop(&store, &agent, Duration::from_secs(wait)))?;
-            println!("{agent} offline");
+            out!("{agent} offline");
         }
         Cmd::Chat { agent, text, wait } => {
             let reply = runtime()?.block_on(app::chat(&store, &agent, &text, Duration::from_secs(wait)))?;
-            println!("{reply}");
+            out!("{reply}");
         }
         Cmd::Status { watch, listen } => runtime()?.block_on(status(&store, watch, listen))?,
     }
@@ -370,26 +439,30 @@ fn providers(store: &Store, cmd: ProvidersCmd) -> Result<()> {
     let d = discovery::discover(&discovery::dirs_from_env());
     match cmd {
         ProvidersCmd::List => {
+            if let Some(note) = discovery::override_note(&discovery::override_dirs_from_env()) {
+                out!("{note}");
+            }
             if d.selected.is_empty() {
-                println!(
+                out!(
                     "no providers found (looked for buzz-backend-<id> in BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin)"
                 );
             }
             for (id, path) in &d.selected {
-                println!("{id}\t{}", path.display());
+                out!("{id}\t{}", path.display());
             }
             for s in &d.shadowed {
-                println!("  shadowed {} (by {})", s.path.display(), s.by.display());
+                out!("  shadowed {} (by {})", s.path.display(), s.by.display());
             }
             for r in &d.rejected {
-                println!("  rejected {}: {}", r.path.display(), r.reason);
+                out!("  rejected {}: {}", r.path.display(), r.reason);
             }
         }
         ProvidersCmd::Approve { id } => {
             let res = d.resolve(&id, None)?;
-            let staged = gate::stage(&res.path, &store.staging_root())?;
+            let staged =
+                gate::stage(&res.path).with_context(|| format!("cannot stage {}", res.path.display()))?;
             store.approve(&id, &staged.sha256)?;
-            println!("approved {id} {} sha256 {}", res.path.display(), staged.sha256);
+            out!("approved {id} {} sha256 {}", res.path.display(), staged.sha256);
         }
     }
     Ok(())
@@ -402,112 +475,78 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
             let opts = StartOptions::from_env(store)?;
             eprintln!("{name}: discovering provider, staging and checking it before any secret is sent");
             let d = app::start_provider(store, name, &opts, &mut |line| eprintln!("  provider: {line}"))?;
-            println!("{name} deployed: agent_id {}", d.agent_id);
-            println!("  provider {} (sha256 {})", d.path.display(), d.sha256);
+            out!("{name} deployed: agent_id {}", d.agent_id);
+            out!("  provider {} (sha256 {})", d.path.display(), d.sha256);
         }
         Backend::Local => {
             let harness = desktop_launcher::local::harness_program();
+            let began = relay::unix_now();
             let (child, nonce) = app::start_local(store, name, &harness)?;
-            println!("{name} started locally: pid {} run {nonce}", child.id());
-            println!("  log {}", store.log_path(name).display());
+            out!("{name} started locally: pid {} run {nonce}", child.id());
+            out!("  log {}", store.log_path(name).display());
             if wait_online > 0 {
-                let online = runtime()?.block_on(wait_online_presence(store, &rec, wait_online))?;
+                let online = runtime()?.block_on(app::wait_online(
+                    store,
+                    name,
+                    &nonce,
+                    began,
+                    Duration::from_secs(wait_online),
+                ))?;
                 if !online {
                     bail!(
                         "{name} did not report presence online within {wait_online}s; see {}",
                         store.log_path(name).display()
                     );
                 }
-                println!("{name} online");
+                out!("{name} online");
             }
         }
     }
     Ok(())
-}
-
-async fn wait_online_presence(store: &Store, rec: &AgentRecord, secs: u64) -> Result<bool> {
-    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
-    let authors = vec![rec.pubkey.clone()];
-    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors).await?;
-    let mut tracker = Tracker::new(authors, app::presence_ttl());
-    let pk = rec.pubkey.clone();
-    let ok = feed
-        .pump(&mut tracker, Duration::from_secs(secs), &mut |_, _| {}, &|t| {
-            t.state(&pk) == Derived::Online
-        })
-        .await;
-    client.shutdown().await;
-    Ok(ok)
 }
 
 async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
     let agents = store.agents()?;
-    let mut by_relay: BTreeMap<String, Vec<AgentRecord>> = BTreeMap::new();
-    for a in &agents {
-        by_relay.entry(a.relay_url.clone()).or_default().push(a.clone());
-    }
-    let owner = store.owner()?;
     let ttl = app::presence_ttl();
-    let mut tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl);
+    let expected = app::expected_live(store, &agents);
+    if !watch && !expected.is_empty() {
+        eprintln!(
+            "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
+            desktop_launcher::limits::PRESENCE_REPUBLISH.as_secs(),
+            ttl.as_secs()
+        );
+    }
     let names: BTreeMap<String, String> = agents
         .iter()
         .map(|a| (a.pubkey.clone(), a.name.clone()))
         .collect();
-    let mut feeds = Vec::new();
-    let mut clients = Vec::new();
-    for (url, list) in &by_relay {
-        match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
-            Ok(c) => {
-                let authors: Vec<String> = list.iter().map(|a| a.pubkey.clone()).collect();
-                feeds.push(relay::subscribe_presence(&c, url, &authors).await?);
-                clients.push(c);
-            }
-            Err(e) => eprintln!("warning: {e}"),
-        }
+    let mut w = app::PresenceWatch::open(store, &agents).await?;
+    for warning in &w.warnings {
+        eprintln!("warning: {warning}");
     }
     // Listen first, print the table; in watch mode keep listening and print
     // each change (events only on change) followed by the fleet line.
-    let step = Duration::from_millis(200);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(listen);
-    let mut ignore = |_: &presence::Change, _: &Tracker| {};
-    while tokio::time::Instant::now() < deadline {
-        pump_all(&mut feeds, &mut tracker, step, &mut ignore).await;
-    }
-    let rows = print_table(store, &agents, &tracker)?;
-    println!("{}", presence::fleet_line(&rows));
+    w.listen(&expected, Duration::from_secs(listen)).await;
+    let rows = print_table(store, &agents, &w.tracker)?;
+    out!("{}", presence::fleet_line(&rows));
     if watch {
+        let step = Duration::from_millis(200);
         loop {
             let mut changed = Vec::new();
             let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
-            pump_all(&mut feeds, &mut tracker, step, &mut collect).await;
+            w.pump(step, &mut collect).await;
             for c in &changed {
                 let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
-                println!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
+                out!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
             }
             if !changed.is_empty() {
-                let rows = rows_for(store, &agents, &tracker)?;
-                println!("{}", presence::fleet_line(&rows));
+                let rows = rows_for(store, &agents, &w.tracker)?;
+                out!("{}", presence::fleet_line(&rows));
             }
         }
     }
-    for c in clients {
-        c.shutdown().await;
-    }
+    w.close().await;
     Ok(())
-}
-
-async fn pump_all(
-    feeds: &mut [relay::PresenceFeed],
-    tracker: &mut Tracker,
-    step: Duration,
-    on_change: &mut dyn FnMut(&presence::Change, &Tracker),
-) {
-    for f in feeds.iter_mut() {
-        f.pump(tracker, step, on_change, &|_| false).await;
-    }
-    if feeds.is_empty() {
-        tokio::time::sleep(step).await;
-    }
 }
 
 type Row = (String, bool, Derived);
@@ -543,7 +582,7 @@ fn print_table(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Resu
         .map_or(String::new(), |_| {
             "  (edit applies after the agent's next restart)".to_string()
         });
-        println!(
+        out!(
             "{}\t{}\t{}\t{}\t{}{}",
             a.name,
             tracker.state(&a.pubkey).as_str(),
