@@ -17,7 +17,6 @@ use buzz_conformance::harness_support::{Observer, TestRelay, wait_until};
 use buzz_conformance::testenv::{ContainerAutomation, ContainerNodeConfig, TestEnv};
 use desktop_launcher::app::{self, StartOptions};
 use desktop_launcher::gate::GateConfig;
-use desktop_launcher::presence::{Derived, Tracker};
 use desktop_launcher::record::Backend;
 use desktop_launcher::store::Store;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -173,27 +172,18 @@ impl Scenario {
         (pod, took)
     }
 
-    /// Waits until the launcher's own presence tracker derives `want`.
-    fn launcher_sees(&self, want: Derived) {
-        let rec = self.store.agent(NAME).unwrap();
-        let owner = self.store.owner().unwrap();
-        let ok = self.rt.block_on(async {
-            let client = desktop_launcher::relay::connect(&rec.relay_url, owner, Duration::from_secs(10))
-                .await
-                .unwrap();
-            let authors = vec![rec.pubkey.clone()];
-            let mut feed = desktop_launcher::relay::subscribe_presence(&client, &rec.relay_url, &authors)
-                .await
-                .unwrap();
-            let mut tracker = Tracker::new(authors, app::presence_ttl());
-            let pk = rec.pubkey.clone();
-            let ok = feed
-                .pump(&mut tracker, WAIT, &mut |_, _| {}, &|t| t.state(&pk) == want)
-                .await;
-            client.shutdown().await;
-            ok
-        });
-        assert!(ok, "the launcher never saw {want:?}");
+    /// Waits until the launcher's own presence watch sees `online` from the
+    /// run its last Start deployed (its generation), counting only reports
+    /// created after `began` (unix seconds). Longer than one republish
+    /// interval (60 s), in case the first `online` went out before the
+    /// launcher subscribed: presence is ephemeral, never replayed.
+    fn launcher_sees_online(&self, began: u64) {
+        let generation = self.store.deploy_state(NAME).unwrap().generation.expect("a deployed generation");
+        let ok = self
+            .rt
+            .block_on(app::wait_online(&self.store, NAME, &generation, began, Duration::from_secs(90)))
+            .unwrap();
+        assert!(ok, "the launcher never saw its run online");
     }
 
     /// Waits for a presence event of the agent with `content`, arrived after
@@ -268,6 +258,7 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_through_real_containers
 
     // 1. Start: deploy returns only once the container runs.
     let t_start = Instant::now();
+    let began = desktop_launcher::relay::unix_now();
     let (pod1, _) = s.start();
     let name = pod1.metadata.name.clone().unwrap();
     let secret1 = secret_of(&pod1);
@@ -284,7 +275,7 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_through_real_containers
     );
 
     // 2. The launcher sees presence online.
-    s.launcher_sees(Derived::Online);
+    s.launcher_sees_online(began);
     let (online1, _) = s.wait_presence("online", t_start, |_| true);
 
     // 3. Chat: the reply comes from the ACP agent inside the container.
@@ -438,6 +429,7 @@ fn the_digest_pinned_default_image_flows_into_the_pod() {
     }
     s.store.save_agent(&rec).unwrap();
 
+    let began = desktop_launcher::relay::unix_now();
     let (pod, _) = s.start();
     let pinned = img.pinned();
     assert_eq!(
@@ -453,7 +445,7 @@ fn the_digest_pinned_default_image_flows_into_the_pod() {
     );
     // The product image's harness comes up (the agent itself is only spawned
     // for a mention; this image carries none).
-    s.launcher_sees(Derived::Online);
+    s.launcher_sees_online(began);
     s.rt.block_on(app::stop(&s.store, NAME, WAIT))
         .expect("stop sees offline");
 }
