@@ -76,12 +76,25 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+/// The default image baked into the binary, set once by its `main`.
+static BAKED_DEFAULT_IMAGE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Records the digest-pinned default image the binary was built with
+/// (`option_env!("BUZZ_K8S_DEFAULT_IMAGE")` in `main.rs`, spec §Image). The
+/// constant lives in the binary, not this library, so a release build that
+/// bakes a digest recompiles one file. The first call wins; empty is none.
+pub fn bake_default_image(image: Option<&'static str>) {
+    if let Some(i) = image.filter(|s| !s.trim().is_empty()) {
+        let _ = BAKED_DEFAULT_IMAGE.set(i);
+    }
+}
+
 /// The default image: run-time override, else the compile-time baked value.
 pub fn default_image() -> Option<String> {
     std::env::var(DEFAULT_IMAGE_ENV)
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .or_else(|| BAKED_DEFAULT_IMAGE.map(str::to_string))
+        .or_else(|| BAKED_DEFAULT_IMAGE.get().map(|s| s.to_string()))
 }
 
 impl ProviderConfig {

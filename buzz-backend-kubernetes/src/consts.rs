@@ -69,11 +69,9 @@ pub const DEFAULT_MEMORY_LIMIT: &str = "4Gi";
 /// Schema default of `inactivity_seconds` (§Auto-Stop; wire-facts §7).
 pub const DEFAULT_INACTIVITY_SECONDS: u64 = 7200;
 
-/// Default image when `image` is empty: the digest-pinned reference baked at
-/// compile time from `BUZZ_K8S_DEFAULT_IMAGE` (§Image). The same variable at
-/// run time overrides it (registry mirrors; tests simulating a provider upgrade).
-pub const BAKED_DEFAULT_IMAGE: Option<&str> = option_env!("BUZZ_K8S_DEFAULT_IMAGE");
-/// Run-time override of the default image.
+/// Run-time override of the default image (registry mirrors; tests simulating
+/// a provider upgrade). The same name at compile time bakes the default into
+/// the binary (`main.rs`, [`crate::config::bake_default_image`]; §Image).
 pub const DEFAULT_IMAGE_ENV: &str = "BUZZ_K8S_DEFAULT_IMAGE";
 
 /// Kubernetes caps a Secret's data at 1 MiB.
