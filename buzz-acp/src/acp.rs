@@ -6,16 +6,24 @@
 //! owner `!cancel`. `session/update` resets the idle deadline; permission
 //! requests are answered `allow_once` (else `reject_once`). A crashed agent
 //! respawns with backoff; a slot that keeps dying gives up.
+//!
+//! `initialize` and `session/new` are bounded by the turn timeouts (the idle
+//! timeout, capped by the hard cap; I5): an agent that hangs there is killed
+//! and its slot counts a failed start. The system prompt rides `session/new`
+//! only when `initialize` advertised `sessionCapabilities.systemPrompt`
+//! (ACP); otherwise it leads the first prompt of each session. A failed
+//! `session/new` or `session/prompt` carries the agent's error message, and
+//! the hint of any `authMethods` it advertised, back to the pool.
 
 use crate::backoff::respawn_delay;
 use crate::procs::{ProcessTable, signal_group};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, Implementation, InitializeRequest, McpServer, McpServerStdio,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
-    SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
+    AuthMethod, CancelNotification, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
+    McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionId, SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use std::collections::HashMap;
@@ -42,6 +50,14 @@ pub struct AgentSpec {
     pub max_failures: u32,
 }
 
+impl AgentSpec {
+    /// The bound on `initialize` and `session/new`: the idle timeout, capped
+    /// by the hard turn cap.
+    pub fn start_bound(&self) -> Duration {
+        self.idle_timeout.min(self.max_turn)
+    }
+}
+
 /// One dispatched turn.
 #[derive(Debug, Clone)]
 pub struct TurnJob {
@@ -65,8 +81,8 @@ pub enum TurnOutcome {
     Completed { text: String, stop_reason: String },
     /// Cancelled (owner `!cancel`, idle timeout, hard cap, shutdown).
     Cancelled { why: &'static str },
-    /// The agent failed or died.
-    Failed,
+    /// The agent failed or died; `error` is what the user may be told.
+    Failed { error: Option<String> },
 }
 
 /// Slot reports to the pool.
@@ -260,7 +276,7 @@ async fn run_once(
             slot,
             turn_id,
             channel,
-            outcome: TurnOutcome::Failed,
+            outcome: TurnOutcome::Failed { error: None },
         });
     }
     let once = match result {
@@ -276,12 +292,78 @@ async fn run_once(
     once
 }
 
-fn new_session_request(spec: &AgentSpec) -> NewSessionRequest {
+/// What `initialize` told us about the agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// `sessionCapabilities.systemPrompt` was advertised.
+    pub system_prompt: bool,
+    /// A short hint naming the advertised `authMethods`, if any.
+    pub auth_hint: Option<String>,
+}
+
+impl AgentInfo {
+    /// Reads the `initialize` response.
+    pub fn from_initialize(r: &InitializeResponse) -> AgentInfo {
+        let hints: Vec<String> = r
+            .auth_methods
+            .iter()
+            .map(|m| match m {
+                AuthMethod::Terminal(t) => {
+                    let args = t.args.join(" ");
+                    let run = if args.is_empty() {
+                        t.name.clone()
+                    } else {
+                        format!("{} ({args})", t.name)
+                    };
+                    t.description
+                        .clone()
+                        .map_or(run.clone(), |d| format!("{run}: {d}"))
+                }
+                AuthMethod::Agent(a) => a
+                    .description
+                    .clone()
+                    .map_or(a.name.clone(), |d| format!("{}: {d}", a.name)),
+                _ => String::new(),
+            })
+            .filter(|h| !h.trim().is_empty())
+            .collect();
+        AgentInfo {
+            system_prompt: r.agent_capabilities.session_capabilities.system_prompt.is_some(),
+            auth_hint: (!hints.is_empty())
+                .then(|| format!("the agent needs authentication: {}", hints.join("; "))),
+        }
+    }
+}
+
+/// The error text of a failed request, with the authentication hint.
+pub fn failure_text(error: &agent_client_protocol::Error, info: &AgentInfo) -> String {
+    let msg = error.message.trim();
+    let msg = if msg.is_empty() { "the agent failed" } else { msg };
+    match &info.auth_hint {
+        Some(h) => format!("{msg} ({h})"),
+        None => msg.to_string(),
+    }
+}
+
+/// The first prompt of a session, led by the system prompt when the agent
+/// could not take it on `session/new`.
+pub fn prompt_blocks(lead: Option<&str>, text: &str) -> Vec<ContentBlock> {
+    let mut v = Vec::new();
+    if let Some(l) = lead {
+        v.push(ContentBlock::Text(TextContent::new(l.to_string())));
+    }
+    v.push(ContentBlock::Text(TextContent::new(text.to_string())));
+    v
+}
+
+/// The `session/new` request. The system prompt goes on it only when the
+/// agent advertised `sessionCapabilities.systemPrompt`.
+pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequest {
     let mut req = NewSessionRequest::new(spec.cwd.clone());
     if let Some(cmd) = &spec.mcp_command {
         req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
     }
-    if let Some(p) = &spec.system_prompt {
+    if let Some(p) = spec.system_prompt.as_ref().filter(|_| info.system_prompt) {
         req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
             p.clone(),
         ))]));
@@ -322,10 +404,22 @@ async fn serve(
     } = st;
     let init = InitializeRequest::new(ProtocolVersion::V1)
         .client_info(Implementation::new("buzz-acp", env!("CARGO_PKG_VERSION")));
-    tokio::select! {
-        r = cx.send_request(init).block_task() => { r?; }
+    let start_bound = spec.start_bound();
+    let info = tokio::select! {
+        r = tokio::time::timeout(start_bound, cx.send_request(init).block_task()) => match r {
+            Ok(r) => AgentInfo::from_initialize(&r?),
+            Err(_) => {
+                tracing::warn!(slot, bound_secs = start_bound.as_secs(), "agent did not answer initialize in time; killing it");
+                return Ok(Once::Died { had_success: false });
+            }
+        },
         _ = exited.wait_for(|e| *e) => return Ok(Once::Died { had_success: false }),
-    }
+        c = cmds.recv() => match c {
+            None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
+            // Nothing is dispatched before Ready.
+            Some(_) => return Ok(Once::Died { had_success: false }),
+        },
+    };
     let _ = events.send(SlotEvent::Ready { slot });
     let mut sessions: HashMap<String, SessionId> = HashMap::new();
     loop {
@@ -339,7 +433,7 @@ async fn serve(
             Some(SlotCmd::Prompt(job)) => job,
         };
         **in_flight = Some((job.turn_id, job.channel.clone()));
-        let (outcome, fate) = run_turn(spec, cx, shared, cmds, exited, &mut sessions, &job).await;
+        let (outcome, fate) = run_turn(spec, &info, cx, shared, cmds, exited, &mut sessions, &job).await;
         **in_flight = None;
         if matches!(outcome, TurnOutcome::Completed { .. }) {
             **had_success = true;
@@ -368,8 +462,10 @@ enum Fate {
     Dead,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_turn(
     spec: &AgentSpec,
+    info: &AgentInfo,
     cx: &ConnectionTo<Agent>,
     shared: &Shared,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
@@ -377,21 +473,48 @@ async fn run_turn(
     sessions: &mut HashMap<String, SessionId>,
     job: &TurnJob,
 ) -> (TurnOutcome, Fate) {
+    let mut lead = None;
     let session = match sessions.get(&job.channel) {
         Some(s) => s.clone(),
         None => {
+            let bound = spec.start_bound();
+            // A hung session/new must not hold the slot: bounded, and the
+            // owner's !cancel (or a shutdown) ends the wait too.
             let created = tokio::select! {
-                r = cx.send_request(new_session_request(spec)).block_task() => r,
-                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed, Fate::Dead),
+                r = tokio::time::timeout(bound, cx.send_request(new_session_request(spec, info)).block_task()) => match r {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer session/new in time; killing it");
+                        return (TurnOutcome::Failed { error: Some("the agent did not start a session in time".into()) }, Fate::Dead);
+                    }
+                },
+                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed { error: None }, Fate::Dead),
+                c = cmds.recv() => {
+                    let why = match c {
+                        Some(SlotCmd::Cancel) => "cancel",
+                        _ => "shutdown",
+                    };
+                    tracing::info!(reason = why, "session/new abandoned; stopping the agent");
+                    let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
+                    return (TurnOutcome::Cancelled { why }, fate);
+                }
             };
             match created {
                 Ok(r) => {
                     sessions.insert(job.channel.clone(), r.session_id.clone());
+                    if !info.system_prompt {
+                        lead = spec.system_prompt.as_deref();
+                    }
                     r.session_id
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "session/new failed");
-                    return (TurnOutcome::Failed, Fate::Continue);
+                    return (
+                        TurnOutcome::Failed {
+                            error: Some(failure_text(&e, info)),
+                        },
+                        Fate::Continue,
+                    );
                 }
             }
         }
@@ -405,10 +528,7 @@ async fn run_turn(
             last_update: Some(started),
         };
     }
-    let prompt = PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new(job.text.clone()))],
-    );
+    let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead, &job.text));
     let response = cx.send_request(prompt).block_task();
     tokio::pin!(response);
     let hard_deadline = started + spec.max_turn;
@@ -474,7 +594,9 @@ async fn run_turn(
     };
     match result {
         None => (
-            cancelled.map_or(TurnOutcome::Failed, |(why, _)| TurnOutcome::Cancelled { why }),
+            cancelled.map_or(TurnOutcome::Failed { error: None }, |(why, _)| {
+                TurnOutcome::Cancelled { why }
+            }),
             if shutdown_requested {
                 Fate::Shutdown
             } else {
@@ -484,7 +606,8 @@ async fn run_turn(
         Some(Err(e)) => {
             tracing::warn!(error = %e, "session/prompt failed");
             let alive = !*exited.borrow();
-            (TurnOutcome::Failed, fate_after(alive))
+            let error = (cancelled.is_none() && alive).then(|| failure_text(&e, info));
+            (TurnOutcome::Failed { error }, fate_after(alive))
         }
         Some(Ok(r)) => {
             let outcome = if cancelled.is_some() || r.stop_reason == StopReason::Cancelled {

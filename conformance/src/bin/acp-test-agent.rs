@@ -14,16 +14,23 @@
 //! - `hang`: never answers a prompt and sends nothing (until cancelled);
 //! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
 //! - `orphan`: at start, leaves an orphaned `sleep 1` behind (its shell exits
-//!   at once), for the PID 1 zombie-reaping test.
+//!   at once), for the PID 1 zombie-reaping test;
+//! - `hang-init`: never answers `initialize`;
+//! - `hang-new`: never answers `session/new`;
+//! - `fail-prompt`: advertises a terminal `authMethods` entry and fails every
+//!   prompt with ACP's `Authentication required` error, as an agent without
+//!   credentials does;
+//! - `sp-cap`: advertises `sessionCapabilities.systemPrompt`.
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
 //! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    AgentCapabilities, AuthMethod, AuthMethodTerminal, CancelNotification, ContentBlock, ContentChunk,
+    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionCapabilities, SessionId, SessionNotification, SessionSystemPromptCapabilities, SessionUpdate,
+    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, ByteStreams};
 use std::collections::HashSet;
@@ -40,6 +47,10 @@ struct Modes {
     crash: bool,
     permission: bool,
     hang: bool,
+    hang_init: bool,
+    hang_new: bool,
+    fail_prompt: bool,
+    sp_cap: bool,
 }
 
 fn modes() -> (Modes, bool) {
@@ -62,6 +73,10 @@ fn modes() -> (Modes, bool) {
             "crash" => m.crash = true,
             "permission" => m.permission = true,
             "hang" => m.hang = true,
+            "hang-init" => m.hang_init = true,
+            "hang-new" => m.hang_new = true,
+            "fail-prompt" => m.fail_prompt = true,
+            "sp-cap" => m.sp_cap = true,
             "stuck" => {
                 m.hang = true;
                 m.ignore_cancel = true;
@@ -139,22 +154,42 @@ async fn main() -> agent_client_protocol::Result<()> {
     let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
     let sessions = Arc::new(AtomicU64::new(0));
     let m2 = m.clone();
+    let m_init = m.clone();
+    let m_new = m.clone();
     let c_cancel = cancelled.clone();
     let transport = ByteStreams::new(tokio::io::stdout().compat_write(), tokio::io::stdin().compat());
     Agent
         .v1()
         .name("acp-test-agent")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| {
-                responder.respond(
-                    InitializeResponse::new(req.protocol_version)
-                        .agent_capabilities(AgentCapabilities::new()),
-                )
+            async move |req: InitializeRequest, responder, cx| {
+                log(serde_json::json!({"event": "initialize"}));
+                let mut caps = AgentCapabilities::new();
+                if m_init.sp_cap {
+                    caps = caps.session_capabilities(
+                        SessionCapabilities::new().system_prompt(SessionSystemPromptCapabilities::new()),
+                    );
+                }
+                let mut resp = InitializeResponse::new(req.protocol_version).agent_capabilities(caps);
+                if m_init.fail_prompt {
+                    resp = resp.auth_methods(vec![AuthMethod::Terminal(AuthMethodTerminal::new(
+                        "login",
+                        "Log in with `claude /login`",
+                    ))]);
+                }
+                if m_init.hang_init {
+                    // Hold the responder forever: the request is never answered.
+                    return cx.spawn(async move {
+                        std::future::pending::<()>().await;
+                        responder.respond(resp)
+                    });
+                }
+                responder.respond(resp)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, _cx| {
+            async move |req: NewSessionRequest, responder, cx| {
                 let n = sessions.fetch_add(1, Ordering::SeqCst);
                 let id = format!("s{}-{n}", std::process::id());
                 let sp = req.system_prompt.as_ref().map(|p| {
@@ -170,6 +205,12 @@ async fn main() -> agent_client_protocol::Result<()> {
                     serde_json::json!({"event": "session_new", "session": id, "system_prompt": sp,
                     "mcp_servers": req.mcp_servers.len(), "meta": req.meta}),
                 );
+                if m_new.hang_new {
+                    return cx.spawn(async move {
+                        std::future::pending::<()>().await;
+                        responder.respond(NewSessionResponse::new(id))
+                    });
+                }
                 responder.respond(NewSessionResponse::new(id))
             },
             agent_client_protocol::on_receive_request!(),
@@ -194,6 +235,9 @@ async fn main() -> agent_client_protocol::Result<()> {
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if m.crash {
                     std::process::exit(3);
+                }
+                if m.fail_prompt {
+                    return responder.respond_with_error(agent_client_protocol::Error::auth_required());
                 }
                 let m = m.clone();
                 let cancelled = cancelled.clone();

@@ -8,7 +8,7 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -25,6 +25,13 @@ pub struct DenyRelay {
     pub events: Arc<Mutex<Vec<Value>>>,
     /// Accepting mode: REQs that arrived before the socket authenticated.
     pub reqs_before_auth: Arc<AtomicUsize>,
+    /// While set, REQs get no answer at all (a subscription that never goes live).
+    pub mute_eose: Arc<AtomicBool>,
+    /// WebSocket connections accepted.
+    pub connections: Arc<AtomicUsize>,
+    /// What happened, in order: `eose` when a subscription went live,
+    /// `event:<kind>:<content>` when an event was accepted.
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 #[derive(Clone)]
@@ -34,6 +41,9 @@ struct Shared {
     last_auth: Arc<Mutex<Option<Value>>>,
     events: Arc<Mutex<Vec<Value>>>,
     reqs_before_auth: Arc<AtomicUsize>,
+    mute_eose: Arc<AtomicBool>,
+    connections: Arc<AtomicUsize>,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 fn valid_auth(ev: &Value) -> bool {
@@ -68,6 +78,9 @@ impl DenyRelay {
             last_auth: Arc::default(),
             events: Arc::default(),
             reqs_before_auth: Arc::default(),
+            mute_eose: Arc::default(),
+            connections: Arc::default(),
+            log: Arc::default(),
         };
         let s = shared.clone();
         tokio::spawn(async move {
@@ -81,6 +94,9 @@ impl DenyRelay {
             last_auth: shared.last_auth,
             events: shared.events,
             reqs_before_auth: shared.reqs_before_auth,
+            mute_eose: shared.mute_eose,
+            connections: shared.connections,
+            log: shared.log,
         }
     }
 }
@@ -89,6 +105,7 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
+    s.connections.fetch_add(1, Ordering::SeqCst);
     let _ = ws
         .send(Message::text(json!(["AUTH", CHALLENGE]).to_string()))
         .await;
@@ -112,12 +129,21 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
                     None => json!(["OK", id, false, "auth-required: invalid auth event"]),
                 }
             }
-            Some("REQ") if authed => json!(["EOSE", v[1]]),
+            Some("REQ") if authed && s.mute_eose.load(Ordering::SeqCst) => continue,
+            Some("REQ") if authed => {
+                s.log.lock().unwrap().push("eose".into());
+                json!(["EOSE", v[1]])
+            }
             Some("REQ") => {
                 s.reqs_before_auth.fetch_add(1, Ordering::SeqCst);
                 json!(["CLOSED", v[1], "auth-required: authenticate first"])
             }
             Some("EVENT") if authed => {
+                s.log.lock().unwrap().push(format!(
+                    "event:{}:{}",
+                    v[1]["kind"],
+                    v[1]["content"].as_str().unwrap_or_default()
+                ));
                 s.events.lock().unwrap().push(v[1].clone());
                 json!(["OK", v[1]["id"], true, ""])
             }

@@ -1,0 +1,317 @@
+//! Nobody but the owner can stop or silence the agent, and every stop is
+//! bounded, announced and final (issue 12; spec I1, I3, I5, §Stop,
+//! §Auto-Stop; wire-facts §2–§4, §6).
+
+use crate::*;
+use buzz_conformance::harness_support::deny_relay::DenyRelay;
+use buzz_conformance::harness_support::post_raw;
+use std::sync::atomic::Ordering;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn count_lines(h: &HarnessProc, needle: &str) -> usize {
+    h.lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.text.contains(needle))
+        .count()
+}
+
+async fn wait_count(h: &HarnessProc, needle: &str, n: usize) {
+    wait_until(WAIT, || (count_lines(h, needle) >= n).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("{n} × {needle:?}; stderr:\n{}", h.stderr()));
+}
+
+/// Rule: `since` comes only from accepted events, clamped to now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strangers_future_dated_mention_cannot_make_the_agent_deaf() {
+    let _g = SERIAL.lock().await;
+    let mut w = World::new().await;
+    let mut h = w.spawn(&w.env("echo"));
+    w.wait_online().await;
+    let stranger = Keys::generate();
+    let agent_hex = w.agent.public_key().to_hex();
+    post_raw(
+        &w.relay.url,
+        &stranger,
+        "from tomorrow",
+        vec![vec!["h".into(), "c1".into()], vec!["p".into(), agent_hex]],
+        Some(now_secs() + 86_400),
+    )
+    .await;
+    h.wait_line(WAIT, "inbound event dropped")
+        .await
+        .expect("the gate saw and dropped the stranger's mention");
+    w.relay.restart().await;
+    wait_count(&h, "subscription live", 2).await;
+    w.mention(&w.owner, "c1", "!shutdown").await;
+    assert_eq!(
+        h.wait_exit(WAIT).await,
+        Some(0),
+        "the owner's !shutdown still reaches the agent after the reconnect"
+    );
+}
+
+/// Rule: owner control is never channel-scoped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owner_stop_reaches_a_channel_scoped_agent_from_another_channel_or_none() {
+    let _g = SERIAL.lock().await;
+    for tags_of in ["other channel", "no h tag"] {
+        let w = World::new().await;
+        let mut env = w.env("echo");
+        env.insert("BUZZ_ACP_CHANNELS".into(), "c1".into());
+        let mut h = w.spawn(&env);
+        w.wait_online().await;
+        let mut tags = vec![vec!["p".to_string(), w.agent.public_key().to_hex()]];
+        if tags_of == "other channel" {
+            tags.push(vec!["h".into(), "c2".into()]);
+        }
+        post_raw(&w.relay.url, &w.owner, "!shutdown", tags, None).await;
+        assert_eq!(h.wait_exit(WAIT).await, Some(0), "{tags_of}");
+        w.wait_offline().await;
+    }
+}
+
+/// Rule: `initialize` is bounded; a hung agent is killed and counts as a failed start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_hung_in_initialize_is_killed_and_counts_as_a_failed_start() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("hang-init");
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
+    env.insert("BUZZ_ACP_MAX_AGENT_FAILURES".into(), "2".into());
+    let mut h = w.spawn(&env);
+    assert_eq!(h.wait_exit(WAIT).await, Some(5), "two failed starts: agents dead");
+    assert_eq!(
+        count_lines(&h, "agent did not answer initialize in time"),
+        2,
+        "{}",
+        h.stderr()
+    );
+    assert_eq!(agent_events(&w.log, "initialize").len(), 2);
+}
+
+/// Rule: the reaper fires even when no turn ever started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_reaper_fires_while_the_only_agent_hangs_in_initialize() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("hang-init");
+    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
+    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.mention(&w.owner, "c1", "never served").await;
+    wait_until(WAIT, || {
+        (!agent_events(&w.log, "initialize").is_empty()).then_some(())
+    })
+    .await
+    .expect("the lazy slot woke and hangs in initialize");
+    h.wait_line(WAIT, "inactivity bound reached")
+        .await
+        .expect("the reaper fired");
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    w.wait_offline().await;
+}
+
+/// Rules: `session/new` is bounded (the asker is told), and `!cancel` ends a wait on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_session_new_is_bounded_and_cancellable() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("hang-new");
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let m = w.mention(&w.owner, "c1", "start").await;
+    let r = w.wait_reply(&m).await;
+    assert_eq!(
+        r.content,
+        "⚠️ The agent could not answer: the agent did not start a session in time"
+    );
+    assert!(h.stderr().contains("agent did not answer session/new in time"));
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+
+    let w = World::new().await;
+    let mut env = w.env("hang-new");
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.mention(&w.owner, "c1", "start").await;
+    wait_until(WAIT, || {
+        (!agent_events(&w.log, "session_new").is_empty()).then_some(())
+    })
+    .await
+    .expect("session/new sent");
+    w.mention(&w.owner, "c1", "!cancel").await;
+    h.wait_line(WAIT, "session/new abandoned")
+        .await
+        .expect("!cancel ends the wait on session/new");
+    h.wait_line(WAIT, "reason=\"cancel\"").await.unwrap();
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// Rule: a stop without a live session still publishes `offline` (one bounded attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_during_a_reconnect_still_publishes_offline() {
+    let _g = SERIAL.lock().await;
+    let mut w = World::new().await;
+    let mut env = w.env("echo");
+    // The first reconnect comes ≥ 8 s after the drop: the stop lands inside the backoff.
+    env.insert("BUZZ_ACP_RECONNECT_BASE_MS".into(), "10000".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.relay.restart().await;
+    h.wait_line(WAIT, "relay reconnect scheduled")
+        .await
+        .expect("in the reconnect backoff");
+    w.obs.wait_live().await;
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    w.wait_offline().await;
+    assert_eq!(
+        count_lines(&h, "subscription live"),
+        1,
+        "the stop came before any reconnect"
+    );
+}
+
+/// Rule: a socket whose subscription never goes live is dropped and reconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_that_never_goes_live_is_reconnected() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let relay = DenyRelay::accepting().await;
+    relay.mute_eose.store(true, Ordering::SeqCst);
+    let mut env = w.env("echo");
+    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
+    env.insert("BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS".into(), "1000".into());
+    let mut h = w.spawn(&env);
+    h.wait_line(WAIT, "subscription did not go live in time")
+        .await
+        .expect("the stalled subscription has a deadline");
+    relay.mute_eose.store(false, Ordering::SeqCst);
+    let online = wait_until(WAIT, || {
+        relay
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == 20001 && e["content"] == "online")
+            .then_some(())
+    })
+    .await;
+    assert!(online.is_some(), "online after reconnecting: {}", h.stderr());
+    assert!(relay.connections.load(Ordering::SeqCst) >= 2);
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// Rule: shutdown drains — running turns finish and reply; the rest is cancelled at the drain point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shutdown_drains_finishing_turns_and_cancels_the_rest_at_the_drain_point() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
+    env.insert("BUZZ_ACP_SHUTDOWN_DRAIN_SECS".into(), "4".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let quick = w.mention(&w.owner, "c1", "[slow:1500] finishing").await;
+    let long = w.mention(&w.owner, "c2", "[slow:60000] endless").await;
+    wait_until(WAIT, || (agent_events(&w.log, "prompt").len() == 2).then_some(()))
+        .await
+        .expect("both turns in flight");
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    let off = w.wait_offline().await;
+    let replies = w.replies_to(&quick);
+    assert_eq!(replies.len(), 1, "the finishing turn replied during the drain");
+    assert_eq!(replies[0].content, "echo: [slow:1500] finishing");
+    let reply_at = w
+        .obs
+        .messages_of(&w.agent)
+        .into_iter()
+        .find(|s| s.event.id == replies[0].id)
+        .unwrap()
+        .at;
+    assert!(reply_at <= off, "the reply went out before offline");
+    assert!(w.replies_to(&long).is_empty());
+    let cancels = agent_events(&w.log, "cancel");
+    assert_eq!(cancels.len(), 1, "only the endless turn was cancelled");
+    assert!(h.stderr().contains("drain point reached"));
+}
+
+/// Rule: an agent's failure is answered, with its message and the auth hint, rate-limited per channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_failure_is_answered_once_per_channel_with_the_auth_hint() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut h = w.spawn(&w.env("fail-prompt"));
+    w.wait_online().await;
+    let m1 = w.mention(&w.owner, "c1", "hello").await;
+    let r = w.wait_reply(&m1).await;
+    assert!(
+        r.content
+            .starts_with("⚠️ The agent could not answer: Authentication required"),
+        "{}",
+        r.content
+    );
+    assert!(r.content.contains("claude /login"), "{}", r.content);
+    let m2 = w.mention(&w.owner, "c1", "again").await;
+    h.wait_line(WAIT, "error reply suppressed by the per-channel rate limit")
+        .await
+        .expect("the second failure in the channel is not answered");
+    assert!(w.replies_to(&m2).is_empty());
+    // Another channel has its own allowance.
+    let m3 = w.mention(&w.owner, "c2", "elsewhere").await;
+    w.wait_reply(&m3).await;
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// Rule: `systemPrompt` rides `session/new` only when advertised; otherwise it leads the first prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_system_prompt_follows_the_agents_capability() {
+    let _g = SERIAL.lock().await;
+    for (mode, advertised) in [("echo", false), ("sp-cap", true)] {
+        let w = World::new().await;
+        let mut env = w.env(mode);
+        env.insert("BUZZ_ACP_SYSTEM_PROMPT".into(), "be brief".into());
+        env.insert("BUZZ_ACP_TEAM_INSTRUCTIONS".into(), "team rules".into());
+        let mut h = w.spawn(&env);
+        w.wait_online().await;
+        let m1 = w.mention(&w.owner, "c1", "first").await;
+        w.wait_reply(&m1).await;
+        let m2 = w.mention(&w.owner, "c1", "second").await;
+        w.wait_reply(&m2).await;
+        h.signal(libc::SIGTERM);
+        assert_eq!(h.wait_exit(WAIT).await, Some(0));
+        let sessions = agent_events(&w.log, "session_new");
+        assert_eq!(sessions.len(), 1);
+        let texts: Vec<String> = agent_events(&w.log, "prompt")
+            .iter()
+            .map(|v| v["text"].as_str().unwrap().to_string())
+            .collect();
+        if advertised {
+            assert_eq!(sessions[0]["system_prompt"], "be brief\n\nteam rules");
+            assert_eq!(texts, vec!["first".to_string(), "second".into()]);
+        } else {
+            assert!(sessions[0]["system_prompt"].is_null(), "{mode}");
+            assert_eq!(
+                texts,
+                vec!["be brief\n\nteam rules\nfirst".to_string(), "second".into()]
+            );
+        }
+    }
+}
