@@ -426,6 +426,10 @@ async fn launch_script_refuses_an_agent_that_owns_itself() {
     let (code, err) = launch(&f, &bin_path, &[]).await;
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("the owner is the agent's own key"), "{err}");
+    assert!(
+        err.contains("launch-harness: refusing to launch: the harness refused the configuration (exit 3"),
+        "the launcher itself refuses: {err}"
+    );
     assert!(!err.contains("buzz-acp starting"), "{err}");
     assert!(!err.contains(&agent.secret_key().to_bech32().unwrap()));
 }
