@@ -21,7 +21,7 @@ use crate::events;
 use crate::exit::Exit;
 use crate::inbound::SeenIds;
 use buzz_contract::nip_oa::AuthTag;
-use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, OFFLINE, ONLINE};
+use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, KIND_PRESENCE, OFFLINE, ONLINE};
 use nostr_sdk::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -73,6 +73,23 @@ pub fn resubscribe_since(start: Timestamp, last_accepted: Option<Timestamp>, now
         Some(t) => Timestamp::from(t.min(now).as_secs().saturating_sub(RESUBSCRIBE_OVERLAP)),
         None => start,
     }
+}
+
+/// Puts events that were sent but never acknowledged back in front of the
+/// outbox, oldest first, skipping presence (a stale presence must not be
+/// resent), keeping at most `cap` events (the oldest are dropped first).
+/// Returns how many were requeued.
+pub fn requeue_unacknowledged(outbox: &mut VecDeque<Event>, mut unacked: Vec<Event>, cap: usize) -> usize {
+    unacked.retain(|e| e.kind != Kind::from(KIND_PRESENCE) && !outbox.iter().any(|o| o.id == e.id));
+    unacked.sort_by_key(|e| e.created_at);
+    let n = unacked.len();
+    for e in unacked.into_iter().rev() {
+        outbox.push_front(e);
+    }
+    while outbox.len() > cap {
+        outbox.pop_front();
+    }
+    n
 }
 
 /// Commands to the relay task.
@@ -410,17 +427,43 @@ impl Task {
         e
     }
 
+    /// One connected session. Events sent but not acknowledged when it ends
+    /// go back to the front of the outbox and are resent on the next live
+    /// session (relays de-duplicate by id); presence is not resent stale.
     async fn session(
+        &mut self,
+        client: &Client,
+        relay: &Relay,
+        notes: tokio::sync::broadcast::Receiver<RelayNotification>,
+        attempt: &mut u32,
+        down_since: &mut Instant,
+    ) -> SessionEnd {
+        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        let end = self
+            .session_inner(client, relay, notes, attempt, down_since, &mut pending)
+            .await;
+        if matches!(end, SessionEnd::Disconnected) {
+            let unacked: Vec<Event> = pending.into_values().map(|(e, _)| e).collect();
+            let n = requeue_unacknowledged(&mut self.outbox, unacked, OUTBOX_CAP);
+            if n > 0 {
+                tracing::info!(events = n, "unacknowledged events kept for resending");
+            }
+        }
+        end
+    }
+
+    async fn session_inner(
         &mut self,
         client: &Client,
         relay: &Relay,
         mut notes: tokio::sync::broadcast::Receiver<RelayNotification>,
         attempt: &mut u32,
         down_since: &mut Instant,
+        pending: &mut HashMap<EventId, (Event, bool)>,
     ) -> SessionEnd {
         let sub = SubscriptionId::new(SUB_ID);
-        // Sent, not yet acknowledged events; `true` = refused with auth-required, resend after AUTH.
-        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        // `pending`: sent, not yet acknowledged events; `true` = refused with
+        // auth-required, resend after AUTH.
         let mut auth_id: Option<EventId> = None;
         let mut resub_after_auth = false;
         let mut live = false;
@@ -599,6 +642,34 @@ async fn wait_ok(notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unacknowledged_events_are_requeued_oldest_first_without_presence() {
+        let k = Keys::generate();
+        let at = |t: u64, kind: u16, c: &str| {
+            EventBuilder::new(Kind::from(kind), c)
+                .custom_created_at(Timestamp::from(t))
+                .sign_with_keys(&k)
+                .unwrap()
+        };
+        let queued = at(30, 9, "queued");
+        let mut outbox = VecDeque::from([queued.clone()]);
+        let n = requeue_unacknowledged(
+            &mut outbox,
+            vec![at(20, 9, "b"), at(10, 9, "a"), at(15, 20001, "online")],
+            10,
+        );
+        assert_eq!(n, 2);
+        let order: Vec<&str> = outbox.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(order, vec!["a", "b", "queued"]);
+        // Bounded: the oldest go first.
+        let n = requeue_unacknowledged(&mut outbox, vec![at(5, 9, "z")], 2);
+        assert_eq!(n, 1);
+        let order: Vec<&str> = outbox.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(order, vec!["b", "queued"]);
+        // Already queued: not duplicated.
+        assert_eq!(requeue_unacknowledged(&mut outbox, vec![queued], 10), 0);
+    }
 
     #[test]
     fn auth_ok_prefixes() {

@@ -22,7 +22,7 @@ use crate::exit::Exit;
 use crate::inbound::{self, Decision, InboundEvent, Policy};
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
-use crate::schedule::{Scheduler, inactivity_expired};
+use crate::schedule::{Scheduler, admit, inactivity_expired};
 use buzz_contract::redact::Literals;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
 use std::collections::HashMap;
@@ -33,6 +33,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Typing indicator period (wire-facts §4).
 pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
+/// What a shed mention's asker is told (rate-limited like error replies).
+pub const BUSY_TEXT: &str = "too many requests are waiting; try again later";
 /// At most one error reply per channel per this interval.
 pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest agent error message quoted in a reply, in characters.
@@ -202,6 +204,12 @@ impl Harness {
     }
 
     fn dispatch(&mut self, mention: InboundEvent, channel: String) {
+        if !admit(self.sched.queued(), self.sched.queued_in(&channel)) {
+            tracing::warn!(queued = self.sched.queued(), "queue full; mention shed");
+            let p = Pending { mention, channel };
+            self.error_reply(&p, BUSY_TEXT);
+            return;
+        }
         let turn_id = self.next_turn;
         self.next_turn += 1;
         self.last_activity = Instant::now();

@@ -32,6 +32,10 @@ pub struct DenyRelay {
     /// What happened, in order: `eose` when a subscription went live,
     /// `event:<kind>:<content>` when an event was accepted.
     pub log: Arc<Mutex<Vec<String>>>,
+    /// Once set: the next kind 9 EVENT gets no `OK`, is not stored, and its
+    /// socket is closed (an acknowledgement lost to a disconnect). One-shot.
+    pub swallow_next_message: Arc<AtomicBool>,
+    inject: tokio::sync::broadcast::Sender<Value>,
 }
 
 #[derive(Clone)]
@@ -44,6 +48,8 @@ struct Shared {
     mute_eose: Arc<AtomicBool>,
     connections: Arc<AtomicUsize>,
     log: Arc<Mutex<Vec<String>>>,
+    swallow_next_message: Arc<AtomicBool>,
+    inject: tokio::sync::broadcast::Sender<Value>,
 }
 
 fn valid_auth(ev: &Value) -> bool {
@@ -81,6 +87,8 @@ impl DenyRelay {
             mute_eose: Arc::default(),
             connections: Arc::default(),
             log: Arc::default(),
+            swallow_next_message: Arc::default(),
+            inject: tokio::sync::broadcast::channel(64).0,
         };
         let s = shared.clone();
         tokio::spawn(async move {
@@ -97,7 +105,14 @@ impl DenyRelay {
             mute_eose: shared.mute_eose,
             connections: shared.connections,
             log: shared.log,
+            swallow_next_message: shared.swallow_next_message,
+            inject: shared.inject,
         }
+    }
+
+    /// Delivers `event` (a signed event as JSON) to every live subscription.
+    pub fn inject(&self, event: Value) {
+        let _ = self.inject.send(event);
     }
 }
 
@@ -110,7 +125,22 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
         .send(Message::text(json!(["AUTH", CHALLENGE]).to_string()))
         .await;
     let mut authed = false;
-    while let Some(Ok(msg)) = ws.next().await {
+    let mut injected = s.inject.subscribe();
+    let mut subs: Vec<Value> = Vec::new();
+    loop {
+        let msg = tokio::select! {
+            m = ws.next() => match m {
+                Some(Ok(m)) => m,
+                _ => break,
+            },
+            ev = injected.recv() => {
+                let Ok(ev) = ev else { continue };
+                for sub in &subs {
+                    let _ = ws.send(Message::text(json!(["EVENT", sub, ev]).to_string())).await;
+                }
+                continue;
+            }
+        };
         let Ok(text) = msg.to_text() else { continue };
         let Ok(v) = serde_json::from_str::<Value>(text) else {
             continue;
@@ -131,12 +161,19 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
             }
             Some("REQ") if authed && s.mute_eose.load(Ordering::SeqCst) => continue,
             Some("REQ") if authed => {
+                subs.push(v[1].clone());
                 s.log.lock().unwrap().push("eose".into());
                 json!(["EOSE", v[1]])
             }
             Some("REQ") => {
                 s.reqs_before_auth.fetch_add(1, Ordering::SeqCst);
                 json!(["CLOSED", v[1], "auth-required: authenticate first"])
+            }
+            Some("EVENT")
+                if authed && v[1]["kind"] == 9 && s.swallow_next_message.swap(false, Ordering::SeqCst) =>
+            {
+                let _ = ws.close(None).await;
+                break;
             }
             Some("EVENT") if authed => {
                 s.log.lock().unwrap().push(format!(

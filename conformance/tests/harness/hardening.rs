@@ -315,3 +315,94 @@ async fn the_system_prompt_follows_the_agents_capability() {
         }
     }
 }
+
+/// Rule: queues are bounded; overflow is shed with a log line and one short reply per channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mention_flood_is_shed_past_the_queue_bound() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("hang");
+    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
+    env.insert("BUZZ_ACP_LOG".into(), "info".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let stranger = Keys::generate();
+    // One turn in flight, 32 queued (the per-channel bound), 7 shed.
+    for i in 0..40 {
+        w.mention(&stranger, "c1", &format!("flood {i}")).await;
+    }
+    wait_count(&h, "mention shed", 7).await;
+    let busy = wait_until(WAIT, || {
+        let m: Vec<_> = w
+            .obs
+            .messages_of(&w.agent)
+            .into_iter()
+            .filter(|s| s.event.content.contains("too many requests are waiting"))
+            .collect();
+        (!m.is_empty()).then_some(m)
+    })
+    .await
+    .expect("the shed asker is told");
+    assert_eq!(busy.len(), 1, "one busy reply per channel per interval");
+    assert_eq!(count_lines(&h, "mention shed"), 7);
+    assert_eq!(agent_events(&w.log, "prompt").len(), 1);
+    w.mention(&w.owner, "c1", "!shutdown").await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// Rule: a reply signed but not acknowledged when its session ends is resent after the reconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reply_whose_acknowledgement_is_lost_is_resent_after_the_reconnect() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let relay = DenyRelay::accepting().await;
+    let mut env = w.env("echo");
+    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
+    let mut h = w.spawn(&env);
+    let online = |n: usize| {
+        relay
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == 20001 && e["content"] == "online")
+            .count()
+            >= n
+    };
+    wait_until(WAIT, || online(1).then_some(()))
+        .await
+        .expect("online");
+    relay.swallow_next_message.store(true, Ordering::SeqCst);
+    let mention = nostr_sdk::prelude::EventBuilder::new(Kind::from(9), "hello")
+        .tags([
+            nostr_sdk::prelude::Tag::parse(["h", "c1"]).unwrap(),
+            nostr_sdk::prelude::Tag::parse(["p", &w.agent.public_key().to_hex()]).unwrap(),
+        ])
+        .sign_with_keys(&w.owner)
+        .unwrap();
+    relay.inject(serde_json::to_value(&mention).unwrap());
+    h.wait_line(WAIT, "relay down")
+        .await
+        .expect("the socket closed under the unacknowledged reply");
+    let id = mention.id.to_hex();
+    let reply = wait_until(WAIT, || {
+        relay
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["kind"] == 9
+                    && e["tags"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t[0] == "e" && t[1] == id.as_str()))
+            })
+            .cloned()
+    })
+    .await;
+    let reply = reply.unwrap_or_else(|| panic!("the reply was resent; stderr:\n{}", h.stderr()));
+    assert_eq!(reply["content"], "echo: hello");
+    assert!(h.stderr().contains("unacknowledged events kept for resending"));
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
