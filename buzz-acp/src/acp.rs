@@ -9,9 +9,11 @@
 //!
 //! `initialize` and `session/new` are bounded by the turn timeouts (the idle
 //! timeout, capped by the hard cap; I5): an agent that hangs there is killed
-//! and its slot counts a failed start. The system prompt rides `session/new`
-//! only when `initialize` advertised `sessionCapabilities.systemPrompt`
-//! (ACP); otherwise it leads the first prompt of each session. A failed
+//! and its slot counts a failed start. The system prompt and the model go in
+//! the forms each known agent reads ([`Adapter`]); for any other agent the
+//! system prompt rides `session/new` only when `initialize` advertised
+//! `sessionCapabilities.systemPrompt` (ACP), else it leads the first prompt
+//! of each session. A failed
 //! `session/new` or `session/prompt` carries the agent's error message, and
 //! the hint of any `authMethods` it advertised, back to the pool.
 
@@ -33,10 +35,47 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+/// How a known agent takes the system prompt and the model, in the forms
+/// it documents and reads (ACP's own fields are not read by all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adapter {
+    /// `claude-code-acp` / `claude-agent-acp`: `session/new`
+    /// `_meta.systemPrompt = {"append": …}` (kept on top of Claude Code's own
+    /// preset) and `_meta.claudeCode.options.model`; both fields of its source.
+    ClaudeCode,
+    /// `goose acp`: the model as the `GOOSE_MODEL` environment variable of
+    /// the agent process (as the launcher's runtime table names it).
+    Goose,
+    /// Any other agent (including `codex-acp`): ACP `systemPrompt` when
+    /// advertised, else the first prompt's leading text; `_meta.model`.
+    Generic,
+}
+
+impl Adapter {
+    /// The adapter of an agent command, by its file name.
+    pub fn for_command(command: &str) -> Adapter {
+        let base = std::path::Path::new(command)
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or(command);
+        match base {
+            "claude-code-acp" | "claude-agent-acp" => Adapter::ClaudeCode,
+            "goose" => Adapter::Goose,
+            _ => Adapter::Generic,
+        }
+    }
+
+    /// True when `session/new` carries the system prompt for this agent.
+    pub fn system_prompt_on_new_session(self, info: &AgentInfo) -> bool {
+        self == Adapter::ClaudeCode || info.system_prompt
+    }
+}
+
 /// What every slot spawns and how it runs turns.
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
     pub command: String,
+    pub adapter: Adapter,
     pub args: Vec<String>,
     pub cwd: PathBuf,
     pub system_prompt: Option<String>,
@@ -199,6 +238,9 @@ async fn run_once(
         .stderr(std::process::Stdio::inherit())
         .process_group(0)
         .kill_on_drop(false);
+    if let (Adapter::Goose, Some(m)) = (spec.adapter, &spec.model) {
+        command.env("GOOSE_MODEL", m);
+    }
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -363,12 +405,27 @@ pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequ
     if let Some(cmd) = &spec.mcp_command {
         req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
     }
-    if let Some(p) = spec.system_prompt.as_ref().filter(|_| info.system_prompt) {
-        req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
-            p.clone(),
-        ))]));
-    }
     let mut meta = serde_json::Map::new();
+    match spec.adapter {
+        Adapter::ClaudeCode => {
+            if let Some(p) = &spec.system_prompt {
+                meta.insert("systemPrompt".into(), serde_json::json!({ "append": p }));
+            }
+            if let Some(m) = &spec.model {
+                meta.insert(
+                    "claudeCode".into(),
+                    serde_json::json!({ "options": { "model": m } }),
+                );
+            }
+        }
+        Adapter::Goose | Adapter::Generic => {
+            if let Some(p) = spec.system_prompt.as_ref().filter(|_| info.system_prompt) {
+                req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
+                    p.clone(),
+                ))]));
+            }
+        }
+    }
     if let Some(m) = &spec.model {
         meta.insert("model".into(), serde_json::Value::String(m.clone()));
     }
@@ -502,7 +559,7 @@ async fn run_turn(
             match created {
                 Ok(r) => {
                     sessions.insert(job.channel.clone(), r.session_id.clone());
-                    if !info.system_prompt {
+                    if !spec.adapter.system_prompt_on_new_session(info) {
                         lead = spec.system_prompt.as_deref();
                     }
                     r.session_id
@@ -647,6 +704,76 @@ mod tests {
             RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
             _ => None,
         }
+    }
+
+    fn spec(command: &str) -> AgentSpec {
+        AgentSpec {
+            command: command.into(),
+            adapter: Adapter::for_command(command),
+            args: vec![],
+            cwd: PathBuf::from("/w"),
+            system_prompt: Some("be brief".into()),
+            model: Some("m1".into()),
+            session_title: None,
+            mcp_command: None,
+            idle_timeout: Duration::from_secs(1),
+            max_turn: Duration::from_secs(2),
+            cancel_grace: Duration::from_secs(1),
+            respawn_backoff: Duration::from_secs(1),
+            max_failures: 1,
+        }
+    }
+
+    #[test]
+    fn adapters_by_command_name() {
+        assert_eq!(
+            Adapter::for_command("/opt/bin/claude-code-acp"),
+            Adapter::ClaudeCode
+        );
+        assert_eq!(Adapter::for_command("claude-agent-acp"), Adapter::ClaudeCode);
+        assert_eq!(Adapter::for_command("goose"), Adapter::Goose);
+        assert_eq!(Adapter::for_command("codex-acp"), Adapter::Generic);
+        assert_eq!(Adapter::for_command("my-agent"), Adapter::Generic);
+    }
+
+    #[test]
+    fn session_new_carries_each_agents_forms() {
+        let plain = AgentInfo::default();
+        let advertised = AgentInfo {
+            system_prompt: true,
+            auth_hint: None,
+        };
+        let claude = serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain)).unwrap();
+        assert_eq!(
+            claude["_meta"]["systemPrompt"],
+            serde_json::json!({"append": "be brief"})
+        );
+        assert_eq!(claude["_meta"]["claudeCode"]["options"]["model"], "m1");
+        assert!(claude.get("systemPrompt").is_none());
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &plain)).unwrap();
+        assert!(generic.get("systemPrompt").is_none(), "not advertised: not sent");
+        assert_eq!(generic["_meta"]["model"], "m1");
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &advertised)).unwrap();
+        assert!(generic.get("systemPrompt").is_some(), "advertised: sent");
+        assert!(Adapter::ClaudeCode.system_prompt_on_new_session(&plain));
+        assert!(!Adapter::Generic.system_prompt_on_new_session(&plain));
+    }
+
+    #[test]
+    fn failure_text_carries_the_auth_hint() {
+        let info = AgentInfo {
+            system_prompt: false,
+            auth_hint: Some("the agent needs authentication: run `claude /login`".into()),
+        };
+        let e = agent_client_protocol::Error::auth_required();
+        assert_eq!(
+            failure_text(&e, &info),
+            format!(
+                "{} (the agent needs authentication: run `claude /login`)",
+                e.message
+            )
+        );
+        assert_eq!(failure_text(&e, &AgentInfo::default()), e.message);
     }
 
     #[test]

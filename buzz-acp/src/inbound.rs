@@ -22,6 +22,17 @@ pub struct InboundEvent {
 }
 
 impl InboundEvent {
+    /// The fields of a received nostr event.
+    pub fn from_event(e: &nostr_sdk::prelude::Event) -> InboundEvent {
+        InboundEvent {
+            id: e.id.to_hex(),
+            author: e.pubkey.to_hex(),
+            kind: e.kind.as_u16(),
+            content: e.content.clone(),
+            tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+        }
+    }
+
     /// The first `h` tag value (the channel), if any.
     pub fn channel(&self) -> Option<&str> {
         self.tag_value("h")

@@ -104,16 +104,6 @@ struct Harness {
     error_replies: HashMap<String, Instant>,
 }
 
-fn to_inbound(e: &Event) -> InboundEvent {
-    InboundEvent {
-        id: e.id.to_hex(),
-        author: e.pubkey.to_hex(),
-        kind: e.kind.as_u16(),
-        content: e.content.clone(),
-        tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
-    }
-}
-
 fn system_prompt(cfg: &Config) -> Option<String> {
     match (&cfg.system_prompt, &cfg.team_instructions) {
         (None, None) => None,
@@ -309,7 +299,7 @@ impl Harness {
     }
 
     fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
-        let ev = to_inbound(e);
+        let ev = InboundEvent::from_event(e);
         let decision = inbound::decide(&self.policy, &ev);
         if !matches!(decision, Decision::Drop(_)) {
             // Only accepted events move the re-subscription `since`.
@@ -479,6 +469,7 @@ pub async fn run(cfg: Config) -> Exit {
     let (slot_tx, mut slot_rx) = mpsc::unbounded_channel();
     let spec = Arc::new(AgentSpec {
         command: cfg.agent_command.clone(),
+        adapter: acp::Adapter::for_command(&cfg.agent_command),
         args: cfg.agent_args.clone(),
         cwd: cfg.cwd.clone(),
         system_prompt: system_prompt(&cfg),

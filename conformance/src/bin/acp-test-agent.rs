@@ -24,6 +24,12 @@
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
 //! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
+//!
+//! **Tap mode**: with `ACP_TAP_EXEC` set, it is no agent but a transparent
+//! tap in front of that real agent (all arguments passed on): every ACP
+//! message in either direction is appended to `ACP_TAP_LOG` as
+//! `{"dir": "to_agent" | "from_agent", "msg": …}`. Started through a symlink
+//! named after the real agent, the harness sees that agent's name.
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthMethod, AuthMethodTerminal, CancelNotification, ContentBlock, ContentChunk,
@@ -141,8 +147,57 @@ fn chunk(session: &SessionId, text: &str) -> SessionNotification {
     )
 }
 
+fn tap_log(dir: &str, line: &str) {
+    if let Ok(path) = std::env::var("ACP_TAP_LOG") {
+        let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|_| serde_json::json!(line));
+        let entry = format!("{}\n", serde_json::json!({"dir": dir, "msg": msg}));
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(entry.as_bytes());
+        }
+    }
+}
+
+/// Copies lines from `from` to `to`, logging each one.
+async fn pipe_lines(
+    from: impl tokio::io::AsyncRead + Unpin,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+    dir: &'static str,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tap_log(dir, &line);
+        if to.write_all(format!("{line}\n").as_bytes()).await.is_err() || to.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Tap mode: runs `exec` with our arguments and records the ACP traffic.
+async fn tap(exec: String) -> std::io::Result<i32> {
+    let mut child = tokio::process::Command::new(exec)
+        .args(std::env::args().skip(1))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let (Some(cin), Some(cout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Ok(1);
+    };
+    tokio::spawn(pipe_lines(tokio::io::stdin(), cin, "to_agent"));
+    let out = tokio::spawn(pipe_lines(cout, tokio::io::stdout(), "from_agent"));
+    let code = child.wait().await?.code().unwrap_or(1);
+    // Everything the agent wrote reaches the harness before we exit.
+    let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
+    Ok(code)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> agent_client_protocol::Result<()> {
+    if let Ok(exec) = std::env::var("ACP_TAP_EXEC") {
+        let code = tap(exec).await.unwrap_or(1);
+        std::process::exit(code);
+    }
     let (m, ignore_sigterm) = modes();
     if ignore_sigterm {
         // SAFETY: setting a signal disposition to SIG_IGN has no memory effects.

@@ -406,3 +406,105 @@ async fn a_reply_whose_acknowledgement_is_lost_is_resent_after_the_reconnect() {
     h.signal(libc::SIGTERM);
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
 }
+
+/// The real `@zed-industries/claude-code-acp`, installed from npm by
+/// `scripts/test.sh` (path in `BUZZ_CLAUDE_CODE_ACP`, default
+/// `~/.cache/buzz-npm/node_modules/.bin/claude-code-acp`).
+fn real_claude_code_acp() -> PathBuf {
+    let p = std::env::var_os("BUZZ_CLAUDE_CODE_ACP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/buzz-npm/node_modules/.bin/claude-code-acp")
+        });
+    assert!(
+        p.exists(),
+        "the real claude-code-acp is missing at {}; fix: npm install --prefix ~/.cache/buzz-npm \
+         --no-audit --no-fund @zed-industries/claude-code-acp@0.16.2 (or set BUZZ_CLAUDE_CODE_ACP)",
+        p.display()
+    );
+    p
+}
+
+/// Rules: the system prompt, team instructions and model reach the real
+/// agent in the forms it reads (proved by a tap on the ACP messages), and
+/// its failure without credentials is answered with its message and hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_real_claude_code_acp_gets_its_forms_and_its_failure_is_answered() {
+    let _g = SERIAL.lock().await;
+    let real = real_claude_code_acp();
+    let w = World::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The tap, under the real agent's name: the harness picks that agent's adapter.
+    let link = dir.path().join("claude-code-acp");
+    std::os::unix::fs::symlink(AGENT, &link).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let tap_log = dir.path().join("tap.log");
+    let mut env = w.env("echo");
+    for (k, v) in [
+        ("BUZZ_ACP_AGENT_COMMAND", link.display().to_string()),
+        ("BUZZ_ACP_AGENT_ARGS", " , ".to_string()),
+        ("ACP_TAP_EXEC", real.display().to_string()),
+        ("ACP_TAP_LOG", tap_log.display().to_string()),
+        // As root it refuses to run without this; no credentials, empty home.
+        ("IS_SANDBOX", "1".to_string()),
+        ("HOME", home.display().to_string()),
+        ("BUZZ_ACP_SYSTEM_PROMPT", "be brief".to_string()),
+        ("BUZZ_ACP_TEAM_INSTRUCTIONS", "team rules".to_string()),
+        ("BUZZ_ACP_MODEL", "claude-test-model".to_string()),
+        ("BUZZ_ACP_IDLE_TIMEOUT", "120".to_string()),
+    ] {
+        env.insert(k.into(), v);
+    }
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    let m = w.mention(&w.owner, "c1", "hello").await;
+    let r = wait_until(Duration::from_secs(150), || w.replies_to(&m).into_iter().next())
+        .await
+        .unwrap_or_else(|| panic!("no reply; stderr:\n{}", h.stderr()));
+    assert!(
+        r.content.starts_with("⚠️ The agent could not answer: "),
+        "{}",
+        r.content
+    );
+    assert!(
+        r.content.contains("claude /login"),
+        "the auth hint: {}",
+        r.content
+    );
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    let msgs: Vec<serde_json::Value> = std::fs::read_to_string(&tap_log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let sent = |method: &str| {
+        msgs.iter()
+            .find(|v| v["dir"] == "to_agent" && v["msg"]["method"] == method)
+            .map(|v| v["msg"]["params"].clone())
+    };
+    let new = sent("session/new").expect("session/new went through the tap");
+    assert_eq!(
+        new["_meta"]["systemPrompt"],
+        serde_json::json!({"append": "be brief\n\nteam rules"})
+    );
+    assert_eq!(
+        new["_meta"]["claudeCode"]["options"]["model"],
+        "claude-test-model"
+    );
+    assert!(new.get("systemPrompt").is_none(), "not advertised, so not sent");
+    let init = msgs
+        .iter()
+        .find(|v| v["dir"] == "from_agent" && v["msg"]["result"]["authMethods"].is_array())
+        .expect("the initialize answer");
+    assert!(init["msg"]["result"]["agentCapabilities"]["sessionCapabilities"]["systemPrompt"].is_null());
+    if let Some(p) = sent("session/prompt") {
+        assert_eq!(
+            p["prompt"],
+            serde_json::json!([{"type": "text", "text": "hello"}]),
+            "the system prompt went on session/new, not into the prompt"
+        );
+    }
+}
