@@ -6,16 +6,26 @@
 //! owner `!cancel`. `session/update` resets the idle deadline; permission
 //! requests are answered `allow_once` (else `reject_once`). A crashed agent
 //! respawns with backoff; a slot that keeps dying gives up.
+//!
+//! `initialize` and `session/new` are bounded by the turn timeouts (the idle
+//! timeout, capped by the hard cap; I5): an agent that hangs there is killed
+//! and its slot counts a failed start. The system prompt and the model go in
+//! the forms each known agent reads ([`Adapter`]); for any other agent the
+//! system prompt rides `session/new` only when `initialize` advertised
+//! `sessionCapabilities.systemPrompt` (ACP), else it leads the first prompt
+//! of each session. A failed
+//! `session/new` or `session/prompt` carries the agent's error message, and
+//! the hint of any `authMethods` it advertised, back to the pool.
 
 use crate::backoff::respawn_delay;
 use crate::procs::{ProcessTable, signal_group};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, Implementation, InitializeRequest, McpServer, McpServerStdio,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
-    SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
+    AuthMethod, CancelNotification, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
+    McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionId, SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use std::collections::HashMap;
@@ -25,10 +35,47 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+/// How a known agent takes the system prompt and the model, in the forms
+/// it documents and reads (ACP's own fields are not read by all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adapter {
+    /// `claude-code-acp` / `claude-agent-acp`: `session/new`
+    /// `_meta.systemPrompt = {"append": …}` (kept on top of Claude Code's own
+    /// preset) and `_meta.claudeCode.options.model`; both fields of its source.
+    ClaudeCode,
+    /// `goose acp`: the model as the `GOOSE_MODEL` environment variable of
+    /// the agent process (as the launcher's runtime table names it).
+    Goose,
+    /// Any other agent (including `codex-acp`): ACP `systemPrompt` when
+    /// advertised, else the first prompt's leading text; `_meta.model`.
+    Generic,
+}
+
+impl Adapter {
+    /// The adapter of an agent command, by its file name.
+    pub fn for_command(command: &str) -> Adapter {
+        let base = std::path::Path::new(command)
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or(command);
+        match base {
+            "claude-code-acp" | "claude-agent-acp" => Adapter::ClaudeCode,
+            "goose" => Adapter::Goose,
+            _ => Adapter::Generic,
+        }
+    }
+
+    /// True when `session/new` carries the system prompt for this agent.
+    pub fn system_prompt_on_new_session(self, info: &AgentInfo) -> bool {
+        self == Adapter::ClaudeCode || info.system_prompt
+    }
+}
+
 /// What every slot spawns and how it runs turns.
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
     pub command: String,
+    pub adapter: Adapter,
     pub args: Vec<String>,
     pub cwd: PathBuf,
     pub system_prompt: Option<String>,
@@ -40,6 +87,14 @@ pub struct AgentSpec {
     pub cancel_grace: Duration,
     pub respawn_backoff: Duration,
     pub max_failures: u32,
+}
+
+impl AgentSpec {
+    /// The bound on `initialize` and `session/new`: the idle timeout, capped
+    /// by the hard turn cap.
+    pub fn start_bound(&self) -> Duration {
+        self.idle_timeout.min(self.max_turn)
+    }
 }
 
 /// One dispatched turn.
@@ -65,8 +120,8 @@ pub enum TurnOutcome {
     Completed { text: String, stop_reason: String },
     /// Cancelled (owner `!cancel`, idle timeout, hard cap, shutdown).
     Cancelled { why: &'static str },
-    /// The agent failed or died.
-    Failed,
+    /// The agent failed or died; `error` is what the user may be told.
+    Failed { error: Option<String> },
 }
 
 /// Slot reports to the pool.
@@ -188,6 +243,9 @@ async fn run_once(
     for name in buzz_contract::env::HARNESS_ONLY_SECRETS {
         command.env_remove(name);
     }
+    if let (Adapter::Goose, Some(m)) = (spec.adapter, &spec.model) {
+        command.env("GOOSE_MODEL", m);
+    }
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -265,7 +323,7 @@ async fn run_once(
             slot,
             turn_id,
             channel,
-            outcome: TurnOutcome::Failed,
+            outcome: TurnOutcome::Failed { error: None },
         });
     }
     let once = match result {
@@ -281,17 +339,98 @@ async fn run_once(
     once
 }
 
-fn new_session_request(spec: &AgentSpec) -> NewSessionRequest {
+/// What `initialize` told us about the agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// `sessionCapabilities.systemPrompt` was advertised.
+    pub system_prompt: bool,
+    /// A short hint naming the advertised `authMethods`, if any.
+    pub auth_hint: Option<String>,
+}
+
+impl AgentInfo {
+    /// Reads the `initialize` response.
+    pub fn from_initialize(r: &InitializeResponse) -> AgentInfo {
+        let hints: Vec<String> = r
+            .auth_methods
+            .iter()
+            .map(|m| match m {
+                AuthMethod::Terminal(t) => {
+                    let args = t.args.join(" ");
+                    let run = if args.is_empty() {
+                        t.name.clone()
+                    } else {
+                        format!("{} ({args})", t.name)
+                    };
+                    t.description
+                        .clone()
+                        .map_or(run.clone(), |d| format!("{run}: {d}"))
+                }
+                AuthMethod::Agent(a) => a
+                    .description
+                    .clone()
+                    .map_or(a.name.clone(), |d| format!("{}: {d}", a.name)),
+                _ => String::new(),
+            })
+            .filter(|h| !h.trim().is_empty())
+            .collect();
+        AgentInfo {
+            system_prompt: r.agent_capabilities.session_capabilities.system_prompt.is_some(),
+            auth_hint: (!hints.is_empty())
+                .then(|| format!("the agent needs authentication: {}", hints.join("; "))),
+        }
+    }
+}
+
+/// The error text of a failed request, with the authentication hint.
+pub fn failure_text(error: &agent_client_protocol::Error, info: &AgentInfo) -> String {
+    let msg = error.message.trim();
+    let msg = if msg.is_empty() { "the agent failed" } else { msg };
+    match &info.auth_hint {
+        Some(h) => format!("{msg} ({h})"),
+        None => msg.to_string(),
+    }
+}
+
+/// The first prompt of a session, led by the system prompt when the agent
+/// could not take it on `session/new`.
+pub fn prompt_blocks(lead: Option<&str>, text: &str) -> Vec<ContentBlock> {
+    let mut v = Vec::new();
+    if let Some(l) = lead {
+        v.push(ContentBlock::Text(TextContent::new(l.to_string())));
+    }
+    v.push(ContentBlock::Text(TextContent::new(text.to_string())));
+    v
+}
+
+/// The `session/new` request. The system prompt goes on it only when the
+/// agent advertised `sessionCapabilities.systemPrompt`.
+pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequest {
     let mut req = NewSessionRequest::new(spec.cwd.clone());
     if let Some(cmd) = &spec.mcp_command {
         req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
     }
-    if let Some(p) = &spec.system_prompt {
-        req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
-            p.clone(),
-        ))]));
-    }
     let mut meta = serde_json::Map::new();
+    match spec.adapter {
+        Adapter::ClaudeCode => {
+            if let Some(p) = &spec.system_prompt {
+                meta.insert("systemPrompt".into(), serde_json::json!({ "append": p }));
+            }
+            if let Some(m) = &spec.model {
+                meta.insert(
+                    "claudeCode".into(),
+                    serde_json::json!({ "options": { "model": m } }),
+                );
+            }
+        }
+        Adapter::Goose | Adapter::Generic => {
+            if let Some(p) = spec.system_prompt.as_ref().filter(|_| info.system_prompt) {
+                req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
+                    p.clone(),
+                ))]));
+            }
+        }
+    }
     if let Some(m) = &spec.model {
         meta.insert("model".into(), serde_json::Value::String(m.clone()));
     }
@@ -327,10 +466,22 @@ async fn serve(
     } = st;
     let init = InitializeRequest::new(ProtocolVersion::V1)
         .client_info(Implementation::new("buzz-acp", env!("CARGO_PKG_VERSION")));
-    tokio::select! {
-        r = cx.send_request(init).block_task() => { r?; }
+    let start_bound = spec.start_bound();
+    let info = tokio::select! {
+        r = tokio::time::timeout(start_bound, cx.send_request(init).block_task()) => match r {
+            Ok(r) => AgentInfo::from_initialize(&r?),
+            Err(_) => {
+                tracing::warn!(slot, bound_secs = start_bound.as_secs(), "agent did not answer initialize in time; killing it");
+                return Ok(Once::Died { had_success: false });
+            }
+        },
         _ = exited.wait_for(|e| *e) => return Ok(Once::Died { had_success: false }),
-    }
+        c = cmds.recv() => match c {
+            None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
+            // Nothing is dispatched before Ready.
+            Some(_) => return Ok(Once::Died { had_success: false }),
+        },
+    };
     let _ = events.send(SlotEvent::Ready { slot });
     let mut sessions: HashMap<String, SessionId> = HashMap::new();
     loop {
@@ -344,7 +495,7 @@ async fn serve(
             Some(SlotCmd::Prompt(job)) => job,
         };
         **in_flight = Some((job.turn_id, job.channel.clone()));
-        let (outcome, fate) = run_turn(spec, cx, shared, cmds, exited, &mut sessions, &job).await;
+        let (outcome, fate) = run_turn(spec, &info, cx, shared, cmds, exited, &mut sessions, &job).await;
         **in_flight = None;
         if matches!(outcome, TurnOutcome::Completed { .. }) {
             **had_success = true;
@@ -373,8 +524,10 @@ enum Fate {
     Dead,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_turn(
     spec: &AgentSpec,
+    info: &AgentInfo,
     cx: &ConnectionTo<Agent>,
     shared: &Shared,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
@@ -382,21 +535,48 @@ async fn run_turn(
     sessions: &mut HashMap<String, SessionId>,
     job: &TurnJob,
 ) -> (TurnOutcome, Fate) {
+    let mut lead = None;
     let session = match sessions.get(&job.channel) {
         Some(s) => s.clone(),
         None => {
+            let bound = spec.start_bound();
+            // A hung session/new must not hold the slot: bounded, and the
+            // owner's !cancel (or a shutdown) ends the wait too.
             let created = tokio::select! {
-                r = cx.send_request(new_session_request(spec)).block_task() => r,
-                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed, Fate::Dead),
+                r = tokio::time::timeout(bound, cx.send_request(new_session_request(spec, info)).block_task()) => match r {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer session/new in time; killing it");
+                        return (TurnOutcome::Failed { error: Some("the agent did not start a session in time".into()) }, Fate::Dead);
+                    }
+                },
+                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed { error: None }, Fate::Dead),
+                c = cmds.recv() => {
+                    let why = match c {
+                        Some(SlotCmd::Cancel) => "cancel",
+                        _ => "shutdown",
+                    };
+                    tracing::info!(reason = why, "session/new abandoned; stopping the agent");
+                    let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
+                    return (TurnOutcome::Cancelled { why }, fate);
+                }
             };
             match created {
                 Ok(r) => {
                     sessions.insert(job.channel.clone(), r.session_id.clone());
+                    if !spec.adapter.system_prompt_on_new_session(info) {
+                        lead = spec.system_prompt.as_deref();
+                    }
                     r.session_id
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "session/new failed");
-                    return (TurnOutcome::Failed, Fate::Continue);
+                    return (
+                        TurnOutcome::Failed {
+                            error: Some(failure_text(&e, info)),
+                        },
+                        Fate::Continue,
+                    );
                 }
             }
         }
@@ -410,10 +590,7 @@ async fn run_turn(
             last_update: Some(started),
         };
     }
-    let prompt = PromptRequest::new(
-        session.clone(),
-        vec![ContentBlock::Text(TextContent::new(job.text.clone()))],
-    );
+    let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead, &job.text));
     let response = cx.send_request(prompt).block_task();
     tokio::pin!(response);
     let hard_deadline = started + spec.max_turn;
@@ -479,7 +656,9 @@ async fn run_turn(
     };
     match result {
         None => (
-            cancelled.map_or(TurnOutcome::Failed, |(why, _)| TurnOutcome::Cancelled { why }),
+            cancelled.map_or(TurnOutcome::Failed { error: None }, |(why, _)| {
+                TurnOutcome::Cancelled { why }
+            }),
             if shutdown_requested {
                 Fate::Shutdown
             } else {
@@ -489,7 +668,8 @@ async fn run_turn(
         Some(Err(e)) => {
             tracing::warn!(error = %e, "session/prompt failed");
             let alive = !*exited.borrow();
-            (TurnOutcome::Failed, fate_after(alive))
+            let error = (cancelled.is_none() && alive).then(|| failure_text(&e, info));
+            (TurnOutcome::Failed { error }, fate_after(alive))
         }
         Some(Ok(r)) => {
             let outcome = if cancelled.is_some() || r.stop_reason == StopReason::Cancelled {
@@ -529,6 +709,76 @@ mod tests {
             RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
             _ => None,
         }
+    }
+
+    fn spec(command: &str) -> AgentSpec {
+        AgentSpec {
+            command: command.into(),
+            adapter: Adapter::for_command(command),
+            args: vec![],
+            cwd: PathBuf::from("/w"),
+            system_prompt: Some("be brief".into()),
+            model: Some("m1".into()),
+            session_title: None,
+            mcp_command: None,
+            idle_timeout: Duration::from_secs(1),
+            max_turn: Duration::from_secs(2),
+            cancel_grace: Duration::from_secs(1),
+            respawn_backoff: Duration::from_secs(1),
+            max_failures: 1,
+        }
+    }
+
+    #[test]
+    fn adapters_by_command_name() {
+        assert_eq!(
+            Adapter::for_command("/opt/bin/claude-code-acp"),
+            Adapter::ClaudeCode
+        );
+        assert_eq!(Adapter::for_command("claude-agent-acp"), Adapter::ClaudeCode);
+        assert_eq!(Adapter::for_command("goose"), Adapter::Goose);
+        assert_eq!(Adapter::for_command("codex-acp"), Adapter::Generic);
+        assert_eq!(Adapter::for_command("my-agent"), Adapter::Generic);
+    }
+
+    #[test]
+    fn session_new_carries_each_agents_forms() {
+        let plain = AgentInfo::default();
+        let advertised = AgentInfo {
+            system_prompt: true,
+            auth_hint: None,
+        };
+        let claude = serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain)).unwrap();
+        assert_eq!(
+            claude["_meta"]["systemPrompt"],
+            serde_json::json!({"append": "be brief"})
+        );
+        assert_eq!(claude["_meta"]["claudeCode"]["options"]["model"], "m1");
+        assert!(claude.get("systemPrompt").is_none());
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &plain)).unwrap();
+        assert!(generic.get("systemPrompt").is_none(), "not advertised: not sent");
+        assert_eq!(generic["_meta"]["model"], "m1");
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &advertised)).unwrap();
+        assert!(generic.get("systemPrompt").is_some(), "advertised: sent");
+        assert!(Adapter::ClaudeCode.system_prompt_on_new_session(&plain));
+        assert!(!Adapter::Generic.system_prompt_on_new_session(&plain));
+    }
+
+    #[test]
+    fn failure_text_carries_the_auth_hint() {
+        let info = AgentInfo {
+            system_prompt: false,
+            auth_hint: Some("the agent needs authentication: run `claude /login`".into()),
+        };
+        let e = agent_client_protocol::Error::auth_required();
+        assert_eq!(
+            failure_text(&e, &info),
+            format!(
+                "{} (the agent needs authentication: run `claude /login`)",
+                e.message
+            )
+        );
+        assert_eq!(failure_text(&e, &AgentInfo::default()), e.message);
     }
 
     #[test]

@@ -16,8 +16,11 @@ pub const KILL_WAIT: Duration = Duration::from_millis(500);
 pub struct ShutdownPlan {
     /// When the stop was triggered.
     pub start: Instant,
-    /// End of the drain of cancelled turns.
+    /// The drain point: running turns may finish (and reply) until here;
+    /// what remains is cancelled.
     pub drain_until: Instant,
+    /// Cancelled turns may acknowledge their cancel until here; then SIGTERM.
+    pub cancel_until: Instant,
     /// SIGKILL goes to every surviving agent group here at the latest.
     pub kill_at: Instant,
     /// Child cleanup ends here, whatever remains: the finalization slice starts.
@@ -40,10 +43,12 @@ impl ShutdownPlan {
         let drain_until =
             (start + drain).min(children_until.checked_sub(reap_span).unwrap_or(start).max(start));
         let kill_at = (drain_until + kill_grace).min(kill_at_latest);
+        let cancel_until = drain_until + (kill_at.saturating_duration_since(drain_until) / 2);
         debug_assert!(child_span <= budget);
         ShutdownPlan {
             start,
             drain_until,
+            cancel_until,
             kill_at,
             children_until,
             deadline,
@@ -76,6 +81,7 @@ mod tests {
         assert_eq!(p.deadline, t + s(60));
         assert_eq!(p.children_until, t + s(53));
         assert_eq!(p.drain_until, t + s(30));
+        assert_eq!(p.cancel_until, t + Duration::from_millis(32_500));
         assert_eq!(p.kill_at, t + s(35));
         assert_eq!(FINALIZATION_RESERVE, s(7));
     }
@@ -86,7 +92,7 @@ mod tests {
         let p = ShutdownPlan::new(t, s(10), s(30), s(5));
         assert_eq!(p.children_until, t + s(3));
         assert!(p.kill_at <= p.children_until - KILL_WAIT);
-        assert!(p.drain_until <= p.kill_at);
+        assert!(p.drain_until <= p.cancel_until && p.cancel_until <= p.kill_at);
         assert_eq!(
             p.deadline - p.children_until,
             s(7),

@@ -141,6 +141,12 @@ pub struct Cli {
     /// First reconnect delay, milliseconds (wire-facts §2: 1000; doubles to 16x, ±20 % jitter).
     #[arg(long, env = "BUZZ_ACP_RECONNECT_BASE_MS", default_value_t = 1000)]
     pub reconnect_base_ms: u64,
+    /// Deadline for a connected socket's subscription to go live (EOSE), milliseconds; then reconnect.
+    #[arg(long, env = "BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS", default_value_t = 15_000)]
+    pub subscribe_timeout_ms: u64,
+    /// Validate the configuration and identity, then exit (0, 2 or 3) without connecting.
+    #[arg(long)]
+    pub check_config: bool,
     /// Working directory handed to agent sessions (default: the current directory).
     #[arg(long, env = "BUZZ_ACP_CWD")]
     pub cwd: Option<std::path::PathBuf>,

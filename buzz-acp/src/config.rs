@@ -10,7 +10,8 @@ use crate::cli::Cli;
 use crate::exit::Exit;
 use buzz_contract::gate::{self, GateError, RespondTo};
 use buzz_contract::keys::{self, KeyError};
-use buzz_contract::nip_oa::{AuthTag, AuthTagError};
+use buzz_contract::nip_oa::{AuthTag, AuthTagError, ConditionError};
+use buzz_contract::presence::KIND_AUTH;
 use nostr_sdk::prelude::{Keys, RelayUrl};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +20,10 @@ use std::time::Duration;
 pub const MAX_AGENTS: u32 = 32;
 /// Longest session title (wire-facts §5).
 pub const SESSION_TITLE_MAX: usize = 80;
+/// Longest presence republish interval. Relays expire presence after 180 s
+/// (wire-facts §3); at most 90 s leaves room for one lost republish, so no
+/// setting can make presence lapse while the agent serves (I3).
+pub const MAX_PRESENCE_INTERVAL_SECS: u64 = 90;
 
 /// Identity refusals (I1): the harness refuses to start, before connecting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +43,35 @@ pub enum IdentityError {
          !shutdown could never match"
     )]
     NoOwner,
+    /// No auth tag verifies and `BUZZ_ACP_AGENT_OWNER` is not a pubkey: there is no owner.
+    #[error(
+        "refusing to start: no owner (BUZZ_ACP_AGENT_OWNER is not a 64-hex pubkey and no BUZZ_AUTH_TAG verifies); \
+         !shutdown could never match"
+    )]
+    OwnerMalformed,
+    /// The resolved owner is the agent itself: its own events are dropped,
+    /// so its `!shutdown` could never be heard.
+    #[error("refusing to start: the owner is the agent's own key; !shutdown could never be heard")]
+    OwnerIsAgent,
+}
+
+/// The environment is unusable in a way no setting explains (exit 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InternalError {
+    /// The current directory cannot be read and `BUZZ_ACP_CWD` is not absolute.
+    #[error("cannot determine the current directory (set an absolute BUZZ_ACP_CWD)")]
+    Cwd,
+}
+
+/// Why a configured `BUZZ_AUTH_TAG` does not name the owner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TagRejection {
+    /// Malformed, or its signature does not verify for this agent.
+    #[error(transparent)]
+    Invalid(#[from] AuthTagError),
+    /// It verifies, but its conditions do not cover this agent's AUTH now.
+    #[error(transparent)]
+    Conditions(#[from] ConditionError),
 }
 
 /// Configuration errors. Messages name the variable, never a secret value.
@@ -53,8 +87,8 @@ pub enum ConfigError {
     Gate(#[from] GateError),
     #[error("BUZZ_MANAGED_AGENT_START_NONCE must be exactly 32 lowercase hex")]
     Nonce,
-    #[error("BUZZ_ACP_AGENT_OWNER is not a 64-hex pubkey")]
-    Owner,
+    #[error("BUZZ_ACP_PRESENCE_INTERVAL_SECS must be at most 90 (presence expires after 180 s)")]
+    PresenceInterval,
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
     #[error("BUZZ_ACP_SHUTDOWN_BUDGET_SECS must exceed the 7 s finalization reserve")]
@@ -70,6 +104,8 @@ pub enum StartupError {
     Identity(#[from] IdentityError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Internal(#[from] InternalError),
 }
 
 impl StartupError {
@@ -78,6 +114,7 @@ impl StartupError {
         match self {
             StartupError::Identity(_) => Exit::Identity,
             StartupError::Config(_) => Exit::Config,
+            StartupError::Internal(_) => Exit::Internal,
         }
     }
 }
@@ -94,7 +131,7 @@ pub struct Identity {
     /// The verified NIP-OA tag to add to the NIP-42 event, if any.
     pub auth_tag: Option<AuthTag>,
     /// Why a configured auth tag was not used, if it was not.
-    pub auth_tag_rejected: Option<AuthTagError>,
+    pub auth_tag_rejected: Option<TagRejection>,
 }
 
 impl std::fmt::Debug for Identity {
@@ -147,6 +184,7 @@ pub struct Config {
     pub max_agent_failures: u32,
     pub relay_lost_after: Option<Duration>,
     pub reconnect_base: Duration,
+    pub subscribe_timeout: Duration,
     pub cwd: PathBuf,
 }
 
@@ -165,9 +203,36 @@ fn non_empty(s: Option<&String>) -> Option<String> {
     s.map(|v| v.trim()).filter(|v| !v.is_empty()).map(str::to_string)
 }
 
+/// What validation needs from the environment besides the [`Cli`], passed
+/// in so that [`Config::from_cli`] stays pure.
+#[derive(Debug, Clone)]
+pub struct Ambient {
+    /// Unix seconds now (NIP-OA time conditions).
+    pub now_secs: u64,
+    /// The current directory, if it can be read.
+    pub cwd: Option<PathBuf>,
+}
+
+impl Ambient {
+    /// The real clock and current directory.
+    pub fn current() -> Ambient {
+        Ambient {
+            now_secs: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            cwd: std::env::current_dir().ok(),
+        }
+    }
+}
+
 /// Resolves the identity (wire-facts §1 owner resolution). Order of refusal:
-/// key, relay URL, owner — all before any connection.
-pub fn resolve_identity(cli: &Cli) -> Result<Identity, StartupError> {
+/// key, relay URL, owner — all before any connection. An auth tag names the
+/// owner only if it verifies and its conditions cover the kind 22242 AUTH
+/// event it rides on, created now (an expired attestation is not an owner).
+/// An owner equal to the agent is refused: self-authored events are dropped,
+/// so such an agent could never be stopped.
+pub fn resolve_identity(cli: &Cli, now_secs: u64) -> Result<Identity, StartupError> {
     let raw_key = cli.private_key.as_deref().ok_or(IdentityError::KeyMissing)?;
     let keys = keys::parse_private_key(raw_key).map_err(IdentityError::Key)?;
     if cli.relay_url.as_deref().is_none_or(|u| u.trim().is_empty()) {
@@ -177,7 +242,15 @@ pub fn resolve_identity(cli: &Cli) -> Result<Identity, StartupError> {
     let mut auth_tag = None;
     let mut auth_tag_rejected = None;
     if let Some(raw) = cli.auth_tag.as_deref().filter(|s| !s.trim().is_empty()) {
-        match AuthTag::parse(raw).and_then(|t| t.verify(&pubkey).map(|()| t)) {
+        let checked = AuthTag::parse(raw)
+            .and_then(|t| t.verify(&pubkey).map(|()| t))
+            .map_err(TagRejection::from)
+            .and_then(|t| {
+                t.covers(u64::from(KIND_AUTH), now_secs)
+                    .map(|()| t)
+                    .map_err(TagRejection::from)
+            });
+        match checked {
             Ok(t) => auth_tag = Some(t),
             Err(e) => auth_tag_rejected = Some(e),
         }
@@ -185,10 +258,13 @@ pub fn resolve_identity(cli: &Cli) -> Result<Identity, StartupError> {
     let owner = match &auth_tag {
         Some(t) => t.owner.clone(),
         None => match non_empty(cli.agent_owner.as_ref()) {
-            Some(o) => keys::normalize_pubkey_hex(&o).ok_or(ConfigError::Owner)?,
+            Some(o) => keys::normalize_pubkey_hex(&o).ok_or(IdentityError::OwnerMalformed)?,
             None => return Err(IdentityError::NoOwner.into()),
         },
     };
+    if owner == pubkey {
+        return Err(IdentityError::OwnerIsAgent.into());
+    }
     Ok(Identity {
         keys,
         pubkey,
@@ -201,8 +277,12 @@ pub fn resolve_identity(cli: &Cli) -> Result<Identity, StartupError> {
 impl Config {
     /// Validates everything. `fresh_nonce` is used when no start nonce is set
     /// (randomness comes in as an argument, DESIGN.md Decision 1).
-    pub fn from_cli(cli: &Cli, fresh_nonce: impl FnOnce() -> String) -> Result<Config, StartupError> {
-        let identity = resolve_identity(cli)?;
+    pub fn from_cli(
+        cli: &Cli,
+        ambient: &Ambient,
+        fresh_nonce: impl FnOnce() -> String,
+    ) -> Result<Config, StartupError> {
+        let identity = resolve_identity(cli, ambient.now_secs)?;
         let relay_raw = cli.relay_url.as_deref().unwrap_or_default().trim();
         let relay_url = RelayUrl::parse(relay_raw).map_err(|_| ConfigError::RelayUrl)?;
         if !(relay_raw.starts_with("ws://") || relay_raw.starts_with("wss://")) {
@@ -230,11 +310,15 @@ impl Config {
             ("BUZZ_ACP_PRESENCE_INTERVAL_SECS", cli.presence_interval_secs),
             ("BUZZ_ACP_REAPER_CHECK_MS", cli.reaper_check_ms),
             ("BUZZ_ACP_RECONNECT_BASE_MS", cli.reconnect_base_ms),
+            ("BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS", cli.subscribe_timeout_ms),
             ("BUZZ_ACP_MAX_AGENT_FAILURES", u64::from(cli.max_agent_failures)),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name).into());
             }
+        }
+        if cli.presence_interval_secs > MAX_PRESENCE_INTERVAL_SECS {
+            return Err(ConfigError::PresenceInterval.into());
         }
         let shutdown_budget = Duration::from_secs(cli.shutdown_budget_secs);
         if shutdown_budget <= FINALIZATION_RESERVE {
@@ -255,11 +339,11 @@ impl Config {
             channels.push(c.to_string());
         }
         // ACP requires an absolute session cwd (wire-facts §6).
-        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let cwd = match cli.cwd.clone() {
-            Some(p) if p.is_absolute() => p,
-            Some(p) => here.join(p),
-            None => here,
+        let cwd = match (cli.cwd.clone(), ambient.cwd.clone()) {
+            (Some(p), _) if p.is_absolute() => p,
+            (Some(p), Some(here)) => here.join(p),
+            (None, Some(here)) => here,
+            (_, None) => return Err(InternalError::Cwd.into()),
         };
         Ok(Config {
             identity,
@@ -297,6 +381,7 @@ impl Config {
             relay_lost_after: (cli.relay_lost_after_secs > 0)
                 .then(|| Duration::from_secs(cli.relay_lost_after_secs)),
             reconnect_base: Duration::from_millis(cli.reconnect_base_ms),
+            subscribe_timeout: Duration::from_millis(cli.subscribe_timeout_ms),
             cwd,
         })
     }
@@ -318,12 +403,21 @@ mod tests {
         "0".repeat(32)
     }
 
+    const NOW: u64 = 1_800_000_000;
+
+    fn amb() -> Ambient {
+        Ambient {
+            now_secs: NOW,
+            cwd: Some(PathBuf::from("/work")),
+        }
+    }
+
     #[test]
     fn identity_refusals_in_order() {
         let k = Keys::generate();
         let nsec = k.secret_key().to_bech32().unwrap();
         let owner = Keys::generate().public_key().to_hex();
-        let e = |a: &[&str]| Config::from_cli(&cli(a), nonce).unwrap_err();
+        let e = |a: &[&str]| Config::from_cli(&cli(a), &amb(), nonce).unwrap_err();
         assert_eq!(e(&[]), StartupError::Identity(IdentityError::KeyMissing));
         assert_eq!(
             e(&["--private-key", "  "]),
@@ -350,6 +444,7 @@ mod tests {
                 "--agent-owner",
                 &owner,
             ]),
+            &amb(),
             nonce,
         )
         .unwrap();
@@ -370,21 +465,24 @@ mod tests {
         let base = ["--private-key", &hex, "--relay-url", "wss://r.example"];
         let mut a = base.to_vec();
         a.extend(["--auth-tag", &tag, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&a), nonce).unwrap();
+        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
         assert_eq!(c.identity.owner, owner.public_key().to_hex());
         assert!(c.identity.auth_tag.is_some());
         // A tag minted for another agent does not verify: fall back to the owner env.
         let wrong = AuthTag::mint(&owner, &other, "").unwrap().to_json();
         let mut b = base.to_vec();
         b.extend(["--auth-tag", &wrong, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&b), nonce).unwrap();
+        let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
         assert_eq!(c.identity.owner, other);
-        assert_eq!(c.identity.auth_tag_rejected, Some(AuthTagError::BadSignature));
+        assert_eq!(
+            c.identity.auth_tag_rejected,
+            Some(TagRejection::Invalid(AuthTagError::BadSignature))
+        );
         // ...and without a fallback, refuse.
         let mut d = base.to_vec();
         d.extend(["--auth-tag", &wrong]);
         assert_eq!(
-            Config::from_cli(&cli(&d), nonce).unwrap_err(),
+            Config::from_cli(&cli(&d), &amb(), nonce).unwrap_err(),
             StartupError::Identity(IdentityError::NoOwner)
         );
     }
@@ -404,7 +502,7 @@ mod tests {
         let err = |extra: &[&str]| {
             let mut a = base.clone();
             a.extend_from_slice(extra);
-            Config::from_cli(&cli(&a), nonce).unwrap_err()
+            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err()
         };
         assert_eq!(err(&["--agents", "0"]).exit(), Exit::Config);
         assert_eq!(err(&["--agents", "33"]).exit(), Exit::Config);
@@ -416,19 +514,25 @@ mod tests {
         let mut a = base.clone();
         a[3] = "http://r";
         assert_eq!(
-            Config::from_cli(&cli(&a), nonce).unwrap_err().exit(),
+            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err().exit(),
             Exit::Config
         );
-        let mut a = base.clone();
-        a[5] = "xyz";
         assert_eq!(
-            Config::from_cli(&cli(&a), nonce).unwrap_err().exit(),
-            Exit::Config
+            err(&["--presence-interval-secs", "91"]),
+            StartupError::Config(ConfigError::PresenceInterval)
+        );
+        let mut a = base.clone();
+        a.extend(["--presence-interval-secs", "90"]);
+        assert_eq!(
+            Config::from_cli(&cli(&a), &amb(), nonce)
+                .unwrap()
+                .presence_interval,
+            Duration::from_secs(90)
         );
         let mut a = base.clone();
         a.extend(["--start-nonce", "0123456789abcdef0123456789abcdef"]);
         assert_eq!(
-            Config::from_cli(&cli(&a), nonce).unwrap().run_nonce,
+            Config::from_cli(&cli(&a), &amb(), nonce).unwrap().run_nonce,
             "0123456789abcdef0123456789abcdef"
         );
     }
@@ -441,5 +545,113 @@ mod tests {
         assert_eq!(sanitize_session_title("a\u{0}b\nc"), Some("abc".into()));
         assert_eq!(sanitize_session_title(&"x".repeat(200)).unwrap().len(), 80);
         assert_eq!(sanitize_session_title("\u{7}"), None);
+    }
+
+    #[test]
+    fn malformed_owner_without_a_tag_is_no_owner() {
+        let hex = Keys::generate().secret_key().to_secret_hex();
+        let a = [
+            "--private-key",
+            &hex,
+            "--relay-url",
+            "ws://r",
+            "--agent-owner",
+            "xyz",
+        ];
+        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        assert_eq!(e, StartupError::Identity(IdentityError::OwnerMalformed));
+        assert_eq!(e.exit(), Exit::Identity);
+    }
+
+    #[test]
+    fn the_agent_cannot_own_itself() {
+        let agent = Keys::generate();
+        let hex = agent.secret_key().to_secret_hex();
+        let me = agent.public_key().to_hex();
+        let a = [
+            "--private-key",
+            &hex,
+            "--relay-url",
+            "ws://r",
+            "--agent-owner",
+            &me,
+        ];
+        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        assert_eq!(e, StartupError::Identity(IdentityError::OwnerIsAgent));
+        assert_eq!(e.exit(), Exit::Identity);
+        // Upper-case spelling of the same key is the same key.
+        let upper = me.to_uppercase();
+        let a = [
+            "--private-key",
+            &hex,
+            "--relay-url",
+            "ws://r",
+            "--agent-owner",
+            &upper,
+        ];
+        assert_eq!(
+            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
+            StartupError::Identity(IdentityError::OwnerIsAgent)
+        );
+    }
+
+    #[test]
+    fn an_expired_or_not_yet_valid_attestation_is_not_an_owner() {
+        let agent = Keys::generate();
+        let hex = agent.secret_key().to_secret_hex();
+        let owner = Keys::generate();
+        let me = agent.public_key().to_hex();
+        let fallback = Keys::generate().public_key().to_hex();
+        for (conditions, why) in [
+            (format!("created_at<{NOW}"), ConditionError::Expired),
+            (format!("created_at>{NOW}"), ConditionError::NotYetValid),
+            ("kind=9".to_string(), ConditionError::Kind),
+        ] {
+            let tag = AuthTag::mint(&owner, &me, &conditions).unwrap().to_json();
+            let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
+            assert_eq!(
+                Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
+                StartupError::Identity(IdentityError::NoOwner),
+                "{conditions}"
+            );
+            let mut b = a.to_vec();
+            b.extend(["--agent-owner", &fallback]);
+            let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
+            assert_eq!(c.identity.owner, fallback, "{conditions}");
+            assert_eq!(c.identity.auth_tag_rejected, Some(TagRejection::Conditions(why)));
+            assert!(c.identity.auth_tag.is_none());
+        }
+        let live = format!("created_at>{}&created_at<{}&kind=22242", NOW - 1, NOW + 1);
+        let tag = AuthTag::mint(&owner, &me, &live).unwrap().to_json();
+        let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
+        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
+        assert_eq!(c.identity.owner, owner.public_key().to_hex());
+    }
+
+    #[test]
+    fn an_unreadable_current_directory_is_internal() {
+        let hex = Keys::generate().secret_key().to_secret_hex();
+        let owner = Keys::generate().public_key().to_hex();
+        let a = [
+            "--private-key",
+            &hex,
+            "--relay-url",
+            "ws://r",
+            "--agent-owner",
+            &owner,
+        ];
+        let no_cwd = Ambient {
+            now_secs: NOW,
+            cwd: None,
+        };
+        let e = Config::from_cli(&cli(&a), &no_cwd, nonce).unwrap_err();
+        assert_eq!(e, StartupError::Internal(InternalError::Cwd));
+        assert_eq!(e.exit(), Exit::Internal);
+        let mut b = a.to_vec();
+        b.extend(["--cwd", "/srv"]);
+        assert_eq!(
+            Config::from_cli(&cli(&b), &no_cwd, nonce).unwrap().cwd,
+            PathBuf::from("/srv")
+        );
     }
 }

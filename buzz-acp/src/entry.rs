@@ -4,7 +4,7 @@
 //! (`buzz-acp-under-test`) and locate it with `CARGO_BIN_EXE_*`.
 
 use crate::cli::Cli;
-use crate::config::Config;
+use crate::config::{Ambient, Config};
 use crate::exit::Exit;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -50,13 +50,17 @@ pub fn main() -> ! {
         }
     };
     init_logging();
-    let cfg = match Config::from_cli(&cli, fresh_nonce) {
+    let cfg = match Config::from_cli(&cli, &Ambient::current(), fresh_nonce) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!("{e}");
             std::process::exit(e.exit().code());
         }
     };
+    if cli.check_config {
+        tracing::info!("configuration and identity are valid");
+        std::process::exit(Exit::Intentional.code());
+    }
     drop(cli);
     if let Some(reason) = &cfg.identity.auth_tag_rejected {
         tracing::warn!(%reason, "BUZZ_AUTH_TAG is not used; owner falls back to BUZZ_ACP_AGENT_OWNER");

@@ -1,6 +1,6 @@
 //! Inbound decisions (wire-facts §4; spec §Stop and Delete): addressing,
-//! self-authored drop, owner control before the respond-to gate, the gate
-//! itself, and event-id de-duplication. Pure: plain data in, a decision out.
+//! self-authored drop, owner control before the channel scope and the
+//! respond-to gate, the gate itself, and event-id de-duplication. Pure: plain data in, a decision out.
 
 use buzz_contract::gate::{self, RespondTo};
 use buzz_contract::presence::{CANCEL_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND};
@@ -22,6 +22,17 @@ pub struct InboundEvent {
 }
 
 impl InboundEvent {
+    /// The fields of a received nostr event.
+    pub fn from_event(e: &nostr_sdk::prelude::Event) -> InboundEvent {
+        InboundEvent {
+            id: e.id.to_hex(),
+            author: e.pubkey.to_hex(),
+            kind: e.kind.as_u16(),
+            content: e.content.clone(),
+            tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+        }
+    }
+
     /// The first `h` tag value (the channel), if any.
     pub fn channel(&self) -> Option<&str> {
         self.tag_value("h")
@@ -106,9 +117,7 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
         return Decision::Drop(DropReason::NotAddressed);
     }
     let channel = ev.channel().unwrap_or_default().to_string();
-    if !policy.channels.is_empty() && !policy.channels.contains(&channel) {
-        return Decision::Drop(DropReason::OtherChannel);
-    }
+    // Owner control is never channel-scoped: the scope limits work, not stops.
     let is_owner = ev.author == policy.owner;
     let command = ev.content.trim();
     if is_owner && command == SHUTDOWN_COMMAND {
@@ -116,6 +125,9 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
     }
     if is_owner && command == CANCEL_COMMAND {
         return Decision::Cancel { channel };
+    }
+    if !policy.channels.is_empty() && !policy.channels.contains(&channel) {
+        return Decision::Drop(DropReason::OtherChannel);
     }
     if gate::allows(
         policy.respond_to,
@@ -252,6 +264,32 @@ mod tests {
         scoped.channels = vec!["other".into()];
         assert_eq!(
             decide(&scoped, &ev(&hex('2'), "hi")),
+            Decision::Drop(DropReason::OtherChannel)
+        );
+    }
+
+    #[test]
+    fn owner_control_is_not_channel_scoped() {
+        let mut p = policy(RespondTo::OwnerOnly);
+        p.channels = vec!["other".into()];
+        assert_eq!(decide(&p, &ev(&hex('0'), "!shutdown")), Decision::Shutdown);
+        let mut no_h = ev(&hex('0'), "!shutdown");
+        no_h.tags.retain(|t| t[0] != "h");
+        assert_eq!(decide(&p, &no_h), Decision::Shutdown);
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "!cancel")),
+            Decision::Cancel {
+                channel: "chan".into()
+            }
+        );
+        // Ordinary owner work stays scoped.
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "hi")),
+            Decision::Drop(DropReason::OtherChannel)
+        );
+        // A stranger's !shutdown from outside the scope is just out of scope.
+        assert_eq!(
+            decide(&p, &ev(&hex('2'), "!shutdown")),
             Decision::Drop(DropReason::OtherChannel)
         );
     }

@@ -5,17 +5,23 @@
 //! (`auth-required:` then resend) and relays that never challenge.
 //!
 //! Reconnects back off 1, 2, 4, 8, 16 s ±20 %; after a reconnect it
-//! re-authenticates, re-subscribes with `since` = last seen − 5 s, drops
-//! duplicate event ids and re-announces presence. Presence `online` goes out
-//! only once the subscription is live (EOSE), then every interval; a stop
-//! publishes `offline` bounded by 2 s and closes bounded by 5 s.
+//! re-authenticates, re-subscribes with `since` = the newest *accepted*
+//! event − 5 s (clamped to now, so a stranger's future-dated event can never
+//! hide later ones), drops duplicate event ids and re-announces presence.
+//! With a channel scope, a second filter takes the owner's mentions from any
+//! channel, so owner control is never scoped. A socket whose subscription
+//! does not go live within a deadline is dropped and reconnected.
+//! Presence `online` goes out only once the subscription is live (EOSE), then
+//! every interval. A stop publishes `offline` bounded by 2 s and closes
+//! bounded by 5 s; a stop that finds no live session makes one bounded
+//! attempt to publish `offline` on a fresh connection.
 
 use crate::backoff::reconnect_delay;
 use crate::events;
 use crate::exit::Exit;
 use crate::inbound::SeenIds;
 use buzz_contract::nip_oa::AuthTag;
-use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, OFFLINE, ONLINE};
+use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, KIND_PRESENCE, OFFLINE, ONLINE};
 use nostr_sdk::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -57,12 +63,33 @@ pub fn classify_auth_ok(status: bool, message: &str) -> AuthOutcome {
     }
 }
 
-/// The `since` of a re-subscription: last seen − 5 s, or the start time.
-pub fn resubscribe_since(start: Timestamp, last_seen: Option<Timestamp>) -> Timestamp {
-    match last_seen {
-        Some(t) => Timestamp::from(t.as_secs().saturating_sub(RESUBSCRIBE_OVERLAP)),
+/// The `since` of a (re-)subscription: the newest accepted event's
+/// `created_at`, clamped to `now`, minus the 5 s overlap; the start time when
+/// nothing was accepted yet. Only events the inbound gate accepted count:
+/// anyone can post a future-dated event, and a `since` past it would hide
+/// every later event, the owner's `!shutdown` included.
+pub fn resubscribe_since(start: Timestamp, last_accepted: Option<Timestamp>, now: Timestamp) -> Timestamp {
+    match last_accepted {
+        Some(t) => Timestamp::from(t.min(now).as_secs().saturating_sub(RESUBSCRIBE_OVERLAP)),
         None => start,
     }
+}
+
+/// Puts events that were sent but never acknowledged back in front of the
+/// outbox, oldest first, skipping presence (a stale presence must not be
+/// resent), keeping at most `cap` events (the oldest are dropped first).
+/// Returns how many were requeued.
+pub fn requeue_unacknowledged(outbox: &mut VecDeque<Event>, mut unacked: Vec<Event>, cap: usize) -> usize {
+    unacked.retain(|e| e.kind != Kind::from(KIND_PRESENCE) && !outbox.iter().any(|o| o.id == e.id));
+    unacked.sort_by_key(|e| e.created_at);
+    let n = unacked.len();
+    for e in unacked.into_iter().rev() {
+        outbox.push_front(e);
+    }
+    while outbox.len() > cap {
+        outbox.pop_front();
+    }
+    n
 }
 
 /// Commands to the relay task.
@@ -70,6 +97,9 @@ pub fn resubscribe_since(start: Timestamp, last_seen: Option<Timestamp>) -> Time
 pub enum RelayCmd {
     /// Publish (queued while disconnected).
     Publish(Box<Event>),
+    /// The inbound gate accepted an event created at this time (it moves
+    /// the re-subscription `since`).
+    Accepted(Timestamp),
     /// Publish `offline` (bounded), close (bounded), then acknowledge.
     Stop {
         offline_bound: Duration,
@@ -98,18 +128,38 @@ pub struct RelaySettings {
     pub keys: Keys,
     pub auth_tag: Option<AuthTag>,
     pub agent: PublicKey,
+    /// The resolved owner: its mentions are subscribed from every channel.
+    pub owner: PublicKey,
     pub channels: Vec<String>,
     pub presence: bool,
     pub run: String,
     pub presence_interval: Duration,
     pub reconnect_base: Duration,
     pub lost_after: Option<Duration>,
+    /// How long a connected socket may take to get its subscription live.
+    pub live_timeout: Duration,
+}
+
+/// A stop request's bounds and acknowledgement.
+struct StopReq {
+    offline_bound: Duration,
+    close_bound: Duration,
+    done: oneshot::Sender<()>,
 }
 
 enum SessionEnd {
     Disconnected,
     Stopped,
+    /// Stop requested before the subscription went live.
+    StopNotLive(StopReq),
     Fatal(Exit),
+}
+
+/// What a command did while no session is live.
+enum Idle {
+    Continue,
+    Stop(StopReq),
+    Closed,
 }
 
 struct Task {
@@ -117,7 +167,7 @@ struct Task {
     cmds: mpsc::UnboundedReceiver<RelayCmd>,
     out: mpsc::UnboundedSender<RelayEvent>,
     start: Timestamp,
-    last_seen: Option<Timestamp>,
+    last_accepted: Option<Timestamp>,
     seq: u64,
     seen: SeenIds,
     outbox: VecDeque<Event>,
@@ -138,7 +188,7 @@ pub fn spawn(
         cmds,
         out,
         start: Timestamp::now(),
-        last_seen: None,
+        last_accepted: None,
         seq: 0,
         seen: SeenIds::new(SEEN_CAP),
         outbox: VecDeque::new(),
@@ -173,14 +223,13 @@ impl Task {
                     let connected = loop {
                         tokio::select! {
                             r = &mut connect => break r,
-                            cmd = self.cmds.recv() => match cmd {
-                                Some(RelayCmd::Publish(e)) => self.queue(*e),
-                                Some(RelayCmd::Stop { done, .. }) => {
-                                    let _ = done.send(());
+                            cmd = self.cmds.recv() => match self.idle_cmd(cmd) {
+                                Idle::Continue => {}
+                                Idle::Stop(req) => {
                                     client.shutdown().await;
-                                    return;
+                                    return self.stop_without_session(req).await;
                                 }
-                                None => return,
+                                Idle::Closed => return,
                             },
                         }
                     };
@@ -201,6 +250,7 @@ impl Task {
             client.shutdown().await;
             match end {
                 SessionEnd::Stopped => return,
+                SessionEnd::StopNotLive(req) => return self.stop_without_session(req).await,
                 SessionEnd::Fatal(e) => {
                     let _ = self.out.send(RelayEvent::Fatal(e));
                     return self.drain_until_stop().await;
@@ -224,17 +274,113 @@ impl Task {
             loop {
                 tokio::select! {
                     () = &mut wake => break,
-                    cmd = self.cmds.recv() => match cmd {
-                        Some(RelayCmd::Publish(e)) => self.queue(*e),
-                        Some(RelayCmd::Stop { done, .. }) => {
-                            let _ = done.send(());
-                            return;
-                        }
-                        None => return,
+                    cmd = self.cmds.recv() => match self.idle_cmd(cmd) {
+                        Idle::Continue => {}
+                        Idle::Stop(req) => return self.stop_without_session(req).await,
+                        Idle::Closed => return,
                     },
                 }
             }
         }
+    }
+
+    /// Handles a command while no session is live.
+    fn idle_cmd(&mut self, cmd: Option<RelayCmd>) -> Idle {
+        match cmd {
+            Some(RelayCmd::Publish(e)) => {
+                self.queue(*e);
+                Idle::Continue
+            }
+            Some(RelayCmd::Accepted(t)) => {
+                self.accepted(t);
+                Idle::Continue
+            }
+            Some(RelayCmd::Stop {
+                offline_bound,
+                close_bound,
+                done,
+            }) => Idle::Stop(StopReq {
+                offline_bound,
+                close_bound,
+                done,
+            }),
+            None => Idle::Closed,
+        }
+    }
+
+    fn accepted(&mut self, t: Timestamp) {
+        self.last_accepted = Some(self.last_accepted.map_or(t, |l| l.max(t)));
+    }
+
+    /// A stop with no live session: one bounded attempt, on a fresh
+    /// connection, to publish `offline`, then acknowledge.
+    async fn stop_without_session(mut self, req: StopReq) {
+        if self.s.presence {
+            let bound = req.offline_bound.saturating_add(req.close_bound);
+            let e = self.presence_event(OFFLINE);
+            let sent = tokio::time::timeout(bound, self.offline_attempt(e)).await;
+            tracing::info!(
+                acknowledged = matches!(sent, Ok(true)),
+                "presence offline published on a final connection attempt"
+            );
+        }
+        let _ = req.done.send(());
+    }
+
+    /// Connects, answers a challenge if one comes, publishes `offline` (again
+    /// after authenticating, if it was refused) and waits for its `OK`.
+    async fn offline_attempt(&self, offline: Event) -> bool {
+        let client = Client::builder()
+            .opts(ClientOptions::new().automatic_authentication(false))
+            .build();
+        let ok = async {
+            client
+                .pool()
+                .add_relay(self.s.url.clone(), RelayOptions::new().reconnect(false))
+                .await
+                .ok()?;
+            let relay = client.relay(self.s.url.clone()).await.ok()?;
+            let mut notes = relay.notifications();
+            relay.try_connect(CONNECT_TIMEOUT).await.ok()?;
+            relay.send_msg(ClientMessage::event(offline.clone())).ok()?;
+            let mut auth_id = None;
+            loop {
+                let RelayNotification::Message { message } = notes.recv().await.ok()? else {
+                    continue;
+                };
+                match message {
+                    RelayMessage::Auth { challenge } => {
+                        let ev =
+                            events::auth(&self.s.keys, &self.s.url, &challenge, self.s.auth_tag.as_ref());
+                        auth_id = Some(ev.id);
+                        relay.send_msg(ClientMessage::auth(ev)).ok()?;
+                    }
+                    RelayMessage::Ok { event_id, status, .. } if Some(event_id) == auth_id => {
+                        if !status {
+                            return None;
+                        }
+                        relay.send_msg(ClientMessage::event(offline.clone())).ok()?;
+                    }
+                    RelayMessage::Ok {
+                        event_id,
+                        status,
+                        message,
+                    } if event_id == offline.id => {
+                        if status {
+                            return Some(());
+                        }
+                        if !message.starts_with("auth-required:") {
+                            return None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        .await
+        .is_some();
+        client.shutdown().await;
+        ok
     }
 
     /// After a fatal end: acknowledge a stop without a connection.
@@ -256,7 +402,7 @@ impl Task {
     }
 
     fn filters(&self) -> Vec<Filter> {
-        let since = resubscribe_since(self.start, self.last_seen);
+        let since = resubscribe_since(self.start, self.last_accepted, Timestamp::now());
         let base = Filter::new()
             .kind(Kind::from(KIND_CHANNEL_MESSAGE))
             .pubkey(self.s.agent)
@@ -264,14 +410,13 @@ impl Task {
         if self.s.channels.is_empty() {
             vec![base]
         } else {
-            self.s
-                .channels
-                .iter()
-                .map(|c| {
-                    base.clone()
-                        .custom_tag(SingleLetterTag::lowercase(Alphabet::H), c.clone())
-                })
-                .collect()
+            // The owner's control reaches the harness from any channel (or none).
+            let mut f = vec![base.clone().author(self.s.owner)];
+            f.extend(self.s.channels.iter().map(|c| {
+                base.clone()
+                    .custom_tag(SingleLetterTag::lowercase(Alphabet::H), c.clone())
+            }));
+            f
         }
     }
 
@@ -282,17 +427,43 @@ impl Task {
         e
     }
 
+    /// One connected session. Events sent but not acknowledged when it ends
+    /// go back to the front of the outbox and are resent on the next live
+    /// session (relays de-duplicate by id); presence is not resent stale.
     async fn session(
+        &mut self,
+        client: &Client,
+        relay: &Relay,
+        notes: tokio::sync::broadcast::Receiver<RelayNotification>,
+        attempt: &mut u32,
+        down_since: &mut Instant,
+    ) -> SessionEnd {
+        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        let end = self
+            .session_inner(client, relay, notes, attempt, down_since, &mut pending)
+            .await;
+        if matches!(end, SessionEnd::Disconnected) {
+            let unacked: Vec<Event> = pending.into_values().map(|(e, _)| e).collect();
+            let n = requeue_unacknowledged(&mut self.outbox, unacked, OUTBOX_CAP);
+            if n > 0 {
+                tracing::info!(events = n, "unacknowledged events kept for resending");
+            }
+        }
+        end
+    }
+
+    async fn session_inner(
         &mut self,
         client: &Client,
         relay: &Relay,
         mut notes: tokio::sync::broadcast::Receiver<RelayNotification>,
         attempt: &mut u32,
         down_since: &mut Instant,
+        pending: &mut HashMap<EventId, (Event, bool)>,
     ) -> SessionEnd {
         let sub = SubscriptionId::new(SUB_ID);
-        // Sent, not yet acknowledged events; `true` = refused with auth-required, resend after AUTH.
-        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        // `pending`: sent, not yet acknowledged events; `true` = refused with
+        // auth-required, resend after AUTH.
         let mut auth_id: Option<EventId> = None;
         let mut resub_after_auth = false;
         let mut live = false;
@@ -304,6 +475,8 @@ impl Task {
         }
         let mut tick = tokio::time::interval(self.s.presence_interval);
         tick.reset();
+        let live_deadline = tokio::time::sleep(self.s.live_timeout);
+        tokio::pin!(live_deadline);
         loop {
             tokio::select! {
                 note = notes.recv() => {
@@ -391,9 +564,10 @@ impl Task {
                             }
                             RelayMessage::Event { subscription_id, event } if *subscription_id == sub => {
                                 let event = event.into_owned();
-                                self.last_seen = Some(self.last_seen.map_or(event.created_at, |t| t.max(event.created_at)));
                                 if self.seen.insert(&event.id.to_hex()) {
                                     let _ = self.out.send(RelayEvent::Inbound(Box::new(event)));
+                                } else {
+                                    tracing::debug!(id = %event.id, "duplicate event dropped");
                                 }
                             }
                             _ => {}
@@ -408,12 +582,23 @@ impl Task {
                         _ => {}
                     }
                 }
+                () = &mut live_deadline, if !live => {
+                    tracing::warn!(
+                        timeout_ms = self.s.live_timeout.as_millis() as u64,
+                        "subscription did not go live in time; reconnecting"
+                    );
+                    return SessionEnd::Disconnected;
+                }
                 _ = tick.tick(), if live && self.s.presence => {
                     let e = self.presence_event(ONLINE);
                     pending.insert(e.id, (e.clone(), false));
                     let _ = relay.send_msg(ClientMessage::event(e));
                 }
                 cmd = self.cmds.recv() => match cmd {
+                    Some(RelayCmd::Accepted(t)) => self.accepted(t),
+                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) if !live => {
+                        return SessionEnd::StopNotLive(StopReq { offline_bound, close_bound, done });
+                    }
                     Some(RelayCmd::Publish(e)) => {
                         if live {
                             pending.insert(e.id, ((*e).clone(), false));
@@ -459,6 +644,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn unacknowledged_events_are_requeued_oldest_first_without_presence() {
+        let k = Keys::generate();
+        let at = |t: u64, kind: u16, c: &str| {
+            EventBuilder::new(Kind::from(kind), c)
+                .custom_created_at(Timestamp::from(t))
+                .sign_with_keys(&k)
+                .unwrap()
+        };
+        let queued = at(30, 9, "queued");
+        let mut outbox = VecDeque::from([queued.clone()]);
+        let n = requeue_unacknowledged(
+            &mut outbox,
+            vec![at(20, 9, "b"), at(10, 9, "a"), at(15, 20001, "online")],
+            10,
+        );
+        assert_eq!(n, 2);
+        let order: Vec<&str> = outbox.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(order, vec!["a", "b", "queued"]);
+        // Bounded: the oldest go first.
+        let n = requeue_unacknowledged(&mut outbox, vec![at(5, 9, "z")], 2);
+        assert_eq!(n, 1);
+        let order: Vec<&str> = outbox.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(order, vec!["b", "queued"]);
+        // Already queued: not duplicated.
+        assert_eq!(requeue_unacknowledged(&mut outbox, vec![queued], 10), 0);
+    }
+
+    #[test]
     fn auth_ok_prefixes() {
         assert_eq!(classify_auth_ok(true, ""), AuthOutcome::Accepted);
         for t in [
@@ -476,16 +689,22 @@ mod tests {
     }
 
     #[test]
-    fn resubscribe_overlaps_five_seconds() {
+    fn resubscribe_overlaps_five_seconds_and_clamps_to_now() {
         let start = Timestamp::from(1000);
-        assert_eq!(resubscribe_since(start, None), start);
+        let now = Timestamp::from(5000);
+        assert_eq!(resubscribe_since(start, None, now), start);
         assert_eq!(
-            resubscribe_since(start, Some(Timestamp::from(2000))),
+            resubscribe_since(start, Some(Timestamp::from(2000)), now),
             Timestamp::from(1995)
         );
         assert_eq!(
-            resubscribe_since(start, Some(Timestamp::from(3))),
+            resubscribe_since(start, Some(Timestamp::from(3)), now),
             Timestamp::from(0)
+        );
+        // A future-dated event never moves `since` past now − 5 s.
+        assert_eq!(
+            resubscribe_since(start, Some(Timestamp::from(90_000)), now),
+            Timestamp::from(4995)
         );
     }
 }

@@ -2,12 +2,17 @@
 //! §Auto-Stop, I3, I5; Known Defects 6 and 7).
 //!
 //! Every intentional stop — owner `!shutdown`, SIGTERM/SIGINT, the inactivity
-//! reaper — takes one path: stop taking work, cancel in-flight turns, drain,
-//! reap every agent process group concurrently (SIGTERM, then SIGKILL), then
-//! the reserved finalization slice: presence `offline` (≤ 2 s) and relay
-//! close (≤ 5 s), all under one shared deadline. Failures that end the
-//! harness (all agents dead, relay lost) take the same path with their own
-//! exit code.
+//! reaper — takes one path: stop taking work, drain (running turns may
+//! finish and their replies are published), cancel what remains at the drain
+//! point, reap every agent process group concurrently (SIGTERM, then
+//! SIGKILL), then the reserved finalization slice: presence `offline`
+//! (≤ 2 s) and relay close (≤ 5 s), all under one shared deadline. Failures
+//! that end the harness (all agents dead, relay lost) take the same path
+//! with their own exit code.
+//!
+//! A turn that fails with an agent error is answered with a short, redacted
+//! error reply (at most one per channel per [`ERROR_REPLY_INTERVAL`]), so the
+//! asker is never left with silence.
 
 use crate::acp::{self, AgentSpec, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
 use crate::budget::ShutdownPlan;
@@ -18,7 +23,8 @@ use crate::inbound::{self, Decision, InboundEvent, Policy};
 use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
-use crate::schedule::{Scheduler, inactivity_expired};
+use crate::schedule::{Scheduler, admit, inactivity_expired};
+use buzz_contract::redact::Literals;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +34,28 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Typing indicator period (wire-facts §4).
 pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
+/// What a shed mention's asker is told (rate-limited like error replies).
+pub const BUSY_TEXT: &str = "too many requests are waiting; try again later";
+/// At most one error reply per channel per this interval.
+pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
+/// Longest agent error message quoted in a reply, in characters.
+pub const ERROR_REPLY_MAX_CHARS: usize = 300;
+
+/// The error reply's text: the agent's message, secrets scrubbed, shortened.
+pub fn error_reply_text(secrets: &Literals, error: &str) -> String {
+    let clean: String = secrets
+        .scrub(error)
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n')
+        .take(ERROR_REPLY_MAX_CHARS)
+        .collect();
+    format!("⚠️ The agent could not answer: {}", clean.trim())
+}
+
+/// True when an error reply may go to a channel last answered with one at `last`.
+pub fn error_reply_due(last: Option<Instant>, now: Instant) -> bool {
+    last.is_none_or(|l| now.saturating_duration_since(l) >= ERROR_REPLY_INTERVAL)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
@@ -71,16 +99,10 @@ struct Harness {
     slot_tx: mpsc::UnboundedSender<SlotEvent>,
     relay_tx: mpsc::UnboundedSender<RelayCmd>,
     last_activity: Instant,
-}
-
-fn to_inbound(e: &Event) -> InboundEvent {
-    InboundEvent {
-        id: e.id.to_hex(),
-        author: e.pubkey.to_hex(),
-        kind: e.kind.as_u16(),
-        content: e.content.clone(),
-        tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
-    }
+    /// Secret values scrubbed from anything quoted back to a channel.
+    secrets: Literals,
+    /// channel → when it last got an error reply.
+    error_replies: HashMap<String, Instant>,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -90,6 +112,21 @@ fn system_prompt(cfg: &Config) -> Option<String> {
         (None, Some(t)) => Some(t.clone()),
         (Some(p), Some(t)) => Some(format!("{p}\n\n{t}")),
     }
+}
+
+/// Every secret value of the configuration, for scrubbing quoted text.
+fn secret_literals(cfg: &Config) -> Literals {
+    use nostr_sdk::prelude::ToBech32;
+    let sk = cfg.identity.keys.secret_key();
+    let Ok(nsec) = sk.to_bech32();
+    let mut v = vec![sk.to_secret_hex(), nsec];
+    if let Some(t) = &cfg.identity.auth_tag {
+        v.push(t.sig.clone());
+        v.push(t.to_json());
+    }
+    v.extend(cfg.system_prompt.clone());
+    v.extend(cfg.team_instructions.clone());
+    Literals::new(v)
 }
 
 impl Harness {
@@ -112,6 +149,7 @@ impl Harness {
             .collect();
         for (slot, _channel, job) in self.sched.assign(&idle) {
             self.slots[slot].state = SlotState::Busy;
+            self.last_activity = Instant::now();
             let turn_id = job.turn_id;
             if let Some(tx) = &self.slots[slot].tx {
                 let _ = tx.send(SlotCmd::Prompt(job));
@@ -157,6 +195,12 @@ impl Harness {
     }
 
     fn dispatch(&mut self, mention: InboundEvent, channel: String) {
+        if !admit(self.sched.queued(), self.sched.queued_in(&channel)) {
+            tracing::warn!(queued = self.sched.queued(), "queue full; mention shed");
+            let p = Pending { mention, channel };
+            self.error_reply(&p, BUSY_TEXT);
+            return;
+        }
         let turn_id = self.next_turn;
         self.next_turn += 1;
         self.last_activity = Instant::now();
@@ -208,7 +252,12 @@ impl Harness {
                         }
                     }
                     TurnOutcome::Cancelled { why } => tracing::info!(turn_id, reason = why, "turn cancelled"),
-                    TurnOutcome::Failed => tracing::warn!(turn_id, "turn failed"),
+                    TurnOutcome::Failed { error } => {
+                        tracing::warn!(turn_id, "turn failed");
+                        if let (Some(p), Some(error)) = (pending, error) {
+                            self.error_reply(&p, error);
+                        }
+                    }
                 }
             }
             SlotEvent::Died { slot, failures } => {
@@ -229,9 +278,35 @@ impl Harness {
         None
     }
 
+    /// Tells the asker why there is no answer (rate-limited per channel).
+    fn error_reply(&mut self, p: &Pending, error: &str) {
+        if !self.cfg.reply {
+            return;
+        }
+        let now = Instant::now();
+        if !error_reply_due(self.error_replies.get(&p.channel).copied(), now) {
+            tracing::info!("error reply suppressed by the per-channel rate limit");
+            return;
+        }
+        self.error_replies.insert(p.channel.clone(), now);
+        let text = error_reply_text(&self.secrets, error);
+        self.publish(events::reply(
+            &self.keys,
+            &p.mention,
+            &p.channel,
+            &text,
+            self.cfg.reply_p_tag,
+        ));
+    }
+
     fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
-        let ev = to_inbound(e);
-        match inbound::decide(&self.policy, &ev) {
+        let ev = InboundEvent::from_event(e);
+        let decision = inbound::decide(&self.policy, &ev);
+        if !matches!(decision, Decision::Drop(_)) {
+            // Only accepted events move the re-subscription `since`.
+            let _ = self.relay_tx.send(RelayCmd::Accepted(e.created_at));
+        }
+        match decision {
             Decision::Shutdown => {
                 tracing::info!("owner !shutdown received");
                 Some(Stop::Owner)
@@ -256,29 +331,28 @@ impl Harness {
         }
     }
 
-    /// Cancel → drain → reap concurrently, bounded by the plan.
+    /// Drain → cancel the rest → reap concurrently, bounded by the plan.
     async fn stop_children(&mut self, plan: &ShutdownPlan, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
         self.procs.close();
         let dropped = self.sched.clear_queued();
         if dropped > 0 {
             tracing::info!(dropped, "queued mentions dropped at shutdown");
         }
-        for (_, slot) in self.sched.running() {
+        self.drain(plan.drain_until, slot_rx).await;
+        let left: Vec<usize> = self.sched.running().map(|(_, slot)| slot).collect();
+        if !left.is_empty() {
+            tracing::warn!(
+                turns = left.len(),
+                "drain point reached; cancelling the turns still in flight"
+            );
+        }
+        for slot in left {
             if let Some(tx) = &self.slots[slot].tx {
                 let _ = tx.send(SlotCmd::Cancel);
             }
         }
-        while self.sched.busy() {
-            match tokio::time::timeout_at(plan.drain_until.into(), slot_rx.recv()).await {
-                Ok(Some(ev)) => {
-                    let _ = self.on_slot(ev);
-                }
-                _ => break,
-            }
-        }
-        if self.sched.busy() {
-            tracing::warn!("drain deadline reached with turns still in flight");
-        }
+        // Agents that honour session/cancel end their turns here; then SIGTERM.
+        self.drain(plan.cancel_until, slot_rx).await;
         for s in &self.slots {
             if let Some(tx) = &s.tx {
                 let _ = tx.send(SlotCmd::Shutdown);
@@ -297,10 +371,89 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// Lets running turns finish (their replies are published) until `until`.
+    async fn drain(&mut self, until: Instant, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
+        while self.sched.running().next().is_some() {
+            match tokio::time::timeout_at(until.into(), slot_rx.recv()).await {
+                Ok(Some(ev)) => {
+                    let _ = self.on_slot(ev);
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// The graceful stop (spec §Stop): one plan, one shared deadline.
+    /// Children first (drain, cancel, reap), then the finalization slice.
+    async fn shutdown(
+        mut self,
+        stop: Stop,
+        mut slot_rx: mpsc::UnboundedReceiver<SlotEvent>,
+        relay_task: tokio::task::JoinHandle<()>,
+    ) {
+        let plan = ShutdownPlan::new(
+            Instant::now(),
+            self.cfg.shutdown_budget,
+            self.cfg.shutdown_drain,
+            self.cfg.kill_grace,
+        );
+        tracing::info!(
+            ?stop,
+            budget_secs = self.cfg.shutdown_budget.as_secs(),
+            "graceful stop"
+        );
+        // As the container's PID 1, the stop also reaches the sidecars
+        // (pid1.rs), concurrently with the agents' drain and inside the same
+        // child span, so the finalization slice stays whole.
+        let pid1 = pid1::is_pid1();
+        let others = pid1.then(|| {
+            tokio::spawn(pid1::stop_others(
+                self.procs.clone(),
+                plan.kill_at,
+                plan.children_until,
+            ))
+        });
+        self.stop_children(&plan, &mut slot_rx).await;
+        if let Some(task) = others {
+            let _ = task.await;
+        }
+        if pid1 {
+            procs::reap_orphans(&self.procs);
+        }
+        self.finalize(&plan).await;
+        relay_task.abort();
+        tracing::info!(
+            elapsed_ms = plan.start.elapsed().as_millis() as u64,
+            "shutdown complete"
+        );
+    }
+
+    /// The reserved finalization slice: presence `offline`, relay close.
+    async fn finalize(&self, plan: &ShutdownPlan) {
+        let (done_tx, done_rx) = oneshot::channel();
+        let now = Instant::now();
+        let _ = self.relay_tx.send(RelayCmd::Stop {
+            offline_bound: plan.offline_bound(now),
+            close_bound: plan.close_bound(now),
+            done: done_tx,
+        });
+        if tokio::time::timeout_at(plan.deadline.into(), done_rx)
+            .await
+            .is_err()
+        {
+            tracing::error!("finalization did not finish inside the budget");
+        }
+    }
+}
+
 /// Runs the harness until it stops; returns the exit reason.
 pub async fn run(cfg: Config) -> Exit {
     let keys = cfg.identity.keys.clone();
-    let Ok(agent) = PublicKey::from_hex(&cfg.identity.pubkey) else {
+    let (Ok(agent), Ok(owner)) = (
+        PublicKey::from_hex(&cfg.identity.pubkey),
+        PublicKey::from_hex(&cfg.identity.owner),
+    ) else {
         return Exit::Internal;
     };
     let mut sigterm = match signal(SignalKind::terminate()) {
@@ -319,16 +472,19 @@ pub async fn run(cfg: Config) -> Exit {
         keys: keys.clone(),
         auth_tag: cfg.identity.auth_tag.clone(),
         agent,
+        owner,
         channels: cfg.channels.clone(),
         presence: cfg.presence,
         run: cfg.run_nonce.clone(),
         presence_interval: cfg.presence_interval,
         reconnect_base: cfg.reconnect_base,
         lost_after: cfg.relay_lost_after,
+        live_timeout: cfg.subscribe_timeout,
     });
     let (slot_tx, mut slot_rx) = mpsc::unbounded_channel();
     let spec = Arc::new(AgentSpec {
         command: cfg.agent_command.clone(),
+        adapter: acp::Adapter::for_command(&cfg.agent_command),
         args: cfg.agent_args.clone(),
         cwd: cfg.cwd.clone(),
         system_prompt: system_prompt(&cfg),
@@ -367,6 +523,8 @@ pub async fn run(cfg: Config) -> Exit {
         slot_tx,
         relay_tx,
         last_activity: Instant::now(),
+        secrets: secret_literals(&cfg),
+        error_replies: HashMap::new(),
         cfg,
     };
     if !h.cfg.lazy_pool {
@@ -393,7 +551,7 @@ pub async fn run(cfg: Config) -> Exit {
             Some(ev) = slot_rx.recv() => if let Some(s) = h.on_slot(ev) { break s; },
             _ = reaper.tick() => {
                 if let Some(bound) = h.cfg.exit_after_inactivity
-                    && inactivity_expired(bound, h.last_activity, h.sched.busy(), Instant::now())
+                    && inactivity_expired(bound, h.last_activity, h.sched.running().next().is_some(), Instant::now())
                 {
                     tracing::info!(bound_secs = bound.as_secs(), "inactivity bound reached; stopping");
                     break Stop::Reaper;
@@ -409,49 +567,7 @@ pub async fn run(cfg: Config) -> Exit {
         Stop::Owner | Stop::Signal | Stop::Reaper => Exit::Intentional,
         Stop::Fail(e) => e,
     };
-    let plan = ShutdownPlan::new(
-        Instant::now(),
-        h.cfg.shutdown_budget,
-        h.cfg.shutdown_drain,
-        h.cfg.kill_grace,
-    );
-    tracing::info!(
-        ?stop,
-        budget_secs = h.cfg.shutdown_budget.as_secs(),
-        "graceful stop"
-    );
-    // As the container's PID 1, the stop also reaches the sidecars (pid1.rs),
-    // concurrently with the agents' drain and inside the same child span.
-    let others = pid1.then(|| {
-        tokio::spawn(pid1::stop_others(
-            h.procs.clone(),
-            plan.kill_at,
-            plan.children_until,
-        ))
-    });
-    h.stop_children(&plan, &mut slot_rx).await;
-    if let Some(task) = others {
-        let _ = task.await;
-        procs::reap_orphans(&h.procs);
-    }
-    let (done_tx, done_rx) = oneshot::channel();
-    let now = Instant::now();
-    let _ = h.relay_tx.send(RelayCmd::Stop {
-        offline_bound: plan.offline_bound(now),
-        close_bound: plan.close_bound(now),
-        done: done_tx,
-    });
-    if tokio::time::timeout_at(plan.deadline.into(), done_rx)
-        .await
-        .is_err()
-    {
-        tracing::error!("finalization did not finish inside the budget");
-    }
-    relay_task.abort();
-    tracing::info!(
-        code = exit.code(),
-        elapsed_ms = plan.start.elapsed().as_millis() as u64,
-        "harness exiting"
-    );
+    h.shutdown(stop, slot_rx, relay_task).await;
+    tracing::info!(code = exit.code(), "harness exiting");
     exit
 }

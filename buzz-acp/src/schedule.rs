@@ -1,9 +1,21 @@
 //! Turn scheduling (wire-facts §6; issue "one session per channel, one turn
 //! in flight per channel; further mentions queue") and the inactivity rule
-//! (spec §Auto-Stop, I5). Pure: no I/O, no clock.
+//! (spec §Auto-Stop, I5), with bounded queues. Pure: no I/O, no clock.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// Most mentions queued (not yet running) in one channel.
+pub const MAX_QUEUED_PER_CHANNEL: usize = 32;
+/// Most mentions queued over all channels.
+pub const MAX_QUEUED_TOTAL: usize = 256;
+
+/// Whether a new mention may queue, given what is queued now (overall and
+/// in its channel). Over the bound it is shed: a flood of mentions must not
+/// grow memory without limit.
+pub fn admit(queued_total: usize, queued_in_channel: usize) -> bool {
+    queued_total < MAX_QUEUED_TOTAL && queued_in_channel < MAX_QUEUED_PER_CHANNEL
+}
 
 /// Per-channel FIFO queues with at most one turn in flight per channel.
 #[derive(Debug)]
@@ -46,6 +58,11 @@ impl<J> Scheduler<J> {
     /// Number of queued (not yet running) jobs.
     pub fn queued(&self) -> usize {
         self.queues.values().map(VecDeque::len).sum()
+    }
+
+    /// Number of queued (not yet running) jobs of `channel`.
+    pub fn queued_in(&self, channel: &str) -> usize {
+        self.queues.get(channel).map_or(0, VecDeque::len)
     }
 
     /// True if some queued job could run now (its channel is not in flight).
@@ -173,6 +190,19 @@ mod tests {
         assert!(s.has_runnable());
         assert_eq!(s.clear_queued(), 1);
         assert!(!s.busy());
+    }
+
+    #[test]
+    fn admission_bounds() {
+        assert!(admit(0, 0));
+        assert!(admit(MAX_QUEUED_TOTAL - 1, MAX_QUEUED_PER_CHANNEL - 1));
+        assert!(!admit(MAX_QUEUED_TOTAL, 0));
+        assert!(!admit(0, MAX_QUEUED_PER_CHANNEL));
+        let mut s = Scheduler::default();
+        s.push("a", 1);
+        s.push("a", 2);
+        s.push("b", 3);
+        assert_eq!((s.queued_in("a"), s.queued_in("b"), s.queued_in("c")), (2, 1, 0));
     }
 
     #[test]

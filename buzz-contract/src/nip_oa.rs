@@ -3,7 +3,9 @@
 //! `["auth", <owner_pubkey_hex>, <conditions>, <sig_hex>]`, where `sig` is a
 //! BIP-340 Schnorr signature by the owner over
 //! `SHA256("nostr:agent-auth:" + <agent_pubkey_hex> + ":" + <conditions>)`.
-//! `conditions` is `""` or `&`-joined clauses `kind=<n>`, `created_at<N`, `created_at>N`.
+//! `conditions` is `""` or `&`-joined clauses `kind=<n>`, `created_at<N`, `created_at>N`;
+//! [`evaluate_conditions`] checks them against an event the way NIP-26 does
+//! (every clause must hold; time bounds are strict).
 
 use crate::keys::is_hex64_lower;
 use nostr::secp256k1::{Message, XOnlyPublicKey, schnorr::Signature};
@@ -64,6 +66,74 @@ pub fn conditions_valid(conditions: &str) -> bool {
     })
 }
 
+/// Why an attestation's conditions do not cover an event (NIP-26 condition
+/// semantics, which NIP-OA reuses: every clause must hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConditionError {
+    #[error("the auth tag's conditions are malformed")]
+    Malformed,
+    #[error("the auth tag does not cover this event kind")]
+    Kind,
+    #[error("the auth tag has expired (created_at< bound passed)")]
+    Expired,
+    #[error("the auth tag is not valid yet (created_at> bound not reached)")]
+    NotYetValid,
+}
+
+/// One parsed condition clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// `kind=<n>`: the event's kind must be `n`.
+    Kind(u64),
+    /// `created_at<N`: the event's `created_at` must be strictly below `N`.
+    Before(u64),
+    /// `created_at>N`: the event's `created_at` must be strictly above `N`.
+    After(u64),
+}
+
+/// Parses a conditions string into clauses (`""` is no clause). A number
+/// that does not fit a `u64` is malformed.
+pub fn parse_conditions(conditions: &str) -> Result<Vec<Condition>, ConditionError> {
+    if conditions.is_empty() {
+        return Ok(Vec::new());
+    }
+    conditions
+        .split('&')
+        .map(|clause| {
+            let num = |s: &str| -> Result<u64, ConditionError> {
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(ConditionError::Malformed);
+                }
+                s.parse().map_err(|_| ConditionError::Malformed)
+            };
+            if let Some(n) = clause.strip_prefix("kind=") {
+                num(n).map(Condition::Kind)
+            } else if let Some(n) = clause.strip_prefix("created_at<") {
+                num(n).map(Condition::Before)
+            } else if let Some(n) = clause.strip_prefix("created_at>") {
+                num(n).map(Condition::After)
+            } else {
+                Err(ConditionError::Malformed)
+            }
+        })
+        .collect()
+}
+
+/// Evaluates `conditions` for an event of `kind` created at `created_at`
+/// (unix seconds). Every clause must hold, as in NIP-26: two different
+/// `kind=` clauses can never both hold. Time bounds are strict.
+pub fn evaluate_conditions(conditions: &str, kind: u64, created_at: u64) -> Result<(), ConditionError> {
+    for c in parse_conditions(conditions)? {
+        match c {
+            Condition::Kind(k) if k != kind => return Err(ConditionError::Kind),
+            Condition::Before(n) if created_at >= n => return Err(ConditionError::Expired),
+            Condition::After(n) if created_at <= n => return Err(ConditionError::NotYetValid),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl AuthTag {
     /// Parses the JSON array form (shape only; see [`AuthTag::verify`]).
     pub fn parse(json: &str) -> Result<AuthTag, AuthTagError> {
@@ -110,6 +180,12 @@ impl AuthTag {
         let tag = AuthTag::parse(json)?;
         tag.verify(agent_pubkey_hex)?;
         Ok(tag.owner)
+    }
+
+    /// Checks that this tag's conditions cover an event of `kind` created at
+    /// `created_at` (see [`evaluate_conditions`]).
+    pub fn covers(&self, kind: u64, created_at: u64) -> Result<(), ConditionError> {
+        evaluate_conditions(&self.conditions, kind, created_at)
     }
 
     /// Mints a tag: the owner signs the agent's pubkey with `conditions`.
@@ -196,6 +272,38 @@ mod tests {
         let k = Keys::generate();
         let me = k.public_key().to_hex();
         assert_eq!(AuthTag::mint(&k, &me, ""), Err(AuthTagError::OwnerIsAgent));
+    }
+
+    #[test]
+    fn conditions_are_evaluated_clause_by_clause() {
+        assert_eq!(evaluate_conditions("", 22242, 5), Ok(()));
+        assert_eq!(evaluate_conditions("kind=9", 9, 5), Ok(()));
+        assert_eq!(evaluate_conditions("kind=9", 22242, 5), Err(ConditionError::Kind));
+        assert_eq!(
+            evaluate_conditions("kind=1&kind=9", 9, 5),
+            Err(ConditionError::Kind)
+        );
+        assert_eq!(evaluate_conditions("created_at<100", 1, 99), Ok(()));
+        assert_eq!(
+            evaluate_conditions("created_at<100", 1, 100),
+            Err(ConditionError::Expired)
+        );
+        assert_eq!(evaluate_conditions("created_at>100", 1, 101), Ok(()));
+        assert_eq!(
+            evaluate_conditions("created_at>100", 1, 100),
+            Err(ConditionError::NotYetValid)
+        );
+        assert_eq!(evaluate_conditions("created_at>10&created_at<20", 1, 15), Ok(()));
+        assert_eq!(
+            evaluate_conditions("created_at<99999999999999999999", 1, 1),
+            Err(ConditionError::Malformed)
+        );
+        assert_eq!(evaluate_conditions("nope", 1, 1), Err(ConditionError::Malformed));
+        let owner = Keys::generate();
+        let agent = Keys::generate().public_key().to_hex();
+        let tag = AuthTag::mint(&owner, &agent, "created_at<1000").unwrap();
+        assert_eq!(tag.covers(22242, 999), Ok(()));
+        assert_eq!(tag.covers(22242, 1000), Err(ConditionError::Expired));
     }
 
     #[test]

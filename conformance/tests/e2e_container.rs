@@ -178,10 +178,21 @@ impl Scenario {
     /// interval (60 s), in case the first `online` went out before the
     /// launcher subscribed: presence is ephemeral, never replayed.
     fn launcher_sees_online(&self, began: u64) {
-        let generation = self.store.deploy_state(NAME).unwrap().generation.expect("a deployed generation");
+        let generation = self
+            .store
+            .deploy_state(NAME)
+            .unwrap()
+            .generation
+            .expect("a deployed generation");
         let ok = self
             .rt
-            .block_on(app::wait_online(&self.store, NAME, &generation, began, Duration::from_secs(90)))
+            .block_on(app::wait_online(
+                &self.store,
+                NAME,
+                &generation,
+                began,
+                Duration::from_secs(90),
+            ))
             .unwrap();
         assert!(ok, "the launcher never saw its run online");
     }

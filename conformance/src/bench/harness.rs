@@ -5,7 +5,10 @@
 //! and `_p99` (200 sequential mentions, publish → the agent receiving
 //! `session/prompt`), `shutdown_32_stuck_ms` (SIGTERM → exit with 32 slots
 //! whose agents ignore cancel and SIGTERM, default budget), `reaper_late_ms`
-//! (how long after T = 2 s the reaper fired, lazy pool never woken).
+//! (how long after T = 2 s the reaper fired, lazy pool never woken),
+//! `flood_rss_mb` (RSS once 10 000 mentions from a stranger in `anyone` mode,
+//! over 100 channels, have reached an agent that never answers: the queue
+//! bounds hold memory flat).
 
 use crate::harness_support::{HarnessProc, Observer, TestRelay, agent_events, harness_command, wait_until};
 use anyhow::{Context, anyhow};
@@ -204,6 +207,48 @@ async fn reaper_late(b: &Bench) -> anyhow::Result<f64> {
     Ok((secs - 2.0) * 1000.0)
 }
 
+async fn flood_rss(b: &Bench) -> anyhow::Result<f64> {
+    const FLOOD: usize = 10_000;
+    let (agent, owner, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let mut env = b.env(&agent, &owner, "hang", &b.tmp.path().join("flood.log"));
+    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
+    env.insert("BUZZ_ACP_LOG".into(), "warn".into());
+    let mut h = HarnessProc::spawn(harness_command(&b.harness, &env));
+    b.online(&agent).await?;
+    let client = Client::builder().signer(stranger.clone()).build();
+    client.add_relay(b.relay.url.as_str()).await?;
+    client.connect().await;
+    client.wait_for_connection(Duration::from_secs(5)).await;
+    for i in 0..FLOOD {
+        let ev = EventBuilder::new(Kind::from(9), format!("flood {i}"))
+            .tags([
+                Tag::parse(["h", &format!("f{}", i % 100)])?,
+                Tag::parse(["p", &agent.public_key().to_hex()])?,
+            ])
+            .sign_with_keys(&stranger)?;
+        client.send_event(&ev).await?;
+    }
+    client.shutdown().await;
+    // Every mention was either queued (at most 256 + one per slot) or shed.
+    let shed_all = FLOOD - 256 - 1;
+    wait_until(Duration::from_secs(120), || {
+        let n = h
+            .lines
+            .lock()
+            .ok()?
+            .iter()
+            .filter(|l| l.text.contains("mention shed"))
+            .count();
+        (n >= shed_all).then_some(())
+    })
+    .await
+    .ok_or_else(|| anyhow!("the flood was not processed"))?;
+    let rss = rss_mb(h.pid)?;
+    h.signal(libc::SIGTERM);
+    h.wait_exit(Duration::from_secs(90)).await;
+    Ok(rss)
+}
+
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -227,12 +272,14 @@ pub fn run() -> anyhow::Result<serde_json::Value> {
         let (p50, p99) = mention_latency(&b).await?;
         let reaper = reaper_late(&b).await?;
         let stuck = shutdown_stuck(&b).await?;
+        let flood = flood_rss(&b).await?;
         Ok(serde_json::json!({
             "idle_rss_mb": round1(idle_rss_mb),
             "mention_to_prompt_ms_p50": round1(p50),
             "mention_to_prompt_ms_p99": round1(p99),
             "shutdown_32_stuck_ms": stuck.round(),
             "reaper_late_ms": round1(reaper),
+            "flood_rss_mb": round1(flood),
         }))
     })
 }

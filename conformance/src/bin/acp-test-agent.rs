@@ -14,16 +14,29 @@
 //! - `hang`: never answers a prompt and sends nothing (until cancelled);
 //! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
 //! - `orphan`: at start, leaves an orphaned `sleep 1` behind (its shell exits
-//!   at once), for the PID 1 zombie-reaping test.
+//!   at once), for the PID 1 zombie-reaping test;
+//! - `hang-init`: never answers `initialize`;
+//! - `hang-new`: never answers `session/new`;
+//! - `fail-prompt`: advertises a terminal `authMethods` entry and fails every
+//!   prompt with ACP's `Authentication required` error, as an agent without
+//!   credentials does;
+//! - `sp-cap`: advertises `sessionCapabilities.systemPrompt`.
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
 //! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
+//!
+//! **Tap mode**: with `ACP_TAP_EXEC` set, it is no agent but a transparent
+//! tap in front of that real agent (all arguments passed on): every ACP
+//! message in either direction is appended to `ACP_TAP_LOG` as
+//! `{"dir": "to_agent" | "from_agent", "msg": …}`. Started through a symlink
+//! named after the real agent, the harness sees that agent's name.
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    AgentCapabilities, AuthMethod, AuthMethodTerminal, CancelNotification, ContentBlock, ContentChunk,
+    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionCapabilities, SessionId, SessionNotification, SessionSystemPromptCapabilities, SessionUpdate,
+    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, ByteStreams};
 use std::collections::HashSet;
@@ -40,6 +53,10 @@ struct Modes {
     crash: bool,
     permission: bool,
     hang: bool,
+    hang_init: bool,
+    hang_new: bool,
+    fail_prompt: bool,
+    sp_cap: bool,
 }
 
 fn modes() -> (Modes, bool) {
@@ -62,6 +79,10 @@ fn modes() -> (Modes, bool) {
             "crash" => m.crash = true,
             "permission" => m.permission = true,
             "hang" => m.hang = true,
+            "hang-init" => m.hang_init = true,
+            "hang-new" => m.hang_new = true,
+            "fail-prompt" => m.fail_prompt = true,
+            "sp-cap" => m.sp_cap = true,
             "stuck" => {
                 m.hang = true;
                 m.ignore_cancel = true;
@@ -126,8 +147,57 @@ fn chunk(session: &SessionId, text: &str) -> SessionNotification {
     )
 }
 
+fn tap_log(dir: &str, line: &str) {
+    if let Ok(path) = std::env::var("ACP_TAP_LOG") {
+        let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|_| serde_json::json!(line));
+        let entry = format!("{}\n", serde_json::json!({"dir": dir, "msg": msg}));
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(entry.as_bytes());
+        }
+    }
+}
+
+/// Copies lines from `from` to `to`, logging each one.
+async fn pipe_lines(
+    from: impl tokio::io::AsyncRead + Unpin,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+    dir: &'static str,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tap_log(dir, &line);
+        if to.write_all(format!("{line}\n").as_bytes()).await.is_err() || to.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Tap mode: runs `exec` with our arguments and records the ACP traffic.
+async fn tap(exec: String) -> std::io::Result<i32> {
+    let mut child = tokio::process::Command::new(exec)
+        .args(std::env::args().skip(1))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let (Some(cin), Some(cout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Ok(1);
+    };
+    tokio::spawn(pipe_lines(tokio::io::stdin(), cin, "to_agent"));
+    let out = tokio::spawn(pipe_lines(cout, tokio::io::stdout(), "from_agent"));
+    let code = child.wait().await?.code().unwrap_or(1);
+    // Everything the agent wrote reaches the harness before we exit.
+    let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
+    Ok(code)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> agent_client_protocol::Result<()> {
+    if let Ok(exec) = std::env::var("ACP_TAP_EXEC") {
+        let code = tap(exec).await.unwrap_or(1);
+        std::process::exit(code);
+    }
     let (m, ignore_sigterm) = modes();
     if ignore_sigterm {
         // SAFETY: setting a signal disposition to SIG_IGN has no memory effects.
@@ -139,22 +209,42 @@ async fn main() -> agent_client_protocol::Result<()> {
     let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
     let sessions = Arc::new(AtomicU64::new(0));
     let m2 = m.clone();
+    let m_init = m.clone();
+    let m_new = m.clone();
     let c_cancel = cancelled.clone();
     let transport = ByteStreams::new(tokio::io::stdout().compat_write(), tokio::io::stdin().compat());
     Agent
         .v1()
         .name("acp-test-agent")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| {
-                responder.respond(
-                    InitializeResponse::new(req.protocol_version)
-                        .agent_capabilities(AgentCapabilities::new()),
-                )
+            async move |req: InitializeRequest, responder, cx| {
+                log(serde_json::json!({"event": "initialize"}));
+                let mut caps = AgentCapabilities::new();
+                if m_init.sp_cap {
+                    caps = caps.session_capabilities(
+                        SessionCapabilities::new().system_prompt(SessionSystemPromptCapabilities::new()),
+                    );
+                }
+                let mut resp = InitializeResponse::new(req.protocol_version).agent_capabilities(caps);
+                if m_init.fail_prompt {
+                    resp = resp.auth_methods(vec![AuthMethod::Terminal(AuthMethodTerminal::new(
+                        "login",
+                        "Log in with `claude /login`",
+                    ))]);
+                }
+                if m_init.hang_init {
+                    // Hold the responder forever: the request is never answered.
+                    return cx.spawn(async move {
+                        std::future::pending::<()>().await;
+                        responder.respond(resp)
+                    });
+                }
+                responder.respond(resp)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, _cx| {
+            async move |req: NewSessionRequest, responder, cx| {
                 let n = sessions.fetch_add(1, Ordering::SeqCst);
                 let id = format!("s{}-{n}", std::process::id());
                 let sp = req.system_prompt.as_ref().map(|p| {
@@ -170,6 +260,12 @@ async fn main() -> agent_client_protocol::Result<()> {
                     serde_json::json!({"event": "session_new", "session": id, "system_prompt": sp,
                     "mcp_servers": req.mcp_servers.len(), "meta": req.meta}),
                 );
+                if m_new.hang_new {
+                    return cx.spawn(async move {
+                        std::future::pending::<()>().await;
+                        responder.respond(NewSessionResponse::new(id))
+                    });
+                }
                 responder.respond(NewSessionResponse::new(id))
             },
             agent_client_protocol::on_receive_request!(),
@@ -194,6 +290,9 @@ async fn main() -> agent_client_protocol::Result<()> {
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if m.crash {
                     std::process::exit(3);
+                }
+                if m.fail_prompt {
+                    return responder.respond_with_error(agent_client_protocol::Error::auth_required());
                 }
                 let m = m.clone();
                 let cancelled = cancelled.clone();

@@ -8,7 +8,7 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -25,6 +25,17 @@ pub struct DenyRelay {
     pub events: Arc<Mutex<Vec<Value>>>,
     /// Accepting mode: REQs that arrived before the socket authenticated.
     pub reqs_before_auth: Arc<AtomicUsize>,
+    /// While set, REQs get no answer at all (a subscription that never goes live).
+    pub mute_eose: Arc<AtomicBool>,
+    /// WebSocket connections accepted.
+    pub connections: Arc<AtomicUsize>,
+    /// What happened, in order: `eose` when a subscription went live,
+    /// `event:<kind>:<content>` when an event was accepted.
+    pub log: Arc<Mutex<Vec<String>>>,
+    /// Once set: the next kind 9 EVENT gets no `OK`, is not stored, and its
+    /// socket is closed (an acknowledgement lost to a disconnect). One-shot.
+    pub swallow_next_message: Arc<AtomicBool>,
+    inject: tokio::sync::broadcast::Sender<Value>,
 }
 
 #[derive(Clone)]
@@ -34,6 +45,11 @@ struct Shared {
     last_auth: Arc<Mutex<Option<Value>>>,
     events: Arc<Mutex<Vec<Value>>>,
     reqs_before_auth: Arc<AtomicUsize>,
+    mute_eose: Arc<AtomicBool>,
+    connections: Arc<AtomicUsize>,
+    log: Arc<Mutex<Vec<String>>>,
+    swallow_next_message: Arc<AtomicBool>,
+    inject: tokio::sync::broadcast::Sender<Value>,
 }
 
 fn valid_auth(ev: &Value) -> bool {
@@ -68,6 +84,11 @@ impl DenyRelay {
             last_auth: Arc::default(),
             events: Arc::default(),
             reqs_before_auth: Arc::default(),
+            mute_eose: Arc::default(),
+            connections: Arc::default(),
+            log: Arc::default(),
+            swallow_next_message: Arc::default(),
+            inject: tokio::sync::broadcast::channel(64).0,
         };
         let s = shared.clone();
         tokio::spawn(async move {
@@ -81,7 +102,17 @@ impl DenyRelay {
             last_auth: shared.last_auth,
             events: shared.events,
             reqs_before_auth: shared.reqs_before_auth,
+            mute_eose: shared.mute_eose,
+            connections: shared.connections,
+            log: shared.log,
+            swallow_next_message: shared.swallow_next_message,
+            inject: shared.inject,
         }
+    }
+
+    /// Delivers `event` (a signed event as JSON) to every live subscription.
+    pub fn inject(&self, event: Value) {
+        let _ = self.inject.send(event);
     }
 }
 
@@ -89,11 +120,27 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
+    s.connections.fetch_add(1, Ordering::SeqCst);
     let _ = ws
         .send(Message::text(json!(["AUTH", CHALLENGE]).to_string()))
         .await;
     let mut authed = false;
-    while let Some(Ok(msg)) = ws.next().await {
+    let mut injected = s.inject.subscribe();
+    let mut subs: Vec<Value> = Vec::new();
+    loop {
+        let msg = tokio::select! {
+            m = ws.next() => match m {
+                Some(Ok(m)) => m,
+                _ => break,
+            },
+            ev = injected.recv() => {
+                let Ok(ev) = ev else { continue };
+                for sub in &subs {
+                    let _ = ws.send(Message::text(json!(["EVENT", sub, ev]).to_string())).await;
+                }
+                continue;
+            }
+        };
         let Ok(text) = msg.to_text() else { continue };
         let Ok(v) = serde_json::from_str::<Value>(text) else {
             continue;
@@ -112,12 +159,28 @@ async fn serve(stream: tokio::net::TcpStream, s: Shared) {
                     None => json!(["OK", id, false, "auth-required: invalid auth event"]),
                 }
             }
-            Some("REQ") if authed => json!(["EOSE", v[1]]),
+            Some("REQ") if authed && s.mute_eose.load(Ordering::SeqCst) => continue,
+            Some("REQ") if authed => {
+                subs.push(v[1].clone());
+                s.log.lock().unwrap().push("eose".into());
+                json!(["EOSE", v[1]])
+            }
             Some("REQ") => {
                 s.reqs_before_auth.fetch_add(1, Ordering::SeqCst);
                 json!(["CLOSED", v[1], "auth-required: authenticate first"])
             }
+            Some("EVENT")
+                if authed && v[1]["kind"] == 9 && s.swallow_next_message.swap(false, Ordering::SeqCst) =>
+            {
+                let _ = ws.close(None).await;
+                break;
+            }
             Some("EVENT") if authed => {
+                s.log.lock().unwrap().push(format!(
+                    "event:{}:{}",
+                    v[1]["kind"],
+                    v[1]["content"].as_str().unwrap_or_default()
+                ));
                 s.events.lock().unwrap().push(v[1].clone());
                 json!(["OK", v[1]["id"], true, ""])
             }

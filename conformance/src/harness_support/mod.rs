@@ -9,7 +9,7 @@ pub mod proc;
 pub mod relay;
 
 pub use proc::{HarnessProc, harness_command};
-pub use relay::{Observer, TestRelay, post};
+pub use relay::{Observer, TestRelay, post, post_raw};
 
 use std::time::Duration;
 

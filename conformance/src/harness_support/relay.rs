@@ -295,6 +295,27 @@ pub async fn post(
     ev
 }
 
+/// Posts a kind 9 message as `keys` with exactly `tags`, dated `created_at`
+/// (unix seconds) when given: messages with no channel, or from the future.
+pub async fn post_raw(
+    url: &str,
+    keys: &Keys,
+    content: &str,
+    tags: Vec<Vec<String>>,
+    created_at: Option<u64>,
+) -> Event {
+    let client = client_for(keys, url).await;
+    let mut b =
+        EventBuilder::new(Kind::from(9), content).tags(tags.into_iter().map(|x| Tag::parse(x).unwrap()));
+    if let Some(t) = created_at {
+        b = b.custom_created_at(nostr_sdk::prelude::Timestamp::from(t));
+    }
+    let ev = b.sign_with_keys(keys).unwrap();
+    client.send_event(&ev).await.expect("message published");
+    client.shutdown().await;
+    ev
+}
+
 /// Answers a WebSocket upgrade request (RFC 6455 §4.2.2) on a raw stream.
 async fn upgrade(mut stream: tokio::net::TcpStream) -> std::io::Result<tokio::net::TcpStream> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -47,11 +47,26 @@ async fn respond_to_matrix_across_all_four_modes() {
         let ms = w.mention(&stranger, "c1", "from stranger").await;
         let ml = w.mention(&listed, "c1", "from listed").await;
         let mo = w.mention(&w.owner, "c1", "from owner").await;
-        // One channel, one turn at a time, FIFO: once the owner's turn is
-        // decided (answered, or the harness has stopped) the others are too.
-        if o {
-            w.wait_reply(&mo).await;
+        // Every mention is decided before the stop: answered ones have their
+        // reply, gated ones their drop line.
+        for (m, answered) in [(&ms, s), (&ml, l), (&mo, o)] {
+            if answered {
+                w.wait_reply(m).await;
+            }
         }
+        let gated = [o, l, s].iter().filter(|a| !**a).count();
+        wait_until(WAIT, || {
+            let n = h
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.text.contains("inbound event dropped") && l.text.contains("Gated"))
+                .count();
+            (n >= gated).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("{mode}: {gated} mentions gated"));
         w.mention(&w.owner, "c1", "!shutdown").await;
         assert_eq!(h.wait_exit(WAIT).await, Some(0), "{mode}");
         let prompts: Vec<String> = agent_events(&w.log, "prompt")
@@ -113,7 +128,12 @@ async fn mention_to_reply_through_the_real_agent_with_tags() {
     ]));
     let sessions = agent_events(&w.log, "session_new");
     assert_eq!(sessions.len(), 1, "one session per channel");
-    assert_eq!(sessions[0]["system_prompt"], "be brief");
+    // The agent does not advertise sessionCapabilities.systemPrompt, so the
+    // system prompt leads the session's first prompt instead (ACP).
+    assert!(sessions[0]["system_prompt"].is_null());
+    let prompts = agent_events(&w.log, "prompt");
+    assert_eq!(prompts[0]["text"], "be brief\ndo it");
+    assert_eq!(prompts[1]["text"], "again");
     h.signal(libc::SIGTERM);
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
 }

@@ -120,17 +120,22 @@ async fn canary_secrets_appear_in_no_log_line() {
     check(&h.stderr(), "full run");
     // Failure paths: a malformed key that looks like one, a bad tag, a config error.
     let bad_key = format!("nsec1{}", "q".repeat(58));
-    for (name, k, v) in [
-        ("malformed key", "BUZZ_PRIVATE_KEY", bad_key.clone()),
-        ("bad tag", "BUZZ_AUTH_TAG", tag_json.replace('a', "b")),
-        ("config error", "BUZZ_ACP_AGENTS", "99".to_string()),
+    for (name, k, v, want) in [
+        ("malformed key", "BUZZ_PRIVATE_KEY", bad_key.clone(), 3),
+        (
+            "bad tag, no fallback owner",
+            "BUZZ_AUTH_TAG",
+            tag_json.replace('a', "b"),
+            3,
+        ),
+        ("config error", "BUZZ_ACP_AGENTS", "99".to_string(), 2),
     ] {
         let mut env = env.clone();
         env.insert(k.into(), v);
         env.remove("BUZZ_ACP_AGENT_OWNER");
         let mut h = w.spawn(&env);
         let code = h.wait_exit(WAIT).await;
-        assert!(matches!(code, Some(2 | 3)), "{name}: {code:?}");
+        assert_eq!(code, Some(want), "{name}");
         check(&h.stderr(), name);
         assert!(!h.stderr().contains(&bad_key), "{name}");
     }

@@ -120,6 +120,7 @@ impl World {
 
 mod control;
 mod exits;
+mod hardening;
 mod identity;
 mod presence;
 mod stop;

@@ -22,7 +22,12 @@ async fn the_in_band_answer_beats_a_launcher_kill_at_the_deadline() {
         kill_after: Some(Duration::from_secs(10)),
     };
     let out = provider()
-        .run_launched(env().admin_kubeconfig(), &c.request(), &[(DEADLINE, "10")], launch)
+        .run_launched(
+            env().admin_kubeconfig(),
+            &c.request(),
+            &[(DEADLINE, "10")],
+            launch,
+        )
         .await;
     assert!(
         !out.killed,
@@ -55,7 +60,12 @@ async fn an_attempt_out_of_time_before_its_pod_exists_drops_its_own_secret() {
         kill_after: Some(Duration::from_secs(10)),
     };
     let out = provider()
-        .run_launched(proxy.admin_kubeconfig(), &c.request(), &[(DEADLINE, "10")], launch)
+        .run_launched(
+            proxy.admin_kubeconfig(),
+            &c.request(),
+            &[(DEADLINE, "10")],
+            launch,
+        )
         .await;
     assert!(
         !out.killed,
