@@ -61,11 +61,28 @@ set -a
 # shellcheck disable=SC1090
 . "$image_env"
 set +a
-# The release provider with the image's digest baked in (the e2e suite's
-# default-image case runs it).
-say "release provider with the baked default image"
-BUZZ_BAKED_PROVIDER="$("$root/scripts/release-build.sh" | tail -n 1)"
+# The provider with the image's digest baked in as its default (the e2e
+# suite's default-image case runs it). The same compile-time variable as
+# scripts/release-build.sh, in a debug build: the constant lives in the
+# binary's main.rs, so this recompiles one file (and cargo test recompiles it
+# back).
+say "provider with the baked default image"
+BUZZ_K8S_DEFAULT_IMAGE="${BUZZ_SPRIG_IMAGE%:*}@$BUZZ_SPRIG_IMAGE_DIGEST" \
+  cargo build --quiet --locked -p buzz-backend-kubernetes --bin buzz-backend-kubernetes
+BUZZ_BAKED_PROVIDER="${BUZZ_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-image}/buzz-backend-kubernetes-baked"
+cp "${CARGO_TARGET_DIR:-$root/target}/debug/buzz-backend-kubernetes" "$BUZZ_BAKED_PROVIDER"
 export BUZZ_BAKED_PROVIDER
+
+# The real claude-code-acp for the harness suite's real-agent case (npm;
+# without credentials it fails authentication deterministically).
+npm_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/buzz-npm"
+export BUZZ_CLAUDE_CODE_ACP="$npm_prefix/node_modules/.bin/claude-code-acp"
+if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" ]]; then
+  command -v npm >/dev/null 2>&1 ||
+    die "npm not found (needed for the harness suite's real claude-code-acp). fix: apt-get update && apt-get install -y nodejs npm"
+  say "installing @zed-industries/claude-code-acp"
+  npm install --prefix "$npm_prefix" --no-audit --no-fund @zed-industries/claude-code-acp@0.16.2 >&2
+fi
 
 say "cargo test"
 cargo test --workspace --locked
