@@ -85,7 +85,7 @@ if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" ]]; then
 fi
 
 say "cargo test"
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
 
 say "fuzz smoke"
 "$root/scripts/fuzz.sh" --smoke

@@ -173,17 +173,15 @@ impl Scenario {
     }
 
     /// Waits until the launcher's own presence watch sees `online` from the
-    /// run its last Start deployed (its generation), counting only reports
+    /// run of `pod` (its Secret's generation), counting only reports
     /// created after `began` (unix seconds). Longer than one republish
     /// interval (60 s), in case the first `online` went out before the
     /// launcher subscribed: presence is ephemeral, never replayed.
-    fn launcher_sees_online(&self, began: u64) {
-        let generation = self
-            .store
-            .deploy_state(NAME)
-            .unwrap()
-            .generation
-            .expect("a deployed generation");
+    fn launcher_sees_online(&self, began: u64, pod: &Pod) {
+        // The run tag is the pod's Secret generation (spec §K8s Secrets); the
+        // deploy response itself carries none.
+        let secret = secret_of(pod);
+        let generation = secret.rsplit('-').next().unwrap().to_string();
         let ok = self
             .rt
             .block_on(app::wait_online(
@@ -286,7 +284,7 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_through_real_containers
     );
 
     // 2. The launcher sees presence online.
-    s.launcher_sees_online(began);
+    s.launcher_sees_online(began, &pod1);
     let (online1, _) = s.wait_presence("online", t_start, |_| true);
 
     // 3. Chat: the reply comes from the ACP agent inside the container.
@@ -456,7 +454,7 @@ fn the_digest_pinned_default_image_flows_into_the_pod() {
     );
     // The product image's harness comes up (the agent itself is only spawned
     // for a mention; this image carries none).
-    s.launcher_sees_online(began);
+    s.launcher_sees_online(began, &pod);
     s.rt.block_on(app::stop(&s.store, NAME, WAIT))
         .expect("stop sees offline");
 }

@@ -154,18 +154,50 @@ pub async fn subscribe_presence(
 ) -> Result<PresenceFeed, RelayError> {
     let pks: Vec<PublicKey> = authors.iter().map(|a| pubkey(a)).collect::<Result<_, _>>()?;
     let notes = client.notifications();
+    let mut live = client.notifications();
     let filter = Filter::new()
         .kind(Kind::from(KIND_PRESENCE))
         .authors(pks)
         .since(Timestamp::from(since));
-    client
+    let id = client
         .subscribe(filter, None)
         .await
         .map_err(|e| RelayError::Connect {
             url: url.to_string(),
             message: e.to_string(),
-        })?;
+        })?
+        .val;
+    // Presence is ephemeral: an event published before the relay holds our
+    // subscription is gone for us. Callers act (`!shutdown`) right after
+    // this returns, so wait for the subscription to be live first: its EOSE,
+    // which a NIP-42 relay sends only after the authentication it asked for.
+    if !wait_eose(&mut live, &id, SUBSCRIPTION_LIVE_BOUND).await {
+        tracing::debug!(%url, "presence subscription not confirmed live; going on");
+    }
     Ok(PresenceFeed { notes })
+}
+
+/// How long a presence subscription may take to go live before the caller
+/// goes on anyway (a relay that never sends EOSE still gets its chance).
+pub const SUBSCRIPTION_LIVE_BOUND: Duration = Duration::from_secs(5);
+
+/// Waits for the relay's EOSE of subscription `id`, at most `bound`.
+async fn wait_eose(
+    rx: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    id: &SubscriptionId,
+    bound: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(RelayPoolNotification::Message {
+                message: RelayMessage::EndOfStoredEvents(sub),
+                ..
+            })) if sub.as_ref() == id => return true,
+            Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
+            Ok(Err(RecvError::Closed)) | Err(_) => return false,
+        }
+    }
 }
 
 impl PresenceFeed {
