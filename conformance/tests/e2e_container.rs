@@ -14,16 +14,15 @@
 use buzz_conformance::container::{Podman, sprig_image, test_image};
 use buzz_conformance::harness_support::relay::tag;
 use buzz_conformance::harness_support::{Observer, TestRelay, wait_until};
+use buzz_conformance::launcher_support::provider_agent;
 use buzz_conformance::testenv::{ContainerAutomation, ContainerNodeConfig, TestEnv};
 use desktop_launcher::app::{self, StartOptions};
-use desktop_launcher::gate::GateConfig;
 use desktop_launcher::record::Backend;
 use desktop_launcher::store::Store;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::DeleteParams;
 use nostr_sdk::prelude::{Event, Kind, PublicKey};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -104,36 +103,20 @@ impl Scenario {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(tmp.path().join("state")).unwrap();
         store.init_owner(None).unwrap();
-        let mut rec = store.create_agent(NAME, &relay.url).unwrap();
-        let workdir = tmp.path().join("work");
-        std::fs::create_dir_all(&workdir).unwrap();
-        rec.workdir = Some(workdir);
+        let (mut rec, opts) = provider_agent(
+            tmp.path(),
+            &store,
+            (NAME, &relay.url),
+            (&ns, Some(&image)),
+            Path::new(env!("CARGO_BIN_EXE_provider-under-test")),
+            Duration::from_secs(120),
+        )
+        .unwrap();
         rec.agent_command = Some("acp-test-agent".into());
         rec.agent_args = vec!["echo".into()];
         rec.env.insert("BUZZ_ACP_LOG".into(), "debug".into());
-        let mut config = serde_json::Map::new();
-        config.insert("namespace".into(), ns.clone().into());
-        config.insert("image".into(), image.into());
-        rec.backend = Backend::Provider {
-            id: "kubernetes".into(),
-            config,
-            path_cache: None,
-        };
         store.save_agent(&rec).unwrap();
         let agent = PublicKey::from_hex(&rec.pubkey).unwrap();
-
-        let providers = tmp.path().join("providers");
-        std::fs::create_dir_all(&providers).unwrap();
-        let installed = providers.join("buzz-backend-kubernetes");
-        std::fs::copy(env!("CARGO_BIN_EXE_provider-under-test"), &installed).unwrap();
-        std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let opts = StartOptions {
-            dirs: vec![providers],
-            gate: GateConfig {
-                deploy_deadline: Duration::from_secs(120),
-                ..GateConfig::default()
-            },
-        };
         Scenario {
             pods: Api::namespaced(client.clone(), &ns),
             secrets: Api::namespaced(client, &ns),

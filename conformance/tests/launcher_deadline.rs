@@ -10,14 +10,13 @@
 //! environment (spec §Invocation), so the variables are set on this process
 //! before the launcher runs.
 
+use buzz_conformance::launcher_support::provider_agent;
 use buzz_conformance::provider_support::IMAGE;
 use buzz_conformance::testenv::{Behavior, TestEnv};
-use desktop_launcher::app::{self, StartOptions};
-use desktop_launcher::gate::GateConfig;
+use desktop_launcher::app;
 use desktop_launcher::limits::deploy_kill_deadline_from;
-use desktop_launcher::record::Backend;
 use desktop_launcher::store::Store;
-use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 const BUDGET_SECS: &str = "5";
 
@@ -40,31 +39,15 @@ fn launcher_shows_the_real_providers_unschedulable_instead_of_killing_it_first()
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path().join("state")).unwrap();
     store.init_owner(None).unwrap();
-    let mut rec = store.create_agent("scout", "wss://relay.example.com").unwrap();
-    let workdir = tmp.path().join("work");
-    std::fs::create_dir_all(&workdir).unwrap();
-    rec.workdir = Some(workdir);
-    let mut config = serde_json::Map::new();
-    config.insert("namespace".into(), ns.clone().into());
-    config.insert("image".into(), IMAGE.into());
-    rec.backend = Backend::Provider {
-        id: "kubernetes".into(),
-        config,
-        path_cache: None,
-    };
-    store.save_agent(&rec).unwrap();
-    let providers = tmp.path().join("providers");
-    std::fs::create_dir_all(&providers).unwrap();
-    let installed = providers.join("buzz-backend-kubernetes");
-    std::fs::copy(env!("CARGO_BIN_EXE_provider-under-test"), &installed).unwrap();
-    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let opts = StartOptions {
-        dirs: vec![providers],
-        gate: GateConfig {
-            deploy_deadline: deploy_kill_deadline_from(Some(BUDGET_SECS)),
-            ..GateConfig::default()
-        },
-    };
+    let (_rec, opts) = provider_agent(
+        tmp.path(),
+        &store,
+        ("scout", "wss://relay.example.com"),
+        (&ns, Some(IMAGE)),
+        Path::new(env!("CARGO_BIN_EXE_provider-under-test")),
+        deploy_kill_deadline_from(Some(BUDGET_SECS)),
+    )
+    .unwrap();
     let mut lines = Vec::new();
     let e = app::start_provider(&store, "scout", &opts, &mut |l| lines.push(l.to_string()))
         .map(|d| d.agent_id)

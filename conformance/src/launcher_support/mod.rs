@@ -139,3 +139,51 @@ pub fn wait_gone(pids: &[u32], bound: Duration) -> Vec<u32> {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Sets up the provider Start path the end-to-end suites share: an agent
+/// record `(name, relay)` whose backend is `provider:kubernetes` deploying
+/// to `(namespace, image)` (with the image when given, else the provider's default), a
+/// per-agent workdir under `root`, and `provider` installed as
+/// `buzz-backend-kubernetes` in a providers directory under `root` that the
+/// returned Start options discover, with `deploy_deadline`.
+pub fn provider_agent(
+    root: &Path,
+    store: &Store,
+    (name, relay): (&str, &str),
+    (namespace, image): (&str, Option<&str>),
+    provider: &Path,
+    deploy_deadline: Duration,
+) -> std::io::Result<(desktop_launcher::record::AgentRecord, StartOptions)> {
+    let mut rec = store
+        .create_agent(name, relay)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let workdir = root.join("work");
+    std::fs::create_dir_all(&workdir)?;
+    rec.workdir = Some(workdir);
+    let mut config = serde_json::Map::new();
+    config.insert("namespace".into(), namespace.into());
+    if let Some(i) = image {
+        config.insert("image".into(), i.into());
+    }
+    rec.backend = Backend::Provider {
+        id: "kubernetes".into(),
+        config,
+        path_cache: None,
+    };
+    store
+        .save_agent(&rec)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let providers = root.join("providers");
+    std::fs::create_dir_all(&providers)?;
+    let installed = providers.join("buzz-backend-kubernetes");
+    std::fs::copy(provider, &installed)?;
+    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755))?;
+    let opts = StartOptions {
+        dirs: vec![providers],
+        gate: GateConfig {
+            deploy_deadline,
+            ..GateConfig::default()
+        },
+    };
+    Ok((rec, opts))
+}
