@@ -382,6 +382,14 @@ impl AgentInfo {
     }
 }
 
+/// Whether a request failed because the connection to the agent ended (its
+/// stdout closed or the connection was torn down), as opposed to an error the
+/// live agent answered with.
+pub fn connection_lost(error: &agent_client_protocol::Error) -> bool {
+    agent_client_protocol::is_incoming_transport_closed(error)
+        || agent_client_protocol::is_connection_terminated(error)
+}
+
 /// The error text of a failed request, with the authentication hint.
 pub fn failure_text(error: &agent_client_protocol::Error, info: &AgentInfo) -> String {
     let msg = error.message.trim();
@@ -569,6 +577,10 @@ async fn run_turn(
                     }
                     r.session_id
                 }
+                Err(e) if connection_lost(&e) => {
+                    tracing::warn!(error = %e, "session/new failed: the agent is gone");
+                    return (TurnOutcome::Failed { error: None }, Fate::Dead);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "session/new failed");
                     return (
@@ -667,7 +679,9 @@ async fn run_turn(
         ),
         Some(Err(e)) => {
             tracing::warn!(error = %e, "session/prompt failed");
-            let alive = !*exited.borrow();
+            // A closed transport is the agent's death even before its exit is
+            // reaped: a crash is not an answer the asker should be shown.
+            let alive = !*exited.borrow() && !connection_lost(&e);
             let error = (cancelled.is_none() && alive).then(|| failure_text(&e, info));
             (TurnOutcome::Failed { error }, fate_after(alive))
         }

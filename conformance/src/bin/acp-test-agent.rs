@@ -9,7 +9,8 @@
 //!   directive does the same for one prompt in any mode;
 //! - `ignore-cancel`: `session/cancel` is ignored;
 //! - `ignore-sigterm`: SIGTERM is ignored;
-//! - `crash`: exits with status 3 on a prompt;
+//! - `crash`: on a prompt, closes its stdout, lingers 300 ms (as a process
+//!   that dumps core does) and exits with status 3;
 //! - `permission`: asks `session/request_permission` and answers with the chosen option;
 //! - `hang`: never answers a prompt and sends nothing (until cancelled);
 //! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
@@ -289,6 +290,10 @@ async fn main() -> agent_client_protocol::Result<()> {
                 let session = req.session_id.clone();
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if m.crash {
+                    // The harness sees the transport close before the exit.
+                    // SAFETY: fd 1 is ours; nothing writes to it after this.
+                    unsafe { libc::close(1) };
+                    std::thread::sleep(std::time::Duration::from_millis(300));
                     std::process::exit(3);
                 }
                 if m.fail_prompt {
