@@ -12,7 +12,7 @@
 //!   references (which mean `:latest`) are refused.
 
 use crate::consts::*;
-use crate::error::DeployError;
+use crate::error::{ConfigError, ConfigErrorKind, ConfigErrorKind as K, DeployError};
 use crate::image::{ImageRef, validate_image};
 use crate::quantity::Quantity;
 use serde_json::{Map, Value};
@@ -48,8 +48,8 @@ pub struct ProviderConfig {
     pub service_account: Option<String>,
 }
 
-fn bad(msg: String) -> DeployError {
-    DeployError::Config(msg)
+fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
+    ConfigError::new(kind, field, msg).into()
 }
 
 fn string_field(m: &Map<String, Value>, key: &str) -> Result<Option<String>, DeployError> {
@@ -57,7 +57,11 @@ fn string_field(m: &Map<String, Value>, key: &str) -> Result<Option<String>, Dep
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-        Some(_) => Err(bad(format!("provider_config.{key} must be a string"))),
+        Some(_) => Err(bad(
+            K::WrongType,
+            Some(key),
+            format!("provider_config.{key} must be a string"),
+        )),
     }
 }
 
@@ -101,37 +105,55 @@ impl ProviderConfig {
     /// Parses and validates `provider_config`, resolving the image against
     /// `default_image` (pass [`default_image()`] in production).
     pub fn parse(v: &Value, default_image: Option<&str>) -> Result<ProviderConfig, DeployError> {
-        buzz_contract::i2::validate_provider_config(v).map_err(|e| bad(e.to_string()))?;
         let Value::Object(m) = v else {
-            return Err(bad("provider_config must be a JSON object".into()));
+            return Err(bad(
+                K::NotAnObject,
+                None,
+                "provider_config must be a JSON object".into(),
+            ));
         };
+        buzz_contract::i2::validate_provider_config(v)
+            .map_err(|e| bad(K::SecretLint, None, e.to_string()))?;
         if let Some(unknown) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-            return Err(bad(format!(
-                "provider_config has an unknown field `{unknown}`; the v1 fields are {}",
-                FIELDS.join(", ")
-            )));
+            return Err(bad(
+                K::UnknownField,
+                Some(unknown),
+                format!(
+                    "provider_config has an unknown field `{unknown}`; the v1 fields are {}",
+                    FIELDS.join(", ")
+                ),
+            ));
         }
         let context = string_field(m, "context")?;
         let namespace = string_field(m, "namespace")?.ok_or_else(|| {
-            bad("provider_config.namespace is required (for example buzz-agents-abc123)".into())
+            bad(
+                K::Missing,
+                Some("namespace"),
+                "provider_config.namespace is required (for example buzz-agents-abc123)".into(),
+            )
         })?;
         if !is_dns_label(&namespace) {
-            return Err(bad(format!(
-                "provider_config.namespace `{namespace}` is not a valid namespace name (lowercase letters, digits and '-', at most 63, starting and ending alphanumeric)"
-            )));
+            return Err(bad(
+                K::Invalid,
+                Some("namespace"),
+                format!(
+                    "provider_config.namespace `{namespace}` is not a valid namespace name (lowercase letters, digits and '-', at most 63, starting and ending alphanumeric)"
+                ),
+            ));
         }
         let image = match string_field(m, "image")? {
-            Some(user) => {
-                validate_image(&user, false).map_err(|e| bad(format!("provider_config.image: {e}")))?
-            }
+            Some(user) => validate_image(&user, false)
+                .map_err(|e| bad(K::Invalid, Some("image"), format!("provider_config.image: {e}")))?,
             None => match default_image {
                 Some(d) => validate_image(d, true).map_err(|e| {
-                    bad(format!(
-                        "the provider's default image is unusable ({e}); set provider_config.image"
-                    ))
+                    bad(
+                        K::DefaultImage,
+                        Some("image"),
+                        format!("the provider's default image is unusable ({e}); set provider_config.image"),
+                    )
                 })?,
                 None => {
-                    return Err(bad(
+                    return Err(bad(K::Missing, Some("image"),
                         "provider_config.image is required: this build of buzz-backend-kubernetes has no baked default image; set it to a buzz-sprig-compatible image (tag or digest, not :latest)".into(),
                     ));
                 }
@@ -140,10 +162,14 @@ impl ProviderConfig {
         let quantity = |key: &str, default: &str, memory: bool| -> Result<(String, Quantity), DeployError> {
             let s = string_field(m, key)?.unwrap_or_else(|| default.to_string());
             let q = Quantity::parse(&s).ok_or_else(|| {
-                bad(format!(
-                    "provider_config.{key} `{s}` is not a Kubernetes quantity (for example {})",
-                    if memory { "512Mi, 2Gi" } else { "500m, 1, 2" }
-                ))
+                bad(
+                    K::Invalid,
+                    Some(key),
+                    format!(
+                        "provider_config.{key} `{s}` is not a Kubernetes quantity (for example {})",
+                        if memory { "512Mi, 2Gi" } else { "500m, 1, 2" }
+                    ),
+                )
             })?;
             Ok((s, q))
         };
@@ -152,33 +178,43 @@ impl ProviderConfig {
         let (cpu_limit, cpu_lim_q) = quantity("cpu_limit", DEFAULT_CPU_LIMIT, false)?;
         let (memory_limit, mem_lim_q) = quantity("memory_limit", DEFAULT_MEMORY_LIMIT, true)?;
         if cpu_req_q > cpu_lim_q {
-            return Err(bad(format!(
-                "provider_config.cpu_request {cpu_request} exceeds cpu_limit {cpu_limit}"
-            )));
+            return Err(bad(
+                K::Conflict,
+                Some("cpu_request"),
+                format!("provider_config.cpu_request {cpu_request} exceeds cpu_limit {cpu_limit}"),
+            ));
         }
         if mem_req_q > mem_lim_q {
-            return Err(bad(format!(
-                "provider_config.memory_request {memory_request} exceeds memory_limit {memory_limit}"
-            )));
+            return Err(bad(
+                K::Conflict,
+                Some("memory_request"),
+                format!(
+                    "provider_config.memory_request {memory_request} exceeds memory_limit {memory_limit}"
+                ),
+            ));
         }
         let inactivity_seconds = match m.get("inactivity_seconds") {
             None => DEFAULT_INACTIVITY_SECONDS,
             Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
-                bad("provider_config.inactivity_seconds must be a whole number of seconds, 0 or more".into())
+                bad(
+                    K::Invalid,
+                    Some("inactivity_seconds"),
+                    "provider_config.inactivity_seconds must be a whole number of seconds, 0 or more".into(),
+                )
             })?,
             Some(Value::String(s)) if s.is_empty() => {
-                return Err(bad(
+                return Err(bad(K::WrongType, Some("inactivity_seconds"),
                     "provider_config.inactivity_seconds is an empty string; send a number (0 = no inactivity bound) or omit the field for the default 7200".into(),
                 ));
             }
             Some(_) => {
-                return Err(bad(
+                return Err(bad(K::WrongType, Some("inactivity_seconds"),
                     "provider_config.inactivity_seconds must be a JSON number (0 = no inactivity bound), not a string, boolean or null".into(),
                 ));
             }
         };
         if inactivity_seconds == 0 && !ON_FAILURE_ENABLED {
-            return Err(bad(
+            return Err(bad(K::Unsupported, Some("inactivity_seconds"),
                 "inactivity_seconds 0 (no inactivity bound) needs restartPolicy OnFailure, which this provider refuses until the harness exit-code contract is pinned; set a bound such as 7200".into(),
             ));
         }
@@ -186,9 +222,13 @@ impl ProviderConfig {
         if let Some(sa) = &service_account
             && !is_dns_subdomain(sa)
         {
-            return Err(bad(format!(
-                "provider_config.service_account `{sa}` is not a valid ServiceAccount name (lowercase RFC 1123 subdomain)"
-            )));
+            return Err(bad(
+                K::Invalid,
+                Some("service_account"),
+                format!(
+                    "provider_config.service_account `{sa}` is not a valid ServiceAccount name (lowercase RFC 1123 subdomain)"
+                ),
+            ));
         }
         Ok(ProviderConfig {
             context,
@@ -262,7 +302,7 @@ mod tests {
     /// The config error `v` is refused with (panics on success or another kind).
     fn refused(v: Value) -> String {
         match parse(v) {
-            Err(DeployError::Config(m)) => m,
+            Err(DeployError::Config(e)) => e.to_string(),
             Err(other) => panic!("expected a config error, got {other:?}"),
             Ok(c) => panic!("expected a config error, got {c:?}"),
         }
@@ -309,6 +349,76 @@ mod tests {
         assert!(e.contains("object"), "{e}");
     }
 
+    /// Config errors are told apart by kind and field, not by text.
+    #[test]
+    fn config_errors_carry_kind_and_field() {
+        use ConfigErrorKind as K;
+        let cases = [
+            (json!([]), K::NotAnObject, None),
+            (
+                json!({"namespace": "ns", "image": IMG, "api_token": "x"}),
+                K::SecretLint,
+                None,
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "memory_requests": "1Gi"}),
+                K::UnknownField,
+                Some("memory_requests"),
+            ),
+            (
+                json!({"namespace": 5, "image": IMG}),
+                K::WrongType,
+                Some("namespace"),
+            ),
+            (json!({"image": IMG}), K::Missing, Some("namespace")),
+            (
+                json!({"namespace": "Bad_NS", "image": IMG}),
+                K::Invalid,
+                Some("namespace"),
+            ),
+            (json!({"namespace": "ns"}), K::Missing, Some("image")),
+            (
+                json!({"namespace": "ns", "image": "r.test/s:latest"}),
+                K::Invalid,
+                Some("image"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "memory_limit": "4GB"}),
+                K::Invalid,
+                Some("memory_limit"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "cpu_request": "3"}),
+                K::Conflict,
+                Some("cpu_request"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "inactivity_seconds": ""}),
+                K::WrongType,
+                Some("inactivity_seconds"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "inactivity_seconds": -1}),
+                K::Invalid,
+                Some("inactivity_seconds"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "service_account": "A B"}),
+                K::Invalid,
+                Some("service_account"),
+            ),
+        ];
+        for (v, kind, field) in cases {
+            match parse(v.clone()) {
+                Err(DeployError::Config(e)) => {
+                    assert_eq!((e.kind, e.field.as_deref()), (kind, field), "{v}: {e}")
+                }
+                Err(other) => panic!("{v}: expected a config error, got {other:?}"),
+                Ok(c) => panic!("{v}: expected a config error, got {c:?}"),
+            }
+        }
+    }
+
     #[test]
     fn image_rules() {
         assert!(
@@ -336,8 +446,16 @@ mod tests {
             assert_eq!(c.image.reference, digest, "empty means the provider's default");
         }
         match ProviderConfig::parse(&json!({"namespace": "ns"}), Some("registry.test/sprig:v1")) {
-            Err(DeployError::Config(m)) => {
-                assert!(m.starts_with("the provider's default image is unusable"), "{m}")
+            Err(DeployError::Config(e)) => {
+                assert_eq!(
+                    (e.kind, e.field.as_deref()),
+                    (ConfigErrorKind::DefaultImage, Some("image"))
+                );
+                assert!(
+                    e.to_string()
+                        .starts_with("the provider's default image is unusable"),
+                    "{e}"
+                )
             }
             other => panic!("the default must be digest-pinned: {other:?}"),
         }

@@ -14,7 +14,7 @@
 //! in any tier is refused outright (I3).
 
 use crate::consts::MCP_COMMAND;
-use crate::error::DeployError;
+use crate::error::{DeployError, Refusal, RefusalRule};
 use buzz_contract::env as names;
 use buzz_contract::wire::AgentPayload;
 use std::collections::BTreeMap;
@@ -52,16 +52,20 @@ impl std::fmt::Debug for Authoritative {
     }
 }
 
+fn refused_env(message: String) -> DeployError {
+    Refusal::new(RefusalRule::Env, message).into()
+}
+
 fn lower_tier(tier: &BTreeMap<String, String>, name: &str) -> Result<BTreeMap<String, String>, DeployError> {
     let mut out = BTreeMap::new();
     for (k, v) in tier {
         if !names::is_posix_env_key(k) {
-            return Err(DeployError::Refused(format!(
+            return Err(refused_env(format!(
                 "env key {k:?} in {name} is not a POSIX name ([A-Za-z_][A-Za-z0-9_]*); rename it"
             )));
         }
         if k == names::NO_PRESENCE {
-            return Err(DeployError::Refused(format!(
+            return Err(refused_env(format!(
                 "{} is set in {name}; presence is the only status of a remote agent (I3), so it may not be suppressed — remove it",
                 names::NO_PRESENCE
             )));
@@ -235,7 +239,9 @@ mod tests {
             (vec![], vec![("BUZZ_ACP_NO_PRESENCE", "1")]),
         ] {
             let a = with_launch(&p, &e);
-            assert!(matches!(assemble(&a, &auth()), Err(DeployError::Refused(_))));
+            assert!(
+                matches!(assemble(&a, &auth()), Err(DeployError::Refused(r)) if r.rule == RefusalRule::Env)
+            );
         }
         let mut a = with_launch(&[], &[]);
         a.launch = None;

@@ -11,7 +11,7 @@ use crate::config::{ProviderConfig, default_image};
 use crate::consts::*;
 use crate::diag::{self, Redactor};
 use crate::envtiers::{self, Authoritative};
-use crate::error::{ClusterFailure, DeployError};
+use crate::error::{ClusterFailure, DeployError, Refusal, RefusalRule, RequestError, RequestErrorKind as RK};
 use crate::podspec::{self, PodIntent};
 use crate::reconcile::{self, Plan, Timing};
 use buzz_contract::gate::{RespondTo, validate_allowlist};
@@ -35,9 +35,11 @@ pub fn failure(msg: &str) -> Value {
 
 /// Parses the raw stdin bytes into a request.
 pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
-    let req = |m: &str| DeployError::Request(m.to_string());
+    let req = |kind, field, m: &str| DeployError::from(RequestError::new(kind, field, m));
     if bytes.len() > MAX_REQUEST_BYTES {
         return Err(req(
+            RK::TooLarge,
+            None,
             "the request is larger than 16 MiB; send one JSON object with op \"info\" or \"deploy\"",
         ));
     }
@@ -47,31 +49,59 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
         } else {
             "is not valid JSON"
         };
-        DeployError::Request(format!(
-            "the request {what} ({e}); send exactly one JSON object with op \"info\" or \"deploy\""
-        ))
+        req(
+            RK::NotJson,
+            None,
+            &format!("the request {what} ({e}); send exactly one JSON object with op \"info\" or \"deploy\""),
+        )
     })?;
     let Value::Object(mut o) = v else {
         return Err(req(
+            RK::NotAnObject,
+            None,
             "the request must be a JSON object with op \"info\" or \"deploy\"",
         ));
     };
     match o.get("request_id") {
         None | Some(Value::String(_)) => {}
-        Some(_) => return Err(req("request_id must be a string")),
+        Some(_) => {
+            return Err(req(
+                RK::WrongType,
+                Some("request_id"),
+                "request_id must be a string",
+            ));
+        }
     }
     let op = match o.get("op") {
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(req("op must be a string: \"info\" or \"deploy\"")),
-        None => return Err(req("the request has no op; expected \"info\" or \"deploy\"")),
+        Some(_) => {
+            return Err(req(
+                RK::WrongType,
+                Some("op"),
+                "op must be a string: \"info\" or \"deploy\"",
+            ));
+        }
+        None => {
+            return Err(req(
+                RK::Missing,
+                Some("op"),
+                "the request has no op; expected \"info\" or \"deploy\"",
+            ));
+        }
     };
     match op.as_str() {
         OP_INFO => Ok(Request::Info),
         OP_DEPLOY => {
             let agent = match o.remove("agent") {
                 Some(a @ Value::Object(_)) => a,
-                Some(_) => return Err(req("deploy's agent must be a JSON object")),
-                None => return Err(req("deploy needs an agent object")),
+                Some(_) => {
+                    return Err(req(
+                        RK::WrongType,
+                        Some("agent"),
+                        "deploy's agent must be a JSON object",
+                    ));
+                }
+                None => return Err(req(RK::Missing, Some("agent"), "deploy needs an agent object")),
             };
             let provider_config = match o.remove("provider_config") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
@@ -84,9 +114,11 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
         }
         other => {
             let shown: String = other.chars().take(32).collect();
-            Err(DeployError::Request(format!(
-                "unknown op {shown:?}; this provider implements \"info\" and \"deploy\""
-            )))
+            Err(req(
+                RK::UnknownOp,
+                Some("op"),
+                &format!("unknown op {shown:?}; this provider implements \"info\" and \"deploy\""),
+            ))
         }
     }
 }
@@ -118,21 +150,21 @@ pub fn redactor_for(agent: &Value) -> Redactor {
     Redactor::new(values)
 }
 
-fn refused(m: String) -> DeployError {
-    DeployError::Refused(m)
+fn refused(rule: RefusalRule, m: String) -> DeployError {
+    Refusal::new(rule, m).into()
 }
 
 /// All checks before any cluster contact; returns the deploy plan.
 pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -> Result<Plan, DeployError> {
     let config = ProviderConfig::parse(config_v, default_image)?;
-    let agent =
-        parse_agent(agent_v).map_err(|e| DeployError::Request(format!("the deploy payload's {e}")))?;
+    let agent = parse_agent(agent_v)
+        .map_err(|e| RequestError::new(RK::Payload, Some("agent"), format!("the deploy payload's {e}")))?;
     // Step 0: derive identity from the key before anything else.
     let keys = parse_private_key(&agent.private_key_nsec).map_err(|e| match e {
-        KeyError::Empty => refused(
+        KeyError::Empty => refused(RefusalRule::Identity,
             "agent.private_key_nsec is empty: refusing to deploy an agent without an identity (I1); check the agent's key in the keyring".into(),
         ),
-        KeyError::Malformed => refused(
+        KeyError::Malformed => refused(RefusalRule::Identity,
             "agent.private_key_nsec is malformed: expected nsec1… or 64 hex characters; nothing was deployed".into(),
         ),
     })?;
@@ -142,16 +174,18 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         .and_then(|l| l.owner_pubkey.as_deref())
         .filter(|s| !s.trim().is_empty())
     {
-        Some(raw) => Some(
-            normalize_pubkey_hex(raw)
-                .ok_or_else(|| refused("agent.launch.owner_pubkey must be a 64-hex public key".into()))?,
-        ),
+        Some(raw) => Some(normalize_pubkey_hex(raw).ok_or_else(|| {
+            refused(
+                RefusalRule::Owner,
+                "agent.launch.owner_pubkey must be a 64-hex public key".into(),
+            )
+        })?),
         None => None,
     };
     // The agent can never be its own owner: `!shutdown` would have to come
     // from the agent itself, so the owner gate could never open.
     if owner_pubkey.as_deref() == Some(pubkey.as_str()) {
-        return Err(refused(
+        return Err(refused(RefusalRule::Owner,
             "agent.launch.owner_pubkey is the agent's own public key; the owner must be the person who controls the agent, so nothing was deployed".into(),
         ));
     }
@@ -165,14 +199,17 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         && let Err(e) = AuthTag::verified_owner(tag, &pubkey)
     {
         if e == AuthTagError::OwnerIsAgent {
-            return Err(refused(
+            return Err(refused(RefusalRule::Owner,
                 "agent.auth_tag names the agent itself as its owner; the owner must be the person who controls the agent, so nothing was deployed".into(),
             ));
         }
         if owner_pubkey.is_none() {
-            return Err(refused(format!(
-                "agent.auth_tag does not verify for this agent's key ({e}) and launch.owner_pubkey is absent; without an owner the agent could never honour !shutdown, so nothing was deployed"
-            )));
+            return Err(refused(
+                RefusalRule::Owner,
+                format!(
+                    "agent.auth_tag does not verify for this agent's key ({e}) and launch.owner_pubkey is absent; without an owner the agent could never honour !shutdown, so nothing was deployed"
+                ),
+            ));
         }
         diag::line(&format!(
             "agent.auth_tag does not verify ({e}); it is not passed to the pod, and the harness uses launch.owner_pubkey"
@@ -181,33 +218,39 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         auth_tag = None;
     }
     if auth_tag.is_none() && owner_pubkey.is_none() {
-        return Err(refused(
+        return Err(refused(RefusalRule::Owner,
             "the payload has neither auth_tag nor launch.owner_pubkey; without an owner the agent could never honour !shutdown, so nothing was deployed".into(),
         ));
     }
     if agent.provider.as_deref().map(str::trim) == Some("relay-mesh") {
-        return Err(refused(
+        return Err(refused(RefusalRule::RelayMesh,
             "this agent uses Buzz shared compute (relay-mesh), which only works on this computer; choose a model provider the pod can reach, or run the agent locally".into(),
         ));
     }
     let relay_url = agent.relay_url.trim().to_string();
     if relay_url.is_empty() {
         return Err(refused(
+            RefusalRule::Relay,
             "agent.relay_url is empty; the agent needs a relay to connect to".into(),
         ));
     }
     if !(relay_url.starts_with("wss://") || relay_url.starts_with("ws://")) {
-        return Err(refused("agent.relay_url must be a ws:// or wss:// URL".into()));
+        return Err(refused(
+            RefusalRule::Relay,
+            "agent.relay_url must be a ws:// or wss:// URL".into(),
+        ));
     }
-    let respond_to = RespondTo::parse(agent.respond_to.trim()).map_err(|e| refused(format!("agent.{e}")))?;
+    let respond_to = RespondTo::parse(agent.respond_to.trim())
+        .map_err(|e| refused(RefusalRule::RespondTo, format!("agent.{e}")))?;
     let allowlist = validate_allowlist(respond_to, &agent.respond_to_allowlist)
-        .map_err(|e| refused(format!("agent.{e}")))?;
+        .map_err(|e| refused(RefusalRule::RespondTo, format!("agent.{e}")))?;
     let (agent_command, agent_args) = match launch {
         Some(l) => (l.command.trim().to_string(), l.args.clone()),
         None => (agent.agent_command.trim().to_string(), agent.agent_args.clone()),
     };
     if agent_command.contains('/') {
         return Err(refused(
+            RefusalRule::AgentCommand,
             "the agent command must be a command name resolved in the image, not a host path".into(),
         ));
     }
@@ -226,9 +269,12 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
     let env = envtiers::assemble(&agent, &authoritative)?;
     let size = envtiers::secret_size(&env);
     if size > SECRET_MAX_BYTES - 4096 {
-        return Err(refused(format!(
-            "the agent environment is {size} bytes, more than a Kubernetes Secret holds (1 MiB); trim the env"
-        )));
+        return Err(refused(
+            RefusalRule::EnvTooLarge,
+            format!(
+                "the agent environment is {size} bytes, more than a Kubernetes Secret holds (1 MiB); trim the env"
+            ),
+        ));
     }
     let intent = PodIntent::from_config(&config);
     Ok(Plan {
@@ -390,9 +436,104 @@ mod tests {
 
     fn refusal(a: &Value) -> String {
         match prepare(a, &cfg(), None) {
-            Err(DeployError::Refused(m)) => m,
+            Err(DeployError::Refused(r)) => r.to_string(),
             Err(other) => panic!("expected a refusal, got {other:?}"),
             Ok(_) => panic!("expected a refusal, got a plan"),
+        }
+    }
+
+    /// Malformed requests are told apart by kind and field, not by text.
+    #[test]
+    fn request_errors_are_typed_by_kind_and_field() {
+        let big = vec![b' '; MAX_REQUEST_BYTES + 1];
+        let cases: [(&[u8], RK, Option<&str>); 9] = [
+            (&big, RK::TooLarge, None),
+            (b"{\"op\":", RK::NotJson, None),
+            (b"nope", RK::NotJson, None),
+            (b"[1]", RK::NotAnObject, None),
+            (
+                b"{\"op\":\"info\",\"request_id\":7}",
+                RK::WrongType,
+                Some("request_id"),
+            ),
+            (b"{\"op\":1}", RK::WrongType, Some("op")),
+            (b"{}", RK::Missing, Some("op")),
+            (b"{\"op\":\"deploy\",\"agent\":[]}", RK::WrongType, Some("agent")),
+            (b"{\"op\":\"destroy\"}", RK::UnknownOp, Some("op")),
+        ];
+        for (bytes, kind, field) in cases {
+            match parse_request(bytes) {
+                Err(DeployError::Request(e)) => assert_eq!((e.kind, e.field), (kind, field), "{e}"),
+                Err(other) => panic!("expected a request error, got {other:?}"),
+                Ok(_) => panic!(
+                    "expected a request error for {:?}",
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
+                ),
+            }
+        }
+        match prepare(&json!({"relay_url": 5}), &cfg(), None) {
+            Err(DeployError::Request(e)) => assert_eq!((e.kind, e.field), (RK::Payload, Some("agent"))),
+            other => panic!("expected a payload error, got {:?}", other.err()),
+        }
+    }
+
+    /// Each refusal names the rule it enforces.
+    #[test]
+    fn refusals_carry_their_rule() {
+        let nsec = nostr::Keys::generate().secret_key().to_bech32().unwrap();
+        let with = |f: &dyn Fn(&mut Value)| {
+            let mut a = agent("v", &nsec);
+            f(&mut a);
+            a
+        };
+        let cases: Vec<(Value, RefusalRule)> = vec![
+            (
+                with(&|a| a["private_key_nsec"] = json!("")),
+                RefusalRule::Identity,
+            ),
+            (
+                with(&|a| a["private_key_nsec"] = json!("nsec1nope")),
+                RefusalRule::Identity,
+            ),
+            (
+                with(&|a| a["launch"]["owner_pubkey"] = json!("zz")),
+                RefusalRule::Owner,
+            ),
+            (
+                with(&|a| a["launch"]["owner_pubkey"] = Value::Null),
+                RefusalRule::Owner,
+            ),
+            (
+                with(&|a| a["provider"] = json!("relay-mesh")),
+                RefusalRule::RelayMesh,
+            ),
+            (
+                with(&|a| a["relay_url"] = json!("https://relay.test")),
+                RefusalRule::Relay,
+            ),
+            (
+                with(&|a| a["respond_to"] = json!("everyone-ish")),
+                RefusalRule::RespondTo,
+            ),
+            (
+                with(&|a| a["launch"]["command"] = json!("/usr/bin/goose")),
+                RefusalRule::AgentCommand,
+            ),
+            (
+                with(&|a| a["launch"]["env"]["BAD-NAME"] = json!("x")),
+                RefusalRule::Env,
+            ),
+            (
+                with(&|a| a["launch"]["env"]["BIG"] = json!("x".repeat(SECRET_MAX_BYTES))),
+                RefusalRule::EnvTooLarge,
+            ),
+        ];
+        for (a, rule) in cases {
+            match prepare(&a, &cfg(), None) {
+                Err(DeployError::Refused(r)) => assert_eq!(r.rule, rule, "{r}"),
+                Err(other) => panic!("expected a {rule:?} refusal, got {other:?}"),
+                Ok(_) => panic!("expected a {rule:?} refusal, got a plan"),
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! The provider reads the launcher's golden wire fixtures (recorded from the
 //! launcher's real serializer; see fixtures/README.md) — never a private copy.
 
-use buzz_backend_kubernetes::error::DeployError;
+use buzz_backend_kubernetes::error::{DeployError, RefusalRule};
 use buzz_backend_kubernetes::protocol::{Request, parse_request, prepare};
 use serde_json::Value;
 
@@ -79,7 +79,7 @@ fn legacy_fixture_uses_env_vars_only_without_launch() {
 fn no_owner_fixture_is_refused_before_any_mutation() {
     let e = prepared("deploy-no-owner.json").unwrap_err();
     assert!(
-        matches!(e, DeployError::Refused(ref m) if m.contains("owner")),
+        matches!(e, DeployError::Refused(ref r) if r.rule == RefusalRule::Owner && r.to_string().contains("owner")),
         "{e}"
     );
 }
@@ -88,7 +88,7 @@ fn no_owner_fixture_is_refused_before_any_mutation() {
 fn relay_mesh_fixture_is_refused() {
     let e = prepared("deploy-relay-mesh.json").unwrap_err();
     assert!(
-        matches!(e, DeployError::Refused(ref m) if m.contains("relay-mesh")),
+        matches!(e, DeployError::Refused(ref r) if r.rule == RefusalRule::RelayMesh),
         "{e}"
     );
 }
