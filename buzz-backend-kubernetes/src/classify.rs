@@ -190,6 +190,43 @@ fn terminated_summary(pod: &Pod) -> String {
     }
 }
 
+/// Whether a pod seen on the watch is still the same pod on its way up with
+/// nothing to decide yet: same UID, not marked for deletion, Pending, not
+/// reported unschedulable, and its container (if reported) only waiting in
+/// the normal start-up reasons. Such
+/// events (binding, `ContainerCreating`) continue the watch
+/// instead of costing a re-read; every other event ends it, and the loop
+/// decides on a quorum GET (spec §Deploy State Machine: classification reads
+/// the pod with a quorum GET).
+pub fn still_starting(pod: &Pod, uid: &str) -> bool {
+    let same = pod.metadata.uid.as_deref() == Some(uid);
+    let pending = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_none_or(|p| p == "Pending");
+    let quiet = container_status(pod).is_none_or(|c| {
+        c.restart_count == 0
+            && c.last_state.as_ref().is_none_or(|l| l.terminated.is_none())
+            && c.state.as_ref().is_none_or(|st| {
+                st.running.is_none()
+                    && st.terminated.is_none()
+                    && st.waiting.as_ref().is_none_or(|w| {
+                        matches!(
+                            w.reason.as_deref(),
+                            None | Some("ContainerCreating" | "PodInitializing")
+                        )
+                    })
+            })
+    });
+    let unschedulable = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"));
+    same && pod.metadata.deletion_timestamp.is_none() && pending && quiet && !unschedulable
+}
+
 /// Step 1 then step 2. `pod` is the object at our deterministic name, read with a quorum GET.
 pub fn classify(pod: Option<&Pod>, ctx: Context<'_>) -> Row {
     let Some(pod) = pod else {

@@ -435,3 +435,66 @@ fn payload_comparison_ignores_only_the_generation_token() {
     .into();
     assert!(!payload_matches(&existing, &added));
 }
+
+/// The watch continues only through start-up progress of the same pod;
+/// anything a user must hear about, or a decision, ends it.
+#[test]
+fn the_watch_continues_only_through_quiet_start_up_progress() {
+    let uid = "u-1";
+    let with_uid = |mut p: Pod| {
+        p.metadata.uid = Some(uid.into());
+        p
+    };
+    assert!(
+        still_starting(&with_uid(base()), uid),
+        "as created: no status yet"
+    );
+    for reason in ["ContainerCreating", "PodInitializing"] {
+        assert!(
+            still_starting(&with_uid(with_state(base(), "Pending", waiting(reason), 0)), uid),
+            "{reason}"
+        );
+    }
+    let ends = [
+        ("running", with_state(base(), "Running", running(), 0)),
+        ("terminated", with_state(base(), "Pending", terminated(1), 0)),
+        (
+            "image pull",
+            with_state(base(), "Pending", waiting("ErrImagePull"), 0),
+        ),
+        (
+            "config error",
+            with_state(base(), "Pending", waiting("CreateContainerConfigError"), 0),
+        ),
+        (
+            "restarted",
+            with_state(base(), "Pending", waiting("ContainerCreating"), 1),
+        ),
+        (
+            "failed phase",
+            with_state(base(), "Failed", waiting("ContainerCreating"), 0),
+        ),
+    ];
+    for (why, p) in ends {
+        assert!(!still_starting(&with_uid(p), uid), "{why} must end the watch");
+    }
+    assert!(
+        !still_starting(&base(), uid),
+        "another pod at the name (UID differs)"
+    );
+    let mut deleting = with_uid(base());
+    deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
+    assert!(!still_starting(&deleting, uid), "marked for deletion");
+    let mut unschedulable = with_uid(base());
+    unschedulable.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    assert!(!still_starting(&unschedulable, uid), "unschedulable is news");
+}

@@ -108,11 +108,14 @@ pub trait Cluster {
     async fn create_namespace(&self) -> Result<NamespaceCreate, ClusterError>;
     /// Returns at the first change to the named pod after `since` (a watch),
     /// or after `max` at the latest (the bounded safety net).
+    /// Watches the pod from `since` until an event that `keep_watching`
+    /// does not accept, an error, or `max`.
     async fn wait_for_change(
         &self,
         name: &str,
         since: Option<&str>,
         max: Duration,
+        keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
     ) -> Result<(), ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
 }
@@ -354,6 +357,7 @@ impl Cluster for KubeCluster {
         name: &str,
         since: Option<&str>,
         max: Duration,
+        keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
     ) -> Result<(), ClusterError> {
         let Some(rv) = since else {
             tokio::time::sleep(max.min(Duration::from_millis(200))).await;
@@ -368,7 +372,8 @@ impl Cluster for KubeCluster {
             while let Some(ev) = stream.next().await {
                 match ev {
                     Ok(WatchEvent::Bookmark(_)) => continue,
-                    // Any change, an expired resourceVersion or a stream error: re-read.
+                    Ok(WatchEvent::Modified(p)) if keep_watching(&p) => continue,
+                    // Any other change, an expired resourceVersion or a stream error: re-read.
                     _ => return Ok(()),
                 }
             }

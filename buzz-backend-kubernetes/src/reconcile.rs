@@ -5,7 +5,19 @@
 //! 1. preflight GC, once;
 //! 2. observe (quorum GET) → classify → decide → act, until a stable outcome
 //!    or the deadline. Waiting uses a watch on the pod with a bounded
-//!    safety-net re-read, not fixed polling.
+//!    safety-net re-read, not fixed polling; the watch runs on through quiet
+//!    start-up progress of the same pod ([`still_starting`]) and ends at
+//!    anything that needs a decision or a new condition to report. The one
+//!    observation that is not a GET is the pod this call just created: the
+//!    apiserver's answer to the create is the stored object, and the Secret
+//!    it references was created by this call a moment before (the GC never
+//!    removes a referenced or young Secret), so that first classification
+//!    neither re-reads the pod nor the Secret. Success is only ever decided
+//!    on a quorum GET, and every fence still carries the UID and
+//!    resourceVersion of the object it acts on. A fresh deploy so costs 8
+//!    requests: the two preflight lists, the GET that finds no pod, the
+//!    Secret and pod creates, the watch, the GET that sees the container
+//!    running, and the best-effort image-ID patch.
 //!
 //! One create attempt per call; the create loser deletes only its own Secret
 //! and adopts the winner; deadline expiry reports "startup not confirmed"
@@ -15,7 +27,9 @@
 //! a margin before the deadline; an attempt caught between its Secret create
 //! and its pod create drops its own Secret in the first half of the margin.
 
-use crate::classify::{Action, CallState, Context, classify, decide, payload_matches, referenced_secrets};
+use crate::classify::{
+    Action, CallState, Context, classify, decide, payload_matches, referenced_secrets, still_starting,
+};
 use crate::cluster::{Cluster, ClusterError, Created, Deleted, NamespaceCreate};
 use crate::consts::*;
 use crate::diag;
@@ -25,6 +39,7 @@ use crate::gc::{self, Fenced};
 use crate::podspec::{self, PodIntent};
 pub use crate::timing::Timing;
 use buzz_contract::wire::AgentPayload;
+use k8s_openapi::api::core::v1::Pod;
 use std::cell::Cell;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -265,7 +280,8 @@ impl<'a, C: Cluster> Loop<'a, C> {
     }
 
     /// Mints a generation, writes its Secret, creates the pod.
-    async fn create_attempt(&self, st: &mut CallState) -> Result<(), DeployError> {
+    /// Returns the pod as the apiserver stored it when this call created it.
+    async fn create_attempt(&self, st: &mut CallState) -> Result<Option<Pod>, DeployError> {
         if self.remaining().is_zero() {
             return Err(self.out_of_time("create the agent Secret"));
         }
@@ -315,7 +331,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     return match self.pod_referencing(&own_secret.name).await {
                         Some(uid) => {
                             st.created_uid = Some(uid);
-                            Ok(())
+                            Ok(None)
                         }
                         None => {
                             self.drop_own_secret(&own_secret).await;
@@ -330,12 +346,12 @@ impl<'a, C: Cluster> Loop<'a, C> {
             };
             match outcome {
                 Created::Created(p) => {
-                    st.created_uid = p.metadata.uid;
+                    st.created_uid = p.metadata.uid.clone();
                     diag::line(&format!(
                         "created pod {} (generation {generation})",
                         self.plan.agent_id
                     ));
-                    return Ok(());
+                    return Ok(Some(p));
                 }
                 Created::AlreadyExists => {
                     // Lost the race: clean up only our own Secret and adopt the winner.
@@ -345,7 +361,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                         "another deploy created {} first; adopting it",
                         self.plan.agent_id
                     ));
-                    return Ok(());
+                    return Ok(None);
                 }
                 Created::ServiceAccountMissing { name } if self.service_account_may_appear(&name) => {
                     if self.remaining() <= Duration::from_millis(300) {
@@ -427,19 +443,26 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
         let mut latest = String::from("no observation yet");
+        let mut just_created: Option<Pod> = None;
         loop {
             if self.remaining().is_zero() {
                 return Err(self.not_confirmed(&latest));
             }
-            let pod = self
-                .observe("read the agent pod", &latest, || self.cluster.get_pod(id))
-                .await?;
+            let from_create = just_created.take();
+            let own_secret_known = from_create.is_some();
+            let pod = match from_create {
+                Some(p) => Some(p),
+                None => {
+                    self.observe("read the agent pod", &latest, || self.cluster.get_pod(id))
+                        .await?
+                }
+            };
             let uid = pod.as_ref().and_then(|p| p.metadata.uid.clone());
             let rv = pod.as_ref().and_then(|p| p.metadata.resource_version.clone());
             let mut ctx = Context {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
-                secret_present: None,
+                secret_present: own_secret_known.then_some(true),
                 payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
@@ -475,11 +498,11 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     latest = "the previous pod is still terminating".into();
                     diag::line(&format!("waiting for {id} to finish terminating"));
                     self.observe("watch the agent pod", &latest, || {
-                        self.cluster.wait_for_change(id, rv.as_deref(), wait)
+                        self.cluster.wait_for_change(id, rv.as_deref(), wait, &|_| false)
                     })
                     .await?;
                 }
-                Action::Create => self.create_attempt(&mut st).await?,
+                Action::Create => just_created = self.create_attempt(&mut st).await?,
                 Action::Replace { why } => {
                     let f = Fenced {
                         name: id.clone(),
@@ -500,10 +523,26 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 Action::Observe { condition } => {
                     diag::line(&format!("waiting for {id}: {condition}"));
                     latest = condition;
-                    self.observe("watch the agent pod", &latest, || {
-                        self.cluster.wait_for_change(id, rv.as_deref(), wait)
-                    })
-                    .await?;
+                    let uid = uid.unwrap_or_default();
+                    // Progress seen on the watch still updates what a
+                    // "not confirmed" answer reports.
+                    let seen = std::sync::Mutex::new(None::<String>);
+                    let quiet = |p: &Pod| {
+                        let quiet = still_starting(p, &uid);
+                        if quiet && let Ok(mut s) = seen.lock() {
+                            *s = Some(crate::classify::condition(p));
+                        }
+                        quiet
+                    };
+                    let watched = self
+                        .observe("watch the agent pod", &latest, || {
+                            self.cluster.wait_for_change(id, rv.as_deref(), wait, &quiet)
+                        })
+                        .await;
+                    if let Some(c) = seen.into_inner().ok().flatten() {
+                        latest = c;
+                    }
+                    watched?;
                 }
                 Action::ReadSecret(_) | Action::ReadPayload(_) => {
                     return Err(ClusterFailure::Internal {

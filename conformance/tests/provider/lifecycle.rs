@@ -483,3 +483,41 @@ async fn failed_startup_reports_exit_code_and_reason_but_never_the_message() {
     // One create attempt per call: the failed attempt stays for the next Start's GC.
     assert_eq!(secrets_of(&c.client, &c.ns, &c.agent).await.len(), 1);
 }
+
+/// A fresh deploy costs 8 API requests: the preflight lists of pods and
+/// Secrets, the GET that finds no pod, the Secret and pod creates, the
+/// watch, the quorum GET that sees the container running and the image-ID
+/// patch. The pod the create returned is classified without re-reading it
+/// or its just-created Secret; success still comes from a quorum GET.
+#[tokio::test]
+async fn a_fresh_deploy_costs_eight_requests_and_decides_success_on_a_quorum_read() {
+    let c = case("p-requests").await;
+    let kubelet = env().kubelet().await.unwrap();
+    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(300)));
+    let proxy = env().start_proxy().await.unwrap();
+    let out = deploy(proxy.admin_kubeconfig(), &c.request()).await;
+    assert_eq!(out.agent_id(), c.agent.pod_name());
+    let counts = proxy.counts();
+    let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
+    assert_eq!(
+        (n(Verb::List, "pods"), n(Verb::List, "secrets")),
+        (1, 1),
+        "the preflight lists: {counts:?}"
+    );
+    assert_eq!(
+        (n(Verb::Create, "secrets"), n(Verb::Create, "pods")),
+        (1, 1),
+        "one create attempt: {counts:?}"
+    );
+    assert_eq!(
+        n(Verb::Get, "secrets"),
+        0,
+        "the own Secret is not re-read: {counts:?}"
+    );
+    assert_eq!(
+        n(Verb::Get, "pods"),
+        2,
+        "the GET before the create and the quorum GET that sees it run: {counts:?}"
+    );
+    assert_eq!(proxy.total(), 8, "{counts:?}");
+}
