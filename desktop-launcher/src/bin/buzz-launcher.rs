@@ -71,6 +71,15 @@ enum Cmd {
         #[arg(long, default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
         listen: u64,
     },
+    /// Serve the Start page on a loopback address and print its URL (with the page token).
+    Ui {
+        /// Loopback address to listen on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Also open the URL in the desktop's browser (`xdg-open`).
+        #[arg(long)]
+        open: bool,
+    },
     /// Delete an agent record and its keys.
     Delete {
         agent: String,
@@ -431,7 +440,29 @@ fn run(cli: Cli) -> Result<()> {
             out!("{reply}");
         }
         Cmd::Status { watch, listen } => runtime()?.block_on(status(&store, watch, listen))?,
+        Cmd::Ui { listen, open } => ui(store, listen, open)?,
     }
+    Ok(())
+}
+
+/// `ui`: serve the Start page until interrupted. The URL (with its token in
+/// the fragment) goes to stdout only.
+fn ui(store: Store, listen: std::net::SocketAddr, open: bool) -> Result<()> {
+    runtime()?.block_on(desktop_launcher::ui::serve(store, listen, |url| {
+        out!("Start page: {url}");
+        if open {
+            // The token travels in argv to the opener: visible to this user's processes only
+            // on hardened systems (hidepid); omit --open where that matters.
+            if let Err(e) = std::process::Command::new("xdg-open")
+                .arg(url)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            {
+                eprintln!("warning: cannot run xdg-open ({e}); open the URL above yourself");
+            }
+        }
+    }))?;
     Ok(())
 }
 
