@@ -343,7 +343,7 @@ macro_rules! out {
     ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
 }
 
-fn main() {
+pub(crate) fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
