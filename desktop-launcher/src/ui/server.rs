@@ -346,11 +346,20 @@ fn note_presence(s: &Shared, pubkey: &str, snap: Snap) {
     }
 }
 
+/// What a presence watch covers: every agent's relay and pubkey.
+fn watch_set(agents: &[AgentRecord]) -> BTreeSet<(String, String)> {
+    agents
+        .iter()
+        .map(|a| (a.relay_url.clone(), a.pubkey.clone()))
+        .collect()
+}
+
 async fn presence_task(s: S) {
     let mut gen_rx = s.agents_gen.subscribe();
     loop {
         gen_rx.borrow_and_update();
         let agents = s.store.agents().unwrap_or_default();
+        let covered = watch_set(&agents);
         let mut w = match app::PresenceWatch::open(&s.store, &agents).await {
             Ok(w) => w,
             Err(_) => {
@@ -358,23 +367,26 @@ async fn presence_task(s: S) {
                 continue;
             }
         };
-        while !gen_rx.has_changed().unwrap_or(true) {
-            let mut changes = Vec::new();
+        loop {
+            if gen_rx.has_changed().unwrap_or(true) {
+                gen_rx.borrow_and_update();
+                // Reopen only when the relays or agents changed, not on every
+                // edit or start: a reopen is a short window without presence.
+                if watch_set(&s.store.agents().unwrap_or_default()) != covered {
+                    break;
+                }
+            }
+            // Each change reaches the page as it happens, not at the end of the step.
             w.pump(Duration::from_millis(200), &mut |c, t| {
                 let last = t.last(&c.pubkey);
-                changes.push((
-                    c.pubkey.clone(),
-                    Snap {
-                        state: c.to,
-                        at: last.map(|r| r.at),
-                        run: last.and_then(|r| r.run.clone()),
-                    },
-                ));
+                let snap = Snap {
+                    state: c.to,
+                    at: last.map(|r| r.at),
+                    run: last.and_then(|r| r.run.clone()),
+                };
+                note_presence(&s, &c.pubkey, snap);
             })
             .await;
-            for (pk, snap) in changes {
-                note_presence(&s, &pk, snap);
-            }
         }
         w.close().await;
     }
@@ -671,31 +683,29 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
         Backend::Local => {
             let harness = crate::local::harness_program();
             progress(s, &name, &format!("spawning the harness {}", harness.display()));
-            let began = relay::unix_now();
-            let s2 = s.clone();
-            let n2 = name.clone();
-            let (child, nonce) =
-                tokio::task::spawn_blocking(move || app::start_local(&s2.store, &n2, &harness))
-                    .await
-                    .map_err(|e| format!("the start task failed: {e}"))?
-                    .map_err(|e| e.to_string())?;
-            let pid = child.id();
+            let (s2, n2) = (s.clone(), name.clone());
+            let started = on_blocking_thread(move || async move {
+                let s3 = s2.clone();
+                let n3 = n2.clone();
+                app::start_local_watched(&s2.store, &n2, &harness, LOCAL_ONLINE_WAIT, &mut |pid, run| {
+                    progress(
+                        &s3,
+                        &n3,
+                        &format!("harness started (pid {pid}, run {run}); waiting for presence online"),
+                    );
+                    // The record now says "deployed" (a local pid): let the page show it.
+                    agents_changed(&s3);
+                })
+                .await
+            })
+            .await?
+            .map_err(|e| e.to_string())?;
+            let app::WatchedStart { child, nonce, online } = started;
             // Reap the harness when it exits; it is not supervised (as with the CLI).
             std::thread::spawn(move || {
                 let mut child = child;
                 let _ = child.wait();
             });
-            progress(
-                s,
-                &name,
-                &format!("harness started (pid {pid}, run {nonce}); waiting for presence online"),
-            );
-            let (s2, n2, nonce2) = (s.clone(), name.clone(), nonce.clone());
-            let online = on_blocking_thread(move || async move {
-                app::wait_online(&s2.store, &n2, &nonce2, began, LOCAL_ONLINE_WAIT).await
-            })
-            .await?
-            .map_err(|e| e.to_string())?;
             if !online {
                 return Err(format!(
                     "{name} did not report presence online within {}s; see {}",
