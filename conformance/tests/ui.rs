@@ -574,3 +574,54 @@ fn ui_delete_of_a_deployed_agent_needs_force_and_edits_note_the_restart() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(ui.call("GET", "/api/agents/d", None).status, 404);
 }
+
+/// The CLI's local `start` uses the Start page's watched start: the
+/// presence subscription is open before the harness is spawned, so a
+/// harness quicker than the subscription is still heard; `stop` then ends
+/// in presence `offline`.
+#[test]
+fn cli_local_start_and_stop_share_the_pages_watched_start() {
+    use buzz_conformance::harness_support::TestRelay;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let relay = rt.block_on(TestRelay::start());
+    let mut s = setup();
+    s.envs.push((
+        "BUZZ_ACP_BIN".to_string(),
+        env!("CARGO_BIN_EXE_buzz-acp-under-test").to_string(),
+    ));
+    s.cli(&[
+        "agent",
+        "create",
+        "loc",
+        "--relay",
+        &relay.url,
+        "--command",
+        env!("CARGO_BIN_EXE_acp-test-agent"),
+    ]);
+    let out = launcher(
+        Path::new(BIN),
+        &s.home,
+        &["start", "loc", "--wait-online", "60"],
+        &s.envs,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "start: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("loc started locally: pid "), "{text}");
+    assert!(text.trim_end().ends_with("loc online"), "{text}");
+    let out = launcher(Path::new(BIN), &s.home, &["stop", "loc", "--wait", "60"], &s.envs);
+    assert!(
+        out.status.success(),
+        "stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "loc offline");
+    drop(relay);
+}

@@ -511,26 +511,30 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
         }
         Backend::Local => {
             let harness = desktop_launcher::local::harness_program();
-            let began = relay::unix_now();
-            let (child, nonce) = app::start_local(store, name, &harness)?;
-            out!("{name} started locally: pid {} run {nonce}", child.id());
-            out!("  log {}", store.log_path(name).display());
-            if wait_online > 0 {
-                let online = runtime()?.block_on(app::wait_online(
-                    store,
-                    name,
-                    &nonce,
-                    began,
-                    Duration::from_secs(wait_online),
-                ))?;
-                if !online {
-                    bail!(
-                        "{name} did not report presence online within {wait_online}s; see {}",
-                        store.log_path(name).display()
-                    );
-                }
-                out!("{name} online");
+            if wait_online == 0 {
+                let (child, nonce) = app::start_local(store, name, &harness)?;
+                out!("{name} started locally: pid {} run {nonce}", child.id());
+                out!("  log {}", store.log_path(name).display());
+                return Ok(());
             }
+            // The presence subscription opens before the spawn (the same call as the Start page).
+            let started = runtime()?.block_on(app::start_local_watched(
+                store,
+                name,
+                &harness,
+                Duration::from_secs(wait_online),
+                &mut |pid, nonce| {
+                    out!("{name} started locally: pid {pid} run {nonce}");
+                    out!("  log {}", store.log_path(name).display());
+                },
+            ))?;
+            if !started.online {
+                bail!(
+                    "{name} did not report presence online within {wait_online}s; see {}",
+                    store.log_path(name).display()
+                );
+            }
+            out!("{name} online");
         }
     }
     Ok(())
