@@ -106,6 +106,8 @@ try {
   check(await page.getAttribute(card(AGENT), 'data-reply') === 'ok', `chat failed: ${reply}`);
   check(reply.includes('hello from the Start page'), `unexpected reply: ${reply}`);
   await shot(page, 'chat');
+  // The agents list alone, for the README.
+  await page.locator('section[aria-labelledby="agents-h"]').screenshot({ path: path.join(SHOT_DIR, 'agents.png') });
 
   // --- presence event published → dot changes (rounds driven by the Rust test) ---------
   await page.evaluate((sel) => {
