@@ -625,3 +625,48 @@ fn cli_local_start_and_stop_share_the_pages_watched_start() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "loc offline");
     drop(relay);
 }
+
+#[test]
+fn ui_strict_mode_refuses_an_unapproved_provider_until_approved_on_the_page() {
+    let mut s = setup();
+    s.envs
+        .push(("BUZZ_LAUNCHER_STRICT_PROVIDERS".to_string(), "1".to_string()));
+    let ui = s.ui();
+    let listed = ui.call("GET", "/api/providers", None).json();
+    assert_eq!(listed["strict"], true);
+    let entry = |v: &Value| {
+        v["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == "schema")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(entry(&listed)["approved"], false);
+    let digest = entry(&listed)["sha256"].as_str().unwrap().to_string();
+    assert!(
+        entry(&listed)["diagnostics"]
+            .as_str()
+            .unwrap()
+            .starts_with("selected "),
+        "{listed}"
+    );
+    // The form cannot ask an unapproved provider for its schema.
+    let r = ui.call("GET", "/api/providers/schema/schema", None);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["needs_approval"], true);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains(&digest),
+        "{}",
+        r.body
+    );
+    let r = ui.call("POST", "/api/providers/schema/approve", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["sha256"], digest.as_str());
+    assert_eq!(
+        entry(&ui.call("GET", "/api/providers", None).json())["approved"],
+        true
+    );
+    assert_eq!(ui.call("GET", "/api/providers/schema/schema", None).status, 200);
+}

@@ -191,6 +191,13 @@ try {
   await page.click(`${card(REMOTE)} .confirm-yes`);
   await page.waitForSelector(card(REMOTE), { state: 'detached', timeout: 30000 });
 
+  // --- provider diagnostics: approve the digest ---------------------------------------------
+  const prov = 'li.provider[data-provider="schema"]';
+  await page.waitForSelector(`${prov} p:text("sha256 ")`, { timeout: 10000 });
+  await page.click(`${prov} button:text("Approve")`);
+  await page.waitForSelector(`${prov} button:text("Approved")`, { timeout: 30000 });
+  check(await page.locator(`${prov} button`).isDisabled(), 'an approved digest can be approved again');
+
   // --- keyboard and narrow width --------------------------------------------------------------
   await page.evaluate(() => document.activeElement && document.activeElement.blur());
   let reached = false;
