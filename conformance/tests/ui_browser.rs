@@ -124,6 +124,28 @@ async fn publish_presence(client: &Client, keys: &Keys, state: &str, round: usiz
     panic!("the relay did not accept a presence event");
 }
 
+/// Kills the local harness of `agent` if a failed run left it behind (it
+/// runs in its own process group and is not supervised).
+struct Reaper {
+    home: PathBuf,
+    agent: &'static str,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pid = Store::open(&self.home)
+            .and_then(|s| s.deploy_state(self.agent))
+            .ok()
+            .and_then(|st| st.local_pid);
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) on a process group id we started; no memory is involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 fn median(mut v: Vec<u128>) -> u128 {
     v.sort_unstable();
     v[v.len() / 2]
@@ -166,6 +188,10 @@ fn start_page_end_to_end_in_headless_chromium() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let _reaper = Reaper {
+        home: home.clone(),
+        agent: "echo",
+    };
     let ui = UiProc::start(Path::new(BIN), &home, &envs);
     let shots = screenshots_dir();
 
