@@ -14,3 +14,4 @@ pub mod harness_support;
 pub mod launcher_support;
 pub mod provider_support;
 pub mod testenv;
+pub mod ui_support;

@@ -293,6 +293,61 @@ pub async fn wait_online(
     Ok(ok)
 }
 
+/// A local start that was watched from before the spawn.
+#[derive(Debug)]
+pub struct WatchedStart {
+    /// The harness (not supervised: the caller reaps or leaves it).
+    pub child: Child,
+    /// The launch generation it was given.
+    pub nonce: String,
+    /// Whether presence `online` from that run arrived within the wait.
+    pub online: bool,
+}
+
+/// `start` on the local backend with the presence subscription opened
+/// *before* the harness is spawned: presence is ephemeral, and a harness
+/// that reaches the relay faster than a subscription opened after the
+/// spawn would announce `online` to nobody (the next republish is a
+/// minute away). `on_spawned` sees the pid and run once the child exits
+/// `spawn`. Refuses before spawning when the relay cannot be reached.
+pub async fn start_local_watched(
+    store: &Store,
+    name: &str,
+    harness: &std::path::Path,
+    wait: Duration,
+    on_spawned: &mut (dyn FnMut(u32, &str) + Send),
+) -> Result<WatchedStart, AppError> {
+    let began = relay::unix_now();
+    let rec = store.agent(name)?;
+    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
+    let authors = vec![rec.pubkey.clone()];
+    let since = presence_floor(began);
+    let mut feed = match relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await {
+        Ok(f) => f,
+        Err(e) => {
+            client.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    let (child, nonce) = match start_local(store, name, harness) {
+        Ok(x) => x,
+        Err(e) => {
+            client.shutdown().await;
+            return Err(e);
+        }
+    };
+    on_spawned(child.id(), &nonce);
+    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
+    let pk = rec.pubkey.clone();
+    let online = feed
+        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
+            reached(t, &pk, Derived::Online, Some(nonce.as_str()))
+        })
+        .await;
+    client.shutdown().await;
+    Ok(WatchedStart { child, nonce, online })
+}
+
 /// Live presence of a set of agents across their relays (spec I3), for
 /// `status`: subscriptions asking for the last TTL of presence, reports timed
 /// by `created_at`.

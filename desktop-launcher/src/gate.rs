@@ -162,18 +162,44 @@ fn call(
     }
 }
 
-/// The whole gate: stage → (strict check) → `info` → version → build → `deploy` → delete.
-///
-/// `build` receives the `info` response (for `config_schema`) and returns the
-/// deploy request; it is called only after the version check passed.
-pub fn deploy(
+/// What `info` answered, from which binary.
+#[derive(Debug, Clone)]
+pub struct InfoOutcome {
+    /// The discovered path.
+    pub path: PathBuf,
+    /// SHA-256 of the sealed copy that answered.
+    pub sha256: String,
+    /// The `info` response (its `config_schema` drives the form).
+    pub info: Map<String, Value>,
+}
+
+/// The first half of the gate alone: stage → (strict check) → `info` →
+/// version. What the Start page runs to render a provider's `config_schema`
+/// (spec §`info`); no secret is involved.
+pub fn info(
     resolution: &Resolution,
     staging_root: &Path,
     workdir: &Path,
     cfg: &GateConfig,
-    build: impl FnOnce(&Map<String, Value>) -> Result<DeployRequest, PayloadError>,
     on_status: &mut dyn FnMut(&str),
-) -> Result<Deployed, GateError> {
+) -> Result<InfoOutcome, GateError> {
+    let (staged, info) = staged_info(resolution, staging_root, workdir, cfg, on_status)?;
+    Ok(InfoOutcome {
+        path: resolution.path.clone(),
+        sha256: staged.sha256.clone(),
+        info,
+    })
+}
+
+/// Stages the binary, applies strict mode, runs `info` from the sealed copy
+/// and checks its protocol version; the staged copy is returned for `deploy`.
+fn staged_info(
+    resolution: &Resolution,
+    staging_root: &Path,
+    workdir: &Path,
+    cfg: &GateConfig,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<(Staged, Map<String, Value>), GateError> {
     crate::stage::collect_leftovers(staging_root, DEPLOY_KILL_DEADLINE);
     let staged = stage(&resolution.path).map_err(|source| GateError::Stage {
         path: resolution.path.clone(),
@@ -205,6 +231,24 @@ pub fn deploy(
         digest: digest.clone(),
         issue,
     })?;
+    Ok((staged, info))
+}
+
+/// The whole gate: stage → (strict check) → `info` → version → build → `deploy` → delete.
+///
+/// `build` receives the `info` response (for `config_schema`) and returns the
+/// deploy request; it is called only after the version check passed.
+pub fn deploy(
+    resolution: &Resolution,
+    staging_root: &Path,
+    workdir: &Path,
+    cfg: &GateConfig,
+    build: impl FnOnce(&Map<String, Value>) -> Result<DeployRequest, PayloadError>,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Deployed, GateError> {
+    let (staged, info) = staged_info(resolution, staging_root, workdir, cfg, on_status)?;
+    let path = resolution.path.clone();
+    let digest = staged.sha256.clone();
     let req = build(&info)?;
     let redactor = Redactor::for_request(&req);
     let body = serde_json::to_vec(&req).map_err(|e| GateError::Deploy {

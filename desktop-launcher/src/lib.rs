@@ -36,3 +36,4 @@ pub mod response;
 pub mod runtime;
 pub mod stage;
 pub mod store;
+pub mod ui;

@@ -108,13 +108,9 @@ pub async fn chat(
         .kind(Kind::from(KIND_CHANNEL_MESSAGE))
         .author(agent)
         .since(Timestamp::from(unix_now().saturating_sub(5)));
-    client
-        .subscribe(sub, None)
-        .await
-        .map_err(|e| RelayError::Publish {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
+    // The reply can come within milliseconds of the mention: the
+    // subscription must be live before the mention goes out.
+    subscribe_live(client, url, sub, SUBSCRIPTION_LIVE_BOUND).await?;
     let id = publish(client, url, kind9(text, &agent, channel)).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
@@ -154,26 +150,14 @@ pub async fn subscribe_presence(
 ) -> Result<PresenceFeed, RelayError> {
     let pks: Vec<PublicKey> = authors.iter().map(|a| pubkey(a)).collect::<Result<_, _>>()?;
     let notes = client.notifications();
-    let mut live = client.notifications();
     let filter = Filter::new()
         .kind(Kind::from(KIND_PRESENCE))
         .authors(pks)
         .since(Timestamp::from(since));
-    let id = client
-        .subscribe(filter, None)
-        .await
-        .map_err(|e| RelayError::Connect {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?
-        .val;
     // Presence is ephemeral: an event published before the relay holds our
     // subscription is gone for us. Callers act (`!shutdown`) right after
-    // this returns, so wait for the subscription to be live first: its EOSE,
-    // which a NIP-42 relay sends only after the authentication it asked for.
-    if !wait_eose(&mut live, &id, SUBSCRIPTION_LIVE_BOUND).await {
-        tracing::debug!(%url, "presence subscription not confirmed live; going on");
-    }
+    // this returns, so the subscription is live first.
+    subscribe_live(client, url, filter, SUBSCRIPTION_LIVE_BOUND).await?;
     Ok(PresenceFeed { notes })
 }
 
@@ -181,21 +165,75 @@ pub async fn subscribe_presence(
 /// goes on anyway (a relay that never sends EOSE still gets its chance).
 pub const SUBSCRIPTION_LIVE_BOUND: Duration = Duration::from_secs(5);
 
-/// Waits for the relay's EOSE of subscription `id`, at most `bound`.
-async fn wait_eose(
+/// How often a subscription the relay closed is asked for again.
+const SUBSCRIBE_ATTEMPTS: usize = 4;
+
+/// Subscribes and waits until the relay confirms the subscription with its
+/// EOSE (a NIP-42 relay sends it only after the authentication it asked
+/// for), at most `bound` per attempt. A subscription the relay `CLOSED`
+/// (`auth-required:` while the client was still authenticating) is asked
+/// for again: the client library resubscribes closed subscriptions after
+/// authenticating, but a `CLOSED` handled after that pass would leave the
+/// subscription dead for good. After the last attempt or a silent relay the
+/// caller goes on anyway (a relay that never sends EOSE still gets its chance).
+async fn subscribe_live(
+    client: &Client,
+    url: &str,
+    filter: Filter,
+    bound: Duration,
+) -> Result<(), RelayError> {
+    for attempt in 1..=SUBSCRIBE_ATTEMPTS {
+        let mut live = client.notifications();
+        let id = client
+            .subscribe(filter.clone(), None)
+            .await
+            .map_err(|e| RelayError::Connect {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?
+            .val;
+        match wait_live(&mut live, &id, bound).await {
+            Live::Eose => return Ok(()),
+            Live::Silent => {
+                tracing::debug!(%url, "subscription not confirmed live; going on");
+                return Ok(());
+            }
+            Live::Closed => {
+                tracing::debug!(%url, attempt, "subscription closed by the relay; asking again");
+                client.unsubscribe(&id).await;
+                tokio::time::sleep(Duration::from_millis(50 * attempt as u64)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What became of a subscription.
+enum Live {
+    Eose,
+    Closed,
+    Silent,
+}
+
+/// Waits for the relay's EOSE or CLOSED of subscription `id`, at most `bound`.
+async fn wait_live(
     rx: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
     id: &SubscriptionId,
     bound: Duration,
-) -> bool {
+) -> Live {
     let deadline = tokio::time::Instant::now() + bound;
     loop {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Ok(RelayPoolNotification::Message {
                 message: RelayMessage::EndOfStoredEvents(sub),
                 ..
-            })) if sub.as_ref() == id => return true,
+            })) if sub.as_ref() == id => return Live::Eose,
+            Ok(Ok(RelayPoolNotification::Message {
+                message: RelayMessage::Closed { subscription_id, .. },
+                ..
+            })) if subscription_id.as_ref() == id => return Live::Closed,
             Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
-            Ok(Err(RecvError::Closed)) | Err(_) => return false,
+            Ok(Err(RecvError::Closed)) | Err(_) => return Live::Silent,
         }
     }
 }

@@ -21,7 +21,10 @@
 //! from its own start plus half a second, like a provider reporting
 //! `Unschedulable` at the end of its budget), `ctl` (answers with terminal
 //! escapes in its progress line, its error and its `agent_id`), `edit`
-//! (during `deploy`, edits the agent record file named by `edit_record`).
+//! (during `deploy`, edits the agent record file named by `edit_record`),
+//! `schema` (its `info` carries a `config_schema` with defaults, a required
+//! integer, a number, a boolean and an I2-tripping `ssh_key_path`, for the
+//! Start page's form).
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -208,6 +211,20 @@ fn main() {
         ("v2", "info") => {
             let mut v = info_ok();
             v["protocol_version"] = json!(2);
+            respond(v);
+        }
+        ("schema", "info") => {
+            let mut v = info_ok();
+            v["config_schema"] = json!({
+                "properties": {
+                    "replicas": {"type": "integer", "default": 1, "title": "Replicas",
+                                 "description": "How many copies to run"},
+                    "timeout_seconds": {"type": "number", "default": 30},
+                    "debug": {"type": "boolean", "default": false},
+                    "namespace": {"type": "string", "default": "buzz-agents"},
+                    "ssh_key_path": {"type": "string",
+                                     "description": "<b>not bold</b><img src=x onerror=alert(1)>"}},
+                "required": ["replicas"]});
             respond(v);
         }
         (_, "info") if behaviour != "hang" => respond(info_ok()),

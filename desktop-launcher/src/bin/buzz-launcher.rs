@@ -71,6 +71,15 @@ enum Cmd {
         #[arg(long, default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
         listen: u64,
     },
+    /// Serve the Start page on a loopback address and print its URL (with the page token).
+    Ui {
+        /// Loopback address to listen on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Also open the URL in the desktop's browser (`xdg-open`).
+        #[arg(long)]
+        open: bool,
+    },
     /// Delete an agent record and its keys.
     Delete {
         agent: String,
@@ -334,7 +343,7 @@ macro_rules! out {
     ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
 }
 
-fn main() {
+pub(crate) fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -431,7 +440,29 @@ fn run(cli: Cli) -> Result<()> {
             out!("{reply}");
         }
         Cmd::Status { watch, listen } => runtime()?.block_on(status(&store, watch, listen))?,
+        Cmd::Ui { listen, open } => ui(store, listen, open)?,
     }
+    Ok(())
+}
+
+/// `ui`: serve the Start page until interrupted. The URL (with its token in
+/// the fragment) goes to stdout only.
+fn ui(store: Store, listen: std::net::SocketAddr, open: bool) -> Result<()> {
+    runtime()?.block_on(desktop_launcher::ui::serve(store, listen, |url| {
+        out!("Start page: {url}");
+        if open {
+            // The token travels in argv to the opener: visible to this user's processes only
+            // on hardened systems (hidepid); omit --open where that matters.
+            if let Err(e) = std::process::Command::new("xdg-open")
+                .arg(url)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            {
+                eprintln!("warning: cannot run xdg-open ({e}); open the URL above yourself");
+            }
+        }
+    }))?;
     Ok(())
 }
 
@@ -480,26 +511,30 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
         }
         Backend::Local => {
             let harness = desktop_launcher::local::harness_program();
-            let began = relay::unix_now();
-            let (child, nonce) = app::start_local(store, name, &harness)?;
-            out!("{name} started locally: pid {} run {nonce}", child.id());
-            out!("  log {}", store.log_path(name).display());
-            if wait_online > 0 {
-                let online = runtime()?.block_on(app::wait_online(
-                    store,
-                    name,
-                    &nonce,
-                    began,
-                    Duration::from_secs(wait_online),
-                ))?;
-                if !online {
-                    bail!(
-                        "{name} did not report presence online within {wait_online}s; see {}",
-                        store.log_path(name).display()
-                    );
-                }
-                out!("{name} online");
+            if wait_online == 0 {
+                let (child, nonce) = app::start_local(store, name, &harness)?;
+                out!("{name} started locally: pid {} run {nonce}", child.id());
+                out!("  log {}", store.log_path(name).display());
+                return Ok(());
             }
+            // The presence subscription opens before the spawn (the same call as the Start page).
+            let started = runtime()?.block_on(app::start_local_watched(
+                store,
+                name,
+                &harness,
+                Duration::from_secs(wait_online),
+                &mut |pid, nonce| {
+                    out!("{name} started locally: pid {pid} run {nonce}");
+                    out!("  log {}", store.log_path(name).display());
+                },
+            ))?;
+            if !started.online {
+                bail!(
+                    "{name} did not report presence online within {wait_online}s; see {}",
+                    store.log_path(name).display()
+                );
+            }
+            out!("{name} online");
         }
     }
     Ok(())

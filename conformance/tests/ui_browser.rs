@@ -1,0 +1,303 @@
+//! The Start page end to end in a real browser (issue 11 "Tests"): the real
+//! `buzz-launcher ui` on a temp state dir, a NIP-42 relay, the real harness
+//! running an echo ACP agent, the fake provider with a `config_schema`, and
+//! Debian's Chromium headless driven by `playwright-core`
+//! (`conformance/ui-tests/start-page.mjs`). Screenshots of every state land
+//! in `target/ui-screenshots/`; the test prints `ui_first_paint_ms` and
+//! `presence_to_dot_ms` (median).
+//!
+//! Prerequisites (missing ones fail the test with the command that installs
+//! them; nothing is skipped): `node`, `playwright-core` under
+//! `$BUZZ_NPM_PREFIX/node_modules` (default `~/.cache/buzz-npm`), Chromium at
+//! `$BUZZ_CHROMIUM` (default `/usr/bin/chromium`).
+//!
+//! The relay and the agent command are parameters of [`Scenario`]: today the
+//! conformance relay and `acp-test-agent` (echo mode); `BUZZ_UI_TEST_RELAY_URL`
+//! and `BUZZ_UI_TEST_AGENT_COMMAND` point the same test at another relay or
+//! agent.
+
+use buzz_conformance::harness_support::TestRelay;
+use buzz_conformance::ui_support::{UiProc, launcher};
+use desktop_launcher::store::Store;
+use nostr_sdk::prelude::*;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher-under-test");
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-provider");
+const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
+const ECHO_AGENT: &str = env!("CARGO_BIN_EXE_acp-test-agent");
+
+/// Pinned `playwright-core` version (see README "The Start page").
+pub const PLAYWRIGHT_CORE: &str = "1.65.1";
+
+/// What the browser test runs against.
+struct Scenario {
+    relay_url: String,
+    agent_command: String,
+}
+
+fn npm_prefix() -> PathBuf {
+    std::env::var_os("BUZZ_NPM_PREFIX")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/buzz-npm")))
+        .expect("BUZZ_NPM_PREFIX or HOME must be set")
+}
+
+/// Fails with the exact install command for whatever is missing.
+fn prerequisites() -> (PathBuf, PathBuf) {
+    let prefix = npm_prefix();
+    let chromium = std::env::var_os("BUZZ_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    let mut missing = Vec::new();
+    if Command::new("node").arg("--version").output().is_err() {
+        missing.push("node: apt-get install -y nodejs".to_string());
+    }
+    if !prefix.join("node_modules/playwright-core/package.json").is_file() {
+        missing.push(format!(
+            "playwright-core: npm install --prefix {} playwright-core@{PLAYWRIGHT_CORE}",
+            prefix.display()
+        ));
+    }
+    if !chromium.is_file() {
+        missing.push(format!(
+            "chromium at {}: apt-get install -y chromium (or set BUZZ_CHROMIUM)",
+            chromium.display()
+        ));
+    }
+    assert!(
+        missing.is_empty(),
+        "the Start page browser test needs: {}",
+        missing.join("; ")
+    );
+    (prefix, chromium)
+}
+
+fn screenshots_dir() -> PathBuf {
+    // CARGO_TARGET_DIR/ui-screenshots (the bins live in CARGO_TARGET_DIR/<profile>/).
+    let dir = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .map_or_else(|| PathBuf::from("ui-screenshots"), |t| t.join("ui-screenshots"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+async fn publisher(url: &str, keys: &Keys) -> Client {
+    let client = Client::builder()
+        .signer(keys.clone())
+        .opts(ClientOptions::new().automatic_authentication(true))
+        .build();
+    client.add_relay(url).await.expect("relay added");
+    client.connect().await;
+    client.wait_for_connection(Duration::from_secs(5)).await;
+    // The first write triggers the NIP-42 challenge; typing is ephemeral and ignored.
+    let warm = EventBuilder::new(Kind::from(20002), "warmup")
+        .sign_with_keys(keys)
+        .expect("sign");
+    let _ = client.send_event(&warm).await;
+    client
+}
+
+async fn publish_presence(client: &Client, keys: &Keys, state: &str, round: usize) -> u128 {
+    for _ in 0..5 {
+        // A distinct tag per round: two equal events within one second would share an id.
+        let ev = EventBuilder::new(Kind::from(20001), state)
+            .tag(Tag::parse(["round", &round.to_string()]).expect("tag"))
+            .sign_with_keys(keys)
+            .expect("sign");
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        if let Ok(out) = client.send_event(&ev).await
+            && !out.success.is_empty()
+        {
+            return at;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the relay did not accept a presence event");
+}
+
+/// Kills the local harness of `agent` if a failed run left it behind (it
+/// runs in its own process group and is not supervised).
+struct Reaper {
+    home: PathBuf,
+    agent: &'static str,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pid = Store::open(&self.home)
+            .and_then(|s| s.deploy_state(self.agent))
+            .ok()
+            .and_then(|st| st.local_pid);
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) on a process group id we started; no memory is involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn median(mut v: Vec<u128>) -> u128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+#[test]
+fn start_page_end_to_end_in_headless_chromium() {
+    let (prefix, chromium) = prerequisites();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let relay = rt.block_on(TestRelay::start());
+    let scenario = Scenario {
+        relay_url: std::env::var("BUZZ_UI_TEST_RELAY_URL").unwrap_or_else(|_| relay.url.clone()),
+        agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND").unwrap_or_else(|_| ECHO_AGENT.to_string()),
+    };
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("state");
+    let providers = tmp.path().join("providers");
+    std::fs::create_dir_all(&providers).expect("providers");
+    let dest = providers.join("buzz-backend-schema");
+    std::fs::copy(FAKE, &dest).expect("install fake");
+    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let envs = vec![
+        ("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string()),
+        ("BUZZ_ACP_BIN".to_string(), HARNESS.to_string()),
+        ("BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS".to_string(), "20".to_string()),
+    ];
+    for args in [
+        vec!["init"],
+        vec!["agent", "create", "seed", "--relay", scenario.relay_url.as_str()],
+    ] {
+        let out = launcher(Path::new(BIN), &home, &args, &envs);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _reaper = Reaper {
+        home: home.clone(),
+        agent: "echo",
+    };
+    let ui = UiProc::start(Path::new(BIN), &home, &envs);
+    let shots = screenshots_dir();
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui-tests/start-page.mjs");
+    let mut node = Command::new("node")
+        .arg(&script)
+        .env("START_URL", &ui.url)
+        .env("CHROMIUM", &chromium)
+        .env("BUZZ_NPM_PREFIX", &prefix)
+        .env("SHOT_DIR", &shots)
+        .env("RELAY_URL", &scenario.relay_url)
+        .env("AGENT_COMMAND", &scenario.agent_command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    let mut to_node = node.stdin.take().expect("stdin");
+    let from_node = BufReader::new(node.stdout.take().expect("stdout"));
+    let mut err_pipe = node.stderr.take().expect("stderr");
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err_pipe, &mut s);
+        s
+    });
+
+    let mut result = None;
+    let mut delays = Vec::new();
+    let mut lines = from_node.lines();
+    while let Some(Ok(line)) = lines.next() {
+        if let Some(agent) = line.strip_prefix("PRESENCE_READY ") {
+            let keys = Store::open(&home)
+                .and_then(|s| s.agent_keys(agent))
+                .expect("agent keys");
+            let client = rt.block_on(publisher(&scenario.relay_url, &keys));
+            // Alternate away/online, ending online (the page then stops the agent).
+            for i in 0..8 {
+                let state = if i % 2 == 0 { "away" } else { "online" };
+                let at = rt.block_on(publish_presence(&client, &keys, state, i));
+                writeln!(to_node, "PUBLISHED {state}").expect("to node");
+                let seen = lines
+                    .next()
+                    .and_then(Result::ok)
+                    .and_then(|l| l.strip_prefix("SEEN ").and_then(|n| n.parse::<u128>().ok()));
+                let Some(seen) = seen else {
+                    let _ = node.kill();
+                    let _ = node.wait();
+                    panic!(
+                        "the page reported no dot change for {state}: {}\n--- buzz-launcher ui stderr:\n{}",
+                        err_reader.join().unwrap_or_default(),
+                        ui.stderr_text()
+                    );
+                };
+                delays.push(seen.saturating_sub(at));
+            }
+            writeln!(to_node, "DONE").expect("to node");
+            rt.block_on(client.shutdown());
+        } else if let Some(json) = line.strip_prefix("RESULT ") {
+            result = Some(serde_json::from_str::<serde_json::Value>(json).expect("result JSON"));
+        }
+    }
+    let status = node.wait().expect("node exit");
+    let node_err = err_reader.join().unwrap_or_default();
+    let harness_log = || {
+        let path = Store::open(&home).map(|s| s.log_path("echo")).unwrap_or_default();
+        format!(
+            "{}: {}\n--- agents: {}",
+            path.display(),
+            std::fs::read_to_string(&path).unwrap_or_else(|e| e.to_string()),
+            ui.call("GET", "/api/agents", None).body
+        )
+    };
+    assert!(
+        status.success(),
+        "the browser run failed: {node_err}\n--- buzz-launcher ui stderr:\n{}\n--- harness log:\n{}",
+        ui.stderr_text(),
+        harness_log()
+    );
+    let result = result.unwrap_or_else(|| panic!("no RESULT line; stderr:\n{node_err}"));
+    assert_eq!(delays.len(), 8, "presence rounds: {delays:?}");
+    let first_paint = result["ui_first_paint_ms"].as_u64().expect("ui_first_paint_ms");
+    println!("ui_first_paint_ms {first_paint}");
+    println!(
+        "presence_to_dot_ms {} (median of {}: {delays:?})",
+        median(delays.clone()),
+        delays.len()
+    );
+    for name in [
+        "list",
+        "created",
+        "online",
+        "chat",
+        "offline",
+        "schema-form",
+        "required-number",
+        "i2-error",
+        "deployed",
+        "delete-confirm",
+        "narrow",
+    ] {
+        let found = std::fs::read_dir(&shots)
+            .expect("shots")
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().ends_with(&format!("-{name}.png")));
+        assert!(found, "no screenshot of state {name} in {}", shots.display());
+    }
+    drop(ui);
+    drop(relay);
+}
