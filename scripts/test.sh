@@ -73,15 +73,30 @@ BUZZ_BAKED_PROVIDER="${BUZZ_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-im
 cp "${CARGO_TARGET_DIR:-$root/target}/debug/buzz-backend-kubernetes" "$BUZZ_BAKED_PROVIDER"
 export BUZZ_BAKED_PROVIDER
 
-# The real claude-code-acp for the harness suite's real-agent case (npm;
-# without credentials it fails authentication deterministically).
+# Node packages, pinned, in one private prefix: the real claude-code-acp for
+# the harness suite's real-agent case (without credentials it fails
+# authentication deterministically) and playwright-core for the Start page's
+# browser test (it drives Debian's Chromium, never a downloaded browser).
 npm_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/buzz-npm"
+export BUZZ_NPM_PREFIX="$npm_prefix"
 export BUZZ_CLAUDE_CODE_ACP="$npm_prefix/node_modules/.bin/claude-code-acp"
-if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" ]]; then
+npm_packages=(@zed-industries/claude-code-acp@0.16.2 playwright-core@1.65.1)
+if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" || ! -f "$npm_prefix/node_modules/playwright-core/package.json" ]] ||
+   ! grep -q '"version": "1.65.1"' "$npm_prefix/node_modules/playwright-core/package.json"; then
   command -v npm >/dev/null 2>&1 ||
-    die "npm not found (needed for the harness suite's real claude-code-acp). fix: apt-get update && apt-get install -y nodejs npm"
-  say "installing @zed-industries/claude-code-acp"
-  npm install --prefix "$npm_prefix" --no-audit --no-fund @zed-industries/claude-code-acp@0.16.2 >&2
+    die "npm not found (needed for the harness suite's real claude-code-acp and the Start page's browser test). fix: apt-get update && apt-get install -y nodejs npm"
+  say "installing ${npm_packages[*]}"
+  npm install --prefix "$npm_prefix" --no-audit --no-fund --save-exact "${npm_packages[@]}" >&2
+fi
+# Chromium for the Start page's browser test (headless, Debian's package).
+export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
+if [[ ! -x "$BUZZ_CHROMIUM" ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium"
+    (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null
+  else
+    die "chromium missing (the Start page's browser test). fix: sudo apt-get update && sudo apt-get install -y chromium"
+  fi
 fi
 
 say "cargo test"
