@@ -12,7 +12,17 @@
 //!   `payload_bytes_per_hour` (decoded) beside it;
 //! - `ingest_records_per_s`: sequential gzip POSTs of distinct `usage_snapshot`
 //!   keys through the collector's own HTTP transport, each a durable SQLite commit
-//!   (WAL, `synchronous=FULL`) before its 204.
+//!   (WAL, `synchronous=FULL`) before its 204. With `RUNTIME_INGEST_BIN` set, that
+//!   binary (`runtime-ingest serve`, e.g. a release build) is the ingest measured;
+//!   otherwise the in-process one.
+//!
+//! With `BENCH_COLLECTOR_PIDNS=1` (root) the collector runs as PID 1 of its own PID
+//! namespace with its own `/proc` (`unshare --pid --fork --mount-proc`), so it scans
+//! only itself, as in a container; otherwise it scans every process of the host,
+//! which costs more per poll.
+//!
+//! `RUNTIME_AGENT_BIN` names the collector binary to run (e.g. the static release
+//! build the image ships); otherwise it is built beside this binary.
 
 use anyhow::{Context, anyhow};
 use runtime_agent::http::HttpTransport;
@@ -119,7 +129,15 @@ pub fn run() -> anyhow::Result<Value> {
     let server = rt.spawn(runtime_ingest::server::serve(listener, Arc::clone(&st)));
 
     // 1. The collector at its defaults.
-    let mut child = std::process::Command::new(&bin)
+    let pidns = std::env::var_os("BENCH_COLLECTOR_PIDNS").is_some_and(|v| v == "1");
+    let mut cmd = if pidns {
+        let mut c = std::process::Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc"]).arg(&bin);
+        c
+    } else {
+        std::process::Command::new(&bin)
+    };
+    let mut child = cmd
         .env_clear()
         .env("RUNTIME_AGENT_INGEST_URL", &url)
         .env("RUNTIME_AGENT_SPOOL_DIR", dir.path().join("spool"))
@@ -130,7 +148,24 @@ pub fn run() -> anyhow::Result<Value> {
         .stdin(std::process::Stdio::null())
         .spawn()
         .context("starting runtime-agent")?;
-    let pid = child.id();
+    let pid = if pidns {
+        // The collector is unshare's forked child (PID 1 inside).
+        let children = format!("/proc/{0}/task/{0}/children", child.id());
+        let waited = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&children).unwrap_or_default();
+            if let Some(p) = text.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()) {
+                break p;
+            }
+            anyhow::ensure!(
+                waited.elapsed() < Duration::from_secs(10),
+                "unshare started no child"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    } else {
+        child.id()
+    };
     let (t0, _) = usage(pid)?;
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs(RUN_SECS));
@@ -156,7 +191,27 @@ pub fn run() -> anyhow::Result<Value> {
     let payload = per_hour(&coverage["shipping"]["payload_bytes"]);
 
     // 2. Ingest throughput with durable commits, one request in flight.
-    let mut transport = HttpTransport::new(&url, "runtime-agent/bench")?;
+    let mut external = None;
+    let ingest_url = match std::env::var_os("RUNTIME_INGEST_BIN") {
+        None => url.clone(),
+        Some(bin) => {
+            let mut c = std::process::Command::new(bin)
+                .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+                .arg(dir.path().join("external.db"))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .context("starting runtime-ingest")?;
+            let mut line = String::new();
+            let stdout = c.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)?;
+            external = Some(c);
+            line.trim()
+                .strip_prefix("listening on ")
+                .ok_or_else(|| anyhow!("unexpected ingest output {line:?}"))?
+                .to_owned()
+        }
+    };
+    let mut transport = HttpTransport::new(&ingest_url, "runtime-agent/bench")?;
     let bodies: Vec<Vec<u8>> = (0..INGEST_REQUESTS).map(snapshot).collect();
     let t = Instant::now();
     for body in &bodies {
@@ -165,6 +220,10 @@ pub fn run() -> anyhow::Result<Value> {
     }
     let records_per_s = INGEST_REQUESTS as f64 / t.elapsed().as_secs_f64();
     server.abort();
+    if let Some(mut c) = external {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 
     Ok(json!({
         "run_secs": RUN_SECS,
@@ -175,5 +234,7 @@ pub fn run() -> anyhow::Result<Value> {
         "payload_bytes_per_hour": payload.round(),
         "ingest_records_per_s": round2(records_per_s),
         "ingest_requests": INGEST_REQUESTS,
+        "collector_proc_scope": if pidns { "own PID namespace" } else { "every host process" },
+        "ingest": if std::env::var_os("RUNTIME_INGEST_BIN").is_some() { "external binary" } else { "in process" },
     }))
 }

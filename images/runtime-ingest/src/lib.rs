@@ -22,9 +22,10 @@
 //!    promise", §5).
 //!
 //! [`server`] wires this to HTTP/1.1 with a read-back API and fault injection
-//! ([`faults`]).
+//! ([`faults`]); [`report`] draws the stored usage as an SVG chart.
 
 pub mod faults;
+pub mod report;
 pub mod server;
 pub mod store;
 

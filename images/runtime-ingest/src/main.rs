@@ -4,8 +4,11 @@
 //! [--admin] [--faults <json>] [--decoded-cap <bytes>]` prints
 //! `listening on http://<addr>` on stdout once it accepts connections.
 //!
-//! Exit codes: 1 when the database or the listener cannot be opened; 2 for bad
-//! arguments.
+//! `runtime-ingest report --db <path> --out <chart.svg>` draws the stored usage per
+//! agent (average cores and largest working set per hour window).
+//!
+//! Exit codes: 1 when the database or the listener cannot be opened (or the chart
+//! cannot be drawn); 2 for bad arguments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +54,15 @@ enum Command {
         #[arg(long, default_value_t = runtime_ingest::DECODED_CAP)]
         decoded_cap: usize,
     },
+    /// Draw the stored usage per agent as an SVG chart.
+    Report {
+        /// SQLite database file written by `serve`.
+        #[arg(long)]
+        db: PathBuf,
+        /// Where to write the SVG.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -62,6 +74,27 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Report { db, out } => {
+            let rows = Store::open(&db).and_then(|s| s.records(None, None));
+            match rows {
+                Ok(rows) => {
+                    match runtime_ingest::report::render(&runtime_ingest::report::series(&rows), &out) {
+                        Ok(()) => {
+                            println!("{}", out.display());
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => {
+                            eprintln!("runtime-ingest: report: {e}");
+                            ExitCode::from(1)
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("runtime-ingest: cannot read {}: {e}", db.display());
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Serve {
             db,
             listen,
