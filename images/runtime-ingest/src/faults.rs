@@ -13,7 +13,7 @@
 //! - `{"fault":"drop_after_commit"}` — store durably, then drop without a reply
 //!   (the resend must be harmless);
 //! - `{"fault":"storage_error"}` — behave as a failed commit: 503, nothing stored;
-//! - `{"fault":"kill"}` — abort the whole process before storing (an ingest crash).
+//! - `{"fault":"kill"}` — end the whole process before storing (an ingest crash).
 
 use std::collections::VecDeque;
 
