@@ -73,7 +73,7 @@ say "base $base_image"
 
 # --- 2. static binaries --------------------------------------------------------
 target="$(rustc -vV | sed -n 's/^host: //p')"
-bins=(buzz-acp)
+bins=(buzz-acp runtime-agent)
 pkgs=()
 for b in "${bins[@]}"; do pkgs+=(-p "$b"); done
 say "static release build of ${bins[*]} ($target, +crt-static)"

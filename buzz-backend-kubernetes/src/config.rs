@@ -17,8 +17,9 @@ use crate::image::{ImageRef, validate_image};
 use crate::quantity::Quantity;
 use serde_json::{Map, Value};
 
-/// The nine v1 field names, in schema order.
-pub const FIELDS: [&str; 9] = [
+/// The v1 field names, in schema order (the nine original ones, then the additive
+/// `telemetry_url`).
+pub const FIELDS: [&str; 10] = [
     "context",
     "namespace",
     "image",
@@ -28,6 +29,7 @@ pub const FIELDS: [&str; 9] = [
     "memory_limit",
     "inactivity_seconds",
     "service_account",
+    "telemetry_url",
 ];
 
 /// Validated provider configuration.
@@ -46,6 +48,9 @@ pub struct ProviderConfig {
     pub inactivity_seconds: u64,
     /// `None` = the namespace's default ServiceAccount.
     pub service_account: Option<String>,
+    /// Where the image's usage collector ships ([`crate::telemetry`]); `None` = the
+    /// collector only spools.
+    pub telemetry_url: Option<String>,
 }
 
 fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
@@ -230,6 +235,16 @@ impl ProviderConfig {
                 ),
             ));
         }
+        let telemetry_url = match string_field(m, "telemetry_url")? {
+            None => None,
+            Some(u) => Some(crate::telemetry::validate_telemetry_url(&u).map_err(|why| {
+                bad(
+                    K::Invalid,
+                    Some("telemetry_url"),
+                    format!("provider_config.telemetry_url {why}"),
+                )
+            })?),
+        };
         Ok(ProviderConfig {
             context,
             namespace,
@@ -240,6 +255,7 @@ impl ProviderConfig {
             memory_limit,
             inactivity_seconds,
             service_account,
+            telemetry_url,
         })
     }
 
@@ -466,5 +482,26 @@ mod tests {
         for f in FIELDS {
             assert!(!buzz_contract::i2::key_name_is_secretish(f), "{f}");
         }
+    }
+
+    #[test]
+    fn telemetry_url_is_optional_validated_and_never_echoed() {
+        let c = parse(json!({"namespace": "ns", "image": IMG})).unwrap();
+        assert_eq!(c.telemetry_url, None);
+        let c = parse(json!({"namespace": "ns", "image": IMG, "telemetry_url": "https://i.example.com/"}))
+            .unwrap();
+        assert_eq!(c.telemetry_url.as_deref(), Some("https://i.example.com"));
+        let c = parse(json!({"namespace": "ns", "image": IMG, "telemetry_url": ""})).unwrap();
+        assert_eq!(c.telemetry_url, None, "empty means unset");
+        let e =
+            refused(json!({"namespace": "ns", "image": IMG, "telemetry_url": "http://s3cr3t.example.com"}));
+        assert_eq!(
+            e,
+            "provider_config.telemetry_url must be https:// (http:// is accepted only for a loopback host)"
+        );
+        assert_eq!(
+            refused(json!({"namespace": "ns", "image": IMG, "telemetry_url": 7})),
+            "provider_config.telemetry_url must be a string"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! `info` (spec §info; wire-facts §7): name, version, `protocol_version: 1`,
-//! description and the JSON Schema of the nine v1 `provider_config` fields.
+//! description and the JSON Schema of the v1 `provider_config` fields (the nine
+//! original ones and the optional `telemetry_url`).
 //! Answered with no cluster contact and no kube client construction.
 
 use crate::consts::*;
@@ -81,6 +82,12 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
                 "description": "ServiceAccount for scheduling and RBAC. Empty means the namespace default. No API token is mounted either way.",
                 "default": "",
             },
+            "telemetry_url": {
+                "type": "string",
+                "title": "Usage ingest URL",
+                "description": "Where the image's usage collector ships CPU and memory rollups (runtime-ingest or a compatible backend). https://, or http:// for a loopback host only; no credentials, query or fragment. Empty means the collector only keeps its local spool.",
+                "default": "",
+            },
         },
     })
 }
@@ -103,10 +110,10 @@ mod tests {
     use crate::config::FIELDS;
 
     #[test]
-    fn schema_has_the_nine_fields_with_titles_types_and_defaults() {
+    fn schema_has_the_ten_fields_with_titles_types_and_defaults() {
         let s = config_schema(None);
         let props = s["properties"].as_object().unwrap();
-        assert_eq!(props.len(), 9);
+        assert_eq!(props.len(), 10);
         for f in FIELDS {
             let p = &props[f];
             assert!(p["title"].is_string() && p["description"].is_string(), "{f}");

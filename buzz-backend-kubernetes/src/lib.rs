@@ -23,4 +23,5 @@ pub mod podspec;
 pub mod protocol;
 pub mod quantity;
 pub mod reconcile;
+pub mod telemetry;
 pub mod timing;

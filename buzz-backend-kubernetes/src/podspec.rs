@@ -31,6 +31,9 @@ pub struct PodIntent {
     pub memory_limit: String,
     pub service_account: Option<String>,
     pub restart_policy: String,
+    /// The collector's ingest URL (`provider_config.telemetry_url`): plain pod spec,
+    /// so it is fingerprinted.
+    pub telemetry_url: Option<String>,
 }
 
 impl PodIntent {
@@ -44,6 +47,7 @@ impl PodIntent {
             memory_limit: c.memory_limit.clone(),
             service_account: c.service_account.clone(),
             restart_policy: c.restart_policy().to_string(),
+            telemetry_url: c.telemetry_url.clone(),
         }
     }
 }
@@ -101,11 +105,17 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
         containers: vec![Container {
             name: CONTAINER.into(),
             image: Some(intent.image.clone()),
-            env: Some(vec![EnvVar {
-                name: "HOME".into(),
-                value: Some(HOME.into()),
-                value_from: None,
-            }]),
+            env: Some({
+                let mut env = vec![EnvVar {
+                    name: "HOME".into(),
+                    value: Some(HOME.into()),
+                    value_from: None,
+                }];
+                if let Some(url) = &intent.telemetry_url {
+                    env.extend(crate::telemetry::collector_env(url, CONTAINER, &intent.image));
+                }
+                env
+            }),
             env_from: Some(vec![EnvFromSource {
                 secret_ref: Some(SecretEnvSource {
                     name: secret.into(),
@@ -215,6 +225,7 @@ pub(crate) fn sample_intent() -> PodIntent {
         memory_limit: "4Gi".into(),
         service_account: None,
         restart_policy: "Never".into(),
+        telemetry_url: None,
     }
 }
 
@@ -278,7 +289,7 @@ mod tests {
 
         /// Every fingerprinted field changes it.
         #[test]
-        fn every_fingerprinted_field_changes_it(field in 0usize..7, v in "[a-z0-9]{1,8}") {
+        fn every_fingerprinted_field_changes_it(field in 0usize..8, v in "[a-z0-9]{1,8}") {
             let base = intent();
             let mut changed = base.clone();
             match field {
@@ -288,10 +299,44 @@ mod tests {
                 3 => changed.cpu_limit = format!("{v}m"),
                 4 => changed.memory_limit = format!("{v}Mi"),
                 5 => changed.service_account = Some(v.clone()),
+                6 => changed.telemetry_url = Some(format!("https://{v}.example.com")),
                 _ => changed.restart_policy = "OnFailure".into(),
             }
             prop_assert_ne!(fingerprint(&base), fingerprint(&changed));
         }
+    }
+
+    #[test]
+    fn a_telemetry_url_puts_the_collector_env_in_the_pod_spec_never_in_the_secret() {
+        let mut i = intent();
+        assert!(
+            !serde_json::to_string(&pod_spec(&i, "s"))
+                .unwrap()
+                .contains("RUNTIME_AGENT_INGEST_URL"),
+            "no URL, no collector env"
+        );
+        i.telemetry_url = Some("https://ingest.example.com".into());
+        let spec = pod_spec(&i, "s");
+        let env = spec.containers[0].env.as_ref().unwrap();
+        let url = env.iter().find(|e| e.name == "RUNTIME_AGENT_INGEST_URL").unwrap();
+        assert_eq!(url.value.as_deref(), Some("https://ingest.example.com"));
+        for name in [
+            "POD_NAME",
+            "POD_NAMESPACE",
+            "POD_UID",
+            "NODE_NAME",
+            "CONTAINER_NAME",
+            "IMAGE_REF",
+        ] {
+            assert!(env.iter().any(|e| e.name == name), "{name}");
+        }
+        // The Secret is built from the caller's env only; nothing here reaches it.
+        let s = secret(
+            PK,
+            "g",
+            BTreeMap::from([("BUZZ_AUTH_TAG".to_string(), "t".to_string())]),
+        );
+        assert!(!serde_json::to_string(&s).unwrap().contains("ingest.example.com"));
     }
 
     #[test]

@@ -78,6 +78,12 @@ fn write_env_file(path: &Path, env: &BTreeMap<String, String>) {
 impl Boxed {
     /// Starts the test image with the test agent in `mode`.
     async fn start(mode: &str) -> Boxed {
+        Boxed::start_with_env(mode, vec![]).await
+    }
+
+    /// Starts the test image with the test agent in `mode` and `plain_env` beside
+    /// `HOME` (the pod spec's plain env, as the provider sets it for the collector).
+    async fn start_with_env(mode: &str, plain_env: Vec<(String, String)>) -> Boxed {
         let podman = Podman::from_env();
         let image = test_image(&podman, sprig_image(), Path::new(AGENT_BIN)).expect("the test image");
         let relay = TestRelay::start().await;
@@ -98,7 +104,9 @@ impl Boxed {
             image,
             name: format!("image-test-{}", &agent.public_key().to_hex()[..12]),
             user: (10001, 10001),
-            env: vec![("HOME".into(), "/home/agent".into())],
+            env: std::iter::once(("HOME".to_string(), "/home/agent".to_string()))
+                .chain(plain_env)
+                .collect(),
             env_file: Some(env_file.clone()),
             volume: volume.clone(),
             mount_at: "/home/agent".into(),
@@ -357,6 +365,129 @@ async fn no_process_but_buzz_acp_sees_the_key_or_the_auth_tag() {
             }
         }
     }
+}
+
+/// The usage collector (`runtime-agent`, a sidecar of the image) runs beside
+/// buzz-acp with the provider's plain env, ships to a reference ingest on loopback,
+/// holds no secret and no user env in its `/proc/<pid>/environ`, gets the stop from
+/// PID 1 and makes its final shipping round before the container exits — and
+/// presence `offline` is still published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collector_ships_beside_buzz_acp_and_makes_its_final_round_at_the_stop() {
+    let db_dir = tempfile::tempdir().unwrap();
+    let state = std::sync::Arc::new(runtime_ingest::server::State {
+        store: std::sync::Mutex::new(
+            runtime_ingest::store::Store::open(&db_dir.path().join("ingest.db")).unwrap(),
+        ),
+        script: std::sync::Mutex::new(runtime_ingest::faults::Script::default()),
+        received: std::sync::Mutex::new(Vec::new()),
+        source_id: "image-test".into(),
+        admin: false,
+        decoded_cap: runtime_ingest::DECODED_CAP,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(runtime_ingest::server::serve(
+        listener,
+        std::sync::Arc::clone(&state),
+    ));
+    let pod_uid = "7c1e2f30-aaaa-bbbb-cccc-0123456789ab";
+    let plain = |k: &str, v: &str| (k.to_string(), v.to_string());
+    let b = Boxed::start_with_env(
+        "echo",
+        vec![
+            plain("RUNTIME_AGENT_INGEST_URL", &url),
+            plain("RUNTIME_AGENT_INTERVAL_SECS", "1"),
+            plain("RUNTIME_AGENT_SHIP_INTERVAL_SECS", "1"),
+            plain("POD_NAME", "image-test"),
+            plain("POD_NAMESPACE", "image-test"),
+            plain("POD_UID", pod_uid),
+            plain("CONTAINER_NAME", "agent"),
+            plain("IMAGE_REF", "localhost/buzz-sprig-test:contract"),
+        ],
+    )
+    .await;
+    b.wait_presence("online").await;
+    let delivered = |state: &runtime_ingest::server::State| {
+        state
+            .received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.status == 204)
+            .count()
+    };
+    wait_until(WAIT, || (delivered(&state) >= 2).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("nothing shipped; container log:\n{}", b.podman.logs(&b.id)));
+
+    // The collector's environment: the allowlist only — no key, no tag, no user env.
+    let tree = host::tree(b.init_pid());
+    let collector = tree
+        .iter()
+        .find(|p| p.comm.starts_with("10-runtime-age") && p.stat.state != 'Z')
+        .unwrap_or_else(|| {
+            panic!(
+                "no collector in {:?}",
+                tree.iter().map(|p| &p.comm).collect::<Vec<_>>()
+            )
+        });
+    assert_eq!(
+        env_value(&collector.environ, "POD_UID"),
+        Some(pod_uid),
+        "positive control"
+    );
+    let nsec = b.agent.secret_key().to_bech32().unwrap();
+    let joined = collector.environ.join("\n");
+    for (what, secret) in [
+        ("the key", nsec.as_str()),
+        ("the auth tag", b.auth_tag.as_str()),
+        ("a user env value", USER_CANARY),
+    ] {
+        assert!(!joined.contains(secret), "{what} is visible to the collector");
+    }
+    for name in [
+        "BUZZ_PRIVATE_KEY",
+        "NOSTR_PRIVATE_KEY",
+        "BUZZ_AUTH_TAG",
+        "MY_SERVICE_TOKEN",
+    ] {
+        assert!(
+            env_value(&collector.environ, name).is_none(),
+            "{name} visible to the collector"
+        );
+    }
+
+    let stop_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    b.stop();
+    assert_eq!(b.wait_exit(WAIT).await, 0);
+    b.wait_presence("offline").await;
+    // The final flush's coverage (captured after the stop) arrived: the final round
+    // ran before PID 1 exited.
+    let coverage = state
+        .store
+        .lock()
+        .unwrap()
+        .records(Some("collection_coverage"), Some(pod_uid))
+        .unwrap();
+    assert_eq!(coverage.len(), 1);
+    let cov: serde_json::Value = serde_json::from_str(&coverage[0].payload).unwrap();
+    let captured = cov["captured_at"].as_str().unwrap();
+    let captured_secs = runtime_agent::time::parse_rfc3339(captured).unwrap();
+    assert!(
+        captured_secs >= stop_at,
+        "the last coverage ({captured}) predates the stop: no final round"
+    );
+    // Nothing the ingest received holds a secret or a user env value.
+    for r in state.received.lock().unwrap().iter() {
+        for secret in [nsec.as_str(), b.auth_tag.as_str(), USER_CANARY] {
+            assert!(!r.body.contains(secret), "a secret reached the ingest");
+        }
+    }
+    server.abort();
 }
 
 #[test]

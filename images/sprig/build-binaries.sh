@@ -4,7 +4,7 @@
 # builds them on the host); otherwise they are built here with cargo.
 set -euo pipefail
 out=${1:?usage: build-binaries.sh OUT}
-bins=(buzz-acp)
+bins=(buzz-acp runtime-agent)
 mkdir -p "$out"
 if [[ -d prebuilt ]]; then
   for b in "${bins[@]}"; do install -m 0755 "prebuilt/$b" "$out/$b"; done

@@ -1,6 +1,7 @@
 //! Benchmarks that print figures (never asserted in tests). Each prints one
 //! JSON object with the keys its issue fixes; see the README for results.
 
+pub mod collector;
 pub mod harness;
 pub mod image;
 pub mod launcher;

@@ -378,3 +378,91 @@ async fn a_crash_loop_is_escaped_by_correcting_the_agent_settings() {
         .unwrap();
     assert_eq!(secret.data.unwrap()["GOOSE_MODEL"].0, b"suite-model".to_vec());
 }
+
+/// A malformed `telemetry_url` (plain http to a remote host, credentials in the
+/// URL) is refused in-band before any request: the cluster sees nothing.
+#[tokio::test]
+async fn a_malformed_telemetry_url_is_refused_before_any_request() {
+    let c = case("p-badtelemetry").await;
+    let proxy = env().start_proxy().await.unwrap();
+    for (url, why) in [
+        (
+            "http://ingest.example.com",
+            "provider_config.telemetry_url must be https:// (http:// is accepted only for a loopback host)",
+        ),
+        (
+            "https://user:pw@ingest.example.com",
+            "provider_config.telemetry_url must not carry user info (credentials never go in provider_config)",
+        ),
+    ] {
+        let mut cfg = config(&c.ns);
+        cfg.insert("telemetry_url".into(), json!(url));
+        let err = deploy(proxy.admin_kubeconfig(), &deploy_request(&c.agent.payload(), cfg))
+            .await
+            .error();
+        assert!(err.starts_with(why), "{err}");
+        assert!(!err.contains("pw@"), "the value is never echoed: {err}");
+    }
+    assert_eq!(proxy.total(), 0, "{:?}", proxy.counts());
+    assert!(secrets_of(&c.client, &c.ns, &c.agent).await.is_empty());
+    assert!(c.pods.get_opt(&c.agent.pod_name()).await.unwrap().is_none());
+}
+
+/// With `telemetry_url`, the pod spec carries the collector's plain env (the URL,
+/// the Downward API identity, the container and image) and the Secret carries none
+/// of it.
+#[tokio::test]
+async fn a_telemetry_url_is_plain_pod_env_and_never_in_the_secret() {
+    let c = case("p-telemetry").await;
+    let kubelet = env().kubelet().await.unwrap();
+    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(500)));
+    let url = "https://ingest.example.com/base";
+    let out = deploy(
+        env().admin_kubeconfig(),
+        &c.request_with(json!({ "telemetry_url": url })),
+    )
+    .await;
+    assert_eq!(out.agent_id(), c.agent.pod_name());
+    let pod = c.pod().await;
+    let env_vars = pod.spec.clone().unwrap().containers[0].env.clone().unwrap();
+    let value = |name: &str| {
+        env_vars
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .clone()
+    };
+    assert_eq!(value("RUNTIME_AGENT_INGEST_URL").value.as_deref(), Some(url));
+    for (name, path) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_UID", "metadata.uid"),
+        ("NODE_NAME", "spec.nodeName"),
+    ] {
+        let from = value(name).value_from.unwrap().field_ref.unwrap();
+        assert_eq!(from.field_path, path, "{name}");
+    }
+    assert_eq!(value("CONTAINER_NAME").value.as_deref(), Some("agent"));
+    assert_eq!(value("IMAGE_REF").value.as_deref(), Some(IMAGE));
+    assert!(
+        !env_vars.iter().any(|e| e.name == "IMAGE_DIGEST"),
+        "a tag never yields a digest"
+    );
+    let secret = Api::<Secret>::namespaced(c.client.clone(), &c.ns)
+        .get(&secret_ref(&pod))
+        .await
+        .unwrap();
+    let data = secret.data.unwrap();
+    assert!(
+        !data
+            .keys()
+            .any(|k| k.starts_with("RUNTIME_AGENT_") || k == "POD_UID"),
+        "{:?}",
+        data.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        !data
+            .values()
+            .any(|v| String::from_utf8_lossy(&v.0).contains("ingest.example.com"))
+    );
+}

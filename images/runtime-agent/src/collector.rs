@@ -93,6 +93,7 @@ pub struct Collector {
     oom_seen: Option<u64>,
     last_minute_write: Option<u64>,
     last_peaks: Option<(u64, [u8; 32])>,
+    shipping: ShippingCoverage,
 }
 
 fn to_bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -117,11 +118,17 @@ impl Collector {
             oom_seen: None,
             last_minute_write: None,
             last_peaks: None,
+            shipping: ShippingCoverage::default(),
         }
     }
 
     /// Merge unended-window snapshots recovered from the spool (design §3 "Reset,
     /// start, resume"): records of this pod and container only.
+    /// The shipper's counters, reported in the next `collection_coverage`.
+    pub fn set_shipping(&mut self, shipping: ShippingCoverage) {
+        self.shipping = shipping;
+    }
+
     pub fn resume(&mut self, snapshots: &[UsagePayload]) {
         for p in snapshots {
             let Some(start) = crate::time::parse_rfc3339(&p.window_start) else {
@@ -361,7 +368,7 @@ impl Collector {
             },
             spool: spool.clone(),
             self_usage: self_usage.cloned(),
-            shipping: ShippingCoverage::default(),
+            shipping: self.shipping.clone(),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! It measures its own container — its cgroup and its PID namespace's `/proc` — rolls
 //! the readings up on the frozen grid into UTC hour windows, applies the digest gate,
 //! and spools the contract's payload kinds one file per natural key. Shipping the
-//! spool is behind the [`ship::Transport`] seam and not implemented here.
+//! spool is [`ship`] (the decision core) over [`http`] (the transport).
 //!
 //! The decision core is pure (clocks and readings are passed in); I/O lives in
 //! [`cgroup`], [`procfs`], [`spool`] and the binary.
@@ -18,7 +18,8 @@
 //! - [`spool`]: one file per natural key, atomic replace, bounds, recovery (design §5).
 //! - [`collector`]: one poll in, spool operations out (design §3–§9).
 //! - [`config`]: settings from the allowlisted environment (design §1).
-//! - [`ship`]: the shipping seam (design §6; not built).
+//! - [`ship`]: shipping rounds, status classes, backoff (design §6, §9).
+//! - [`http`]: the gzip HTTP/1.1 transport (contract §3).
 //! - [`time`]: clock readings and RFC 3339 instants.
 
 pub mod cgroup;
@@ -26,6 +27,7 @@ pub mod collector;
 pub mod config;
 pub mod gate;
 pub mod grid;
+pub mod http;
 pub mod payload;
 pub mod procfs;
 pub mod rollup;

@@ -9,25 +9,36 @@
 //! SIGTERM and SIGINT are blocked and taken with `sigtimedwait`, so the wait between
 //! polls ends the moment one arrives. Then one final poll writes the last snapshot (or
 //! window), coverage and changed peaks, fsyncs them and writes `state/clean`, all on a
-//! helper thread given [`FINAL_FLUSH_BUDGET`]; the process exits 0 when it is done or
-//! the budget is spent, whichever comes first (an interrupted write leaves only a
+//! helper thread given [`FINAL_FLUSH_BUDGET`] (an interrupted write leaves only a
 //! `.tmp` behind, removed at the next start).
 //!
-//! Shipping is not built: `RUNTIME_AGENT_INGEST_URL` only sets
-//! `agent.config.backend_configured` (see [`runtime_agent::ship`]).
+//! With `RUNTIME_AGENT_INGEST_URL` set, a second thread ships the spool
+//! ([`runtime_agent::ship`] over [`runtime_agent::http`]): a round at start, then
+//! every `RUNTIME_AGENT_SHIP_INTERVAL_SECS` or after the backoff. The spool is shared
+//! behind one mutex, held only for file operations, never across a request, so a
+//! hanging ingest never delays a poll. After the final flush the shipper makes one
+//! final round on a fresh [`FINAL_ROUND_BUDGET`] (skipped when halted; a request in
+//! flight counts against it) and the process exits 0 when it is done or the budget is
+//! spent: at most 1 s + 4 s after the signal (design §9).
 //!
 //! Exit codes: 0 after a signal; 1 when the spool cannot be opened; 2 for a missing or
 //! invalid setting.
 
 use std::process::ExitCode;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use runtime_agent::cgroup::{self, Layout, Roots};
 use runtime_agent::collector::{Collector, PollInput, RunFacts, SpoolOp};
 use runtime_agent::config::Settings;
 use runtime_agent::gate::DigestGate;
+use runtime_agent::http::HttpTransport;
+use runtime_agent::payload::ShippingCoverage;
 use runtime_agent::procfs;
+use runtime_agent::ship::{
+    BACKOFF_CAP, BACKOFF_FIRST, Backoff, FINAL_ROUND_BUDGET, RoundEnd, Shipper, user_agent,
+};
 use runtime_agent::spool::{Bounds, Spool};
 use runtime_agent::time::{ClockReading, NANOS_PER_SEC};
 
@@ -70,9 +81,93 @@ fn wait_for_stop(set: &libc::sigset_t, deadline_ns: u64) -> bool {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the main thread tells the shipper.
+enum Control {
+    /// Make the final round within this deadline, then stop.
+    Final(Instant),
+}
+
+/// The shipping thread's handle.
+struct ShipperHandle {
+    control: mpsc::Sender<Control>,
+    done: mpsc::Receiver<()>,
+    stopping: Arc<AtomicBool>,
+}
+
+/// Start the shipping thread (design §6).
+fn start_shipper(
+    base: &str,
+    ship_interval: Duration,
+    spool: Arc<Mutex<Spool>>,
+    coverage: Arc<Mutex<ShippingCoverage>>,
+) -> Option<ShipperHandle> {
+    let mut transport = match HttpTransport::new(base, &user_agent(env!("CARGO_PKG_VERSION"))) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("runtime-agent: shipping disabled: {e}");
+            return None;
+        }
+    };
+    let (control, control_rx) = mpsc::channel();
+    let (done_tx, done) = mpsc::channel();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stop_flag = Arc::clone(&stopping);
+    let seed = ClockReading::now().monotonic_ns ^ u64::from(std::process::id()).rotate_left(32);
+    let backoff = Backoff::new(
+        BACKOFF_FIRST.min(ship_interval),
+        BACKOFF_CAP.min(ship_interval.saturating_mul(10)),
+        seed,
+    );
+    let spawned = std::thread::Builder::new().name("shipper".into()).spawn(move || {
+        let mut shipper = Shipper::new(backoff);
+        let stop = || stop_flag.load(Ordering::Relaxed);
+        let mut wait = Duration::ZERO;
+        loop {
+            match control_rx.recv_timeout(wait) {
+                Ok(Control::Final(deadline)) => {
+                    if !shipper.halted() {
+                        shipper.round(&spool, &mut transport, deadline, &|| false);
+                    }
+                    *lock(&coverage) = shipper.coverage().clone();
+                    let _ = done_tx.send(());
+                    return;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            // A normal round has no deadline of its own: each request is bounded
+            // by the request timeout and a stop ends it between requests.
+            let far = Instant::now() + Duration::from_secs(24 * 3600);
+            let end = shipper.round(&spool, &mut transport, far, &stop);
+            *lock(&coverage) = shipper.coverage().clone();
+            wait = match end {
+                RoundEnd::Deferred(d) => d,
+                RoundEnd::Halted => Duration::from_secs(24 * 3600),
+                _ => ship_interval,
+            };
+        }
+    });
+    match spawned {
+        Ok(_) => Some(ShipperHandle {
+            control,
+            done,
+            stopping,
+        }),
+        Err(e) => {
+            eprintln!("runtime-agent: shipping disabled: cannot start its thread: {e}");
+            None
+        }
+    }
+}
+
 struct Agent {
     collector: Collector,
-    spool: Spool,
+    spool: Arc<Mutex<Spool>>,
+    shipping: Arc<Mutex<ShippingCoverage>>,
     layout: Layout,
     roots: Roots,
     clock_ticks: u64,
@@ -83,7 +178,8 @@ impl Agent {
         let sample = cgroup::read(&self.layout);
         let scan = procfs::scan(&self.roots.proc);
         let self_usage = procfs::self_usage(&self.roots.proc, self.clock_ticks);
-        let spool_cov = self.spool.coverage();
+        let spool_cov = lock(&self.spool).coverage();
+        self.collector.set_shipping(lock(&self.shipping).clone());
         let input = PollInput {
             clock: now,
             cgroup: &sample,
@@ -98,8 +194,8 @@ impl Agent {
         };
         for op in ops {
             let result = match &op {
-                SpoolOp::Write { name, bytes } => self.spool.write(name, bytes),
-                SpoolOp::Remove { name } => self.spool.remove(name),
+                SpoolOp::Write { name, bytes } => lock(&self.spool).write(name, bytes),
+                SpoolOp::Remove { name } => lock(&self.spool).remove(name),
             };
             if let Err(e) = result {
                 eprintln!("runtime-agent: spool: {e}");
@@ -141,9 +237,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if settings.ingest_url.is_some() {
-        eprintln!("runtime-agent: shipping is not built in this version; collecting into the spool only");
-    }
+    let spool = Arc::new(Mutex::new(spool));
+    let shipping = Arc::new(Mutex::new(ShippingCoverage::default()));
+    let shipper = settings.ingest_url.as_deref().and_then(|base| {
+        start_shipper(
+            base,
+            Duration::from_secs(settings.ship_interval_secs),
+            Arc::clone(&spool),
+            Arc::clone(&shipping),
+        )
+    });
     let roots = Roots::default();
     let facts = RunFacts {
         identity: settings.identity.clone(),
@@ -161,6 +264,7 @@ fn main() -> ExitCode {
     let mut agent = Agent {
         collector,
         spool,
+        shipping,
         layout,
         roots,
         clock_ticks,
@@ -173,7 +277,7 @@ fn main() -> ExitCode {
         agent.step(now, false);
         if now.unix_seconds().saturating_sub(last_sweep) >= SWEEP_EVERY_SECS {
             last_sweep = now.unix_seconds();
-            if let Err(e) = agent.spool.sweep(last_sweep) {
+            if let Err(e) = lock(&agent.spool).sweep(last_sweep) {
                 eprintln!("runtime-agent: spool sweep: {e}");
             }
         }
@@ -182,18 +286,31 @@ fn main() -> ExitCode {
         }
     }
 
+    if let Some(s) = &shipper {
+        s.stopping.store(true, Ordering::Relaxed);
+    }
     let (done, finished) = mpsc::channel();
     let flush = std::thread::Builder::new()
         .name("final-flush".into())
         .spawn(move || {
             agent.step(ClockReading::now(), true);
-            if let Err(e) = agent.spool.mark_clean() {
+            if let Err(e) = lock(&agent.spool).mark_clean() {
                 eprintln!("runtime-agent: spool: {e}");
             }
             let _ = done.send(());
         });
     if flush.is_ok() && finished.recv_timeout(FINAL_FLUSH_BUDGET).is_err() {
         eprintln!("runtime-agent: final flush did not finish within its budget");
+    }
+    if let Some(s) = shipper {
+        let deadline = Instant::now() + FINAL_ROUND_BUDGET;
+        if s.control.send(Control::Final(deadline)).is_ok()
+            && s.done
+                .recv_timeout(FINAL_ROUND_BUDGET + Duration::from_millis(100))
+                .is_err()
+        {
+            eprintln!("runtime-agent: the final shipping round did not finish within its budget");
+        }
     }
     ExitCode::SUCCESS
 }

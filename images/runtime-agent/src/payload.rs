@@ -246,8 +246,9 @@ pub struct Rejected {
     pub malformed: u64,
 }
 
-/// `collection_coverage.shipping` (design §4, §6). Owned by the shipper; zero while
-/// no shipper is built.
+/// `collection_coverage.shipping` (design §4, §6). Owned by the shipper
+/// ([`crate::ship::Shipper::coverage`]); zero without an ingest URL. Counters are
+/// cumulative since the process start.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShippingCoverage {
     pub delivered: u64,

@@ -1,26 +1,47 @@
-//! The shipping seam (collector-design.md §6; runtime-agent-backend-contract.md §3
-//! "Transport", §5 "Error semantics").
+//! Shipping the spool (collector-design.md §6 "Shipper", §9 final round;
+//! runtime-agent-backend-contract.md §3 "Transport", §4 "Delivery semantics", §5 "Error
+//! semantics").
 //!
-//! **Shipping is not built.** This crate has no HTTP client: the binary collects and
-//! spools only. What a shipper will plug into is fixed here so it can be added without
-//! touching the core:
+//! The decision core is here and does no network I/O: a [`Shipper`] walks the spool
+//! oldest first, offers one payload at a time through a [`Transport`] and acts on the
+//! [`Outcome`]; [`crate::http::HttpTransport`] is the transport the binary uses.
 //!
-//! - [`Transport`]: POST one gzip-encoded payload to `{INGEST_URL}/v1/ingest/{kind}` and
-//!   report the [`Outcome`] — the implementation owns gzip, `Content-Type:
-//!   application/json`, `Content-Encoding: gzip`, [`user_agent`], HTTP/1.1 and the 30 s
-//!   timeout.
-//! - [`classify`]: the contract's status classes — 2xx delivered; 400 and 413 held
-//!   (permanent for those bytes); 401 and 403 halt shipping for the process lifetime;
-//!   429, 5xx and anything else deferred.
-//! - The spool side exists: [`crate::spool::Spool::entries`] (oldest first),
-//!   [`crate::spool::Spool::load`] (damaged files quarantined, never returned) and
-//!   [`crate::spool::Spool::acknowledge`] (delete only the version sent).
-//! - [`MAX_PAYLOAD_BYTES`]: payloads over 4 MiB decoded are never offered.
+//! - One request in flight overall (contract §4 asks ≤ 1 per natural key; design §6 is
+//!   stricter), oldest mtime first; a deferral ends the round.
+//! - [`classify`]: 2xx delivered (the file is deleted only if it is still the version
+//!   sent: [`crate::spool::Spool::acknowledge`]); 400 and 413 held — never re-offered
+//!   by this process while that version stays on disk, a newer version of the key is
+//!   offered; 401 and 403 halt shipping for the process lifetime (collecting and
+//!   spooling go on); 429, 5xx, redirects, any other code, network errors and timeouts
+//!   defer: the file stays and the shipper backs off.
+//! - [`Backoff`]: from `first` doubling to `cap` (5 s → 5 min by default), each wait
+//!   d/2 + uniform(0, d/2); reset on a 2xx. A `Retry-After` (seconds) lengthens a wait
+//!   but never past the cap, so a backend cannot park the agent.
+//! - [`MAX_PAYLOAD_BYTES`]: a payload over 4 MiB decoded is never offered — it is held
+//!   and counted `too_large` without being read.
+//! - The spool is shared with the collector behind one mutex; the shipper holds it only
+//!   to list, read and acknowledge, never across a request, so the collector's writes
+//!   go on while a request hangs and an acknowledge never deletes a newer version.
 
-use crate::payload::Kind;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::payload::{Kind, ShippingCoverage};
+use crate::spool::{FileIdentity, Spool};
 
 /// Agent-side ceiling on a decoded payload (design §6).
 pub const MAX_PAYLOAD_BYTES: u64 = 4 * 1024 * 1024;
+/// Per-request timeout (design §6).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between rounds when nothing backs off (design §6).
+pub const ROUND_INTERVAL: Duration = Duration::from_secs(30);
+/// The final round's budget after the final flush (design §9).
+pub const FINAL_ROUND_BUDGET: Duration = Duration::from_secs(4);
+/// Default first backoff step (design §6).
+pub const BACKOFF_FIRST: Duration = Duration::from_secs(5);
+/// Default backoff ceiling (design §6).
+pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
 
 /// What one request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +84,233 @@ pub fn user_agent(version: &str) -> String {
     }
 }
 
-/// The seam a shipper implements: send one payload of `kind` (its decoded bytes).
+/// What a transport reports for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Response {
+    pub outcome: Outcome,
+    /// A `Retry-After` in seconds, when the response carried one.
+    pub retry_after: Option<Duration>,
+    /// Bytes of the encoded body put on the wire (0 when nothing was sent).
+    pub transmitted_bytes: u64,
+}
+
+impl Response {
+    /// A response with only an outcome.
+    pub fn of(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            retry_after: None,
+            transmitted_bytes: 0,
+        }
+    }
+}
+
+/// The seam a transport implements: send one payload of `kind` (its decoded bytes)
+/// within `timeout`, the whole exchange included.
 pub trait Transport {
-    fn post(&mut self, kind: Kind, payload: &[u8]) -> Outcome;
+    fn post(&mut self, kind: Kind, payload: &[u8], timeout: Duration) -> Response;
+}
+
+/// Exponential backoff with jitter (design §6).
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    first: Duration,
+    cap: Duration,
+    next: Option<Duration>,
+    rng: u64,
+}
+
+impl Backoff {
+    /// Steps from `first` doubling to `cap`; `seed` feeds the jitter.
+    pub fn new(first: Duration, cap: Duration, seed: u64) -> Self {
+        Self {
+            first: first.min(cap),
+            cap,
+            next: None,
+            rng: seed | 1,
+        }
+    }
+
+    fn random(&mut self) -> u64 {
+        // xorshift64*: jitter only needs to spread agents apart, not be unpredictable.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The wait after a deferral: d/2 + uniform(0, d/2) for the current step d, or
+    /// `retry_after` if longer, never past the cap. Advances the step.
+    pub fn defer(&mut self, retry_after: Option<Duration>) -> Duration {
+        let d = self.next.unwrap_or(self.first);
+        self.next = Some(d.saturating_mul(2).min(self.cap));
+        let half = d / 2;
+        let half_ms = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+        let jitter = Duration::from_millis(self.random() % half_ms.saturating_add(1));
+        let wait = half + jitter;
+        match retry_after {
+            Some(r) => wait.max(r.min(self.cap)),
+            None => wait,
+        }
+    }
+
+    /// After a 2xx.
+    pub fn reset(&mut self) {
+        self.next = None;
+    }
+
+    /// The step the next deferral starts from.
+    pub fn current_step(&self) -> Duration {
+        self.next.unwrap_or(self.first)
+    }
+}
+
+/// How a round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundEnd {
+    /// Every offerable file was offered.
+    Drained,
+    /// A deferral ended the round; wait this long before the next.
+    Deferred(Duration),
+    /// 401/403 now or earlier: nothing more is sent by this process.
+    Halted,
+    /// The round's deadline passed, or a stop was asked for.
+    Interrupted,
+    /// The spool could not be listed.
+    SpoolUnavailable,
+}
+
+/// The shipper's state: held files, the halt, the backoff and the coverage counters.
+#[derive(Debug)]
+pub struct Shipper {
+    held: HashMap<String, FileIdentity>,
+    halted: bool,
+    backoff: Backoff,
+    coverage: ShippingCoverage,
+}
+
+fn lock(spool: &Mutex<Spool>) -> std::sync::MutexGuard<'_, Spool> {
+    // A panic while holding the lock leaves the spool's state consistent on disk.
+    spool.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shipper {
+    /// A shipper with this backoff.
+    pub fn new(backoff: Backoff) -> Self {
+        Self {
+            held: HashMap::new(),
+            halted: false,
+            backoff,
+            coverage: ShippingCoverage::default(),
+        }
+    }
+
+    /// `collection_coverage.shipping`.
+    pub fn coverage(&self) -> &ShippingCoverage {
+        &self.coverage
+    }
+
+    /// Whether a 401/403 halted shipping.
+    pub fn halted(&self) -> bool {
+        self.halted
+    }
+
+    /// One round: offer the spool oldest first until it is drained, a deferral, a
+    /// halt, `deadline`, or `stop()` (checked between requests). Each request gets
+    /// [`REQUEST_TIMEOUT`] or what is left before `deadline`, whichever is shorter.
+    pub fn round(
+        &mut self,
+        spool: &Mutex<Spool>,
+        transport: &mut dyn Transport,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> RoundEnd {
+        if self.halted {
+            return RoundEnd::Halted;
+        }
+        let entries = match lock(spool).entries() {
+            Ok(e) => e,
+            Err(_) => return RoundEnd::SpoolUnavailable,
+        };
+        // Forget holds on names that are gone (swept or replaced and delivered).
+        self.held
+            .retain(|name, _| entries.iter().any(|e| &e.name == name));
+        for entry in entries {
+            if stop() {
+                return RoundEnd::Interrupted;
+            }
+            let Some(remaining) = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|r| !r.is_zero())
+            else {
+                return RoundEnd::Interrupted;
+            };
+            let loaded = {
+                let mut guard = lock(spool);
+                let identity = match guard.identity(&entry.name) {
+                    Ok(Some(id)) => id,
+                    Ok(None) => continue,
+                    Err(_) => {
+                        self.coverage.unreadable += 1;
+                        continue;
+                    }
+                };
+                if self.held.get(&entry.name) == Some(&identity) {
+                    continue;
+                }
+                if entry.bytes > MAX_PAYLOAD_BYTES {
+                    self.held.insert(entry.name.clone(), identity);
+                    self.coverage.rejected.too_large += 1;
+                    continue;
+                }
+                match guard.load(&entry.name) {
+                    Ok(Some(loaded)) => loaded,
+                    // Gone meanwhile, or damaged and quarantined (counted by the spool).
+                    Ok(None) => continue,
+                    Err(_) => {
+                        self.coverage.unreadable += 1;
+                        continue;
+                    }
+                }
+            };
+            if loaded.bytes.len() as u64 > MAX_PAYLOAD_BYTES {
+                self.held.insert(entry.name.clone(), loaded.identity);
+                self.coverage.rejected.too_large += 1;
+                continue;
+            }
+            let response = transport.post(loaded.kind, &loaded.bytes, remaining.min(REQUEST_TIMEOUT));
+            self.coverage.payload_bytes += loaded.bytes.len() as u64;
+            self.coverage.transmitted_bytes += response.transmitted_bytes;
+            match response.outcome {
+                Outcome::Delivered => {
+                    self.coverage.delivered += 1;
+                    self.backoff.reset();
+                    // A failed delete leaves the file to be offered again: harmless, the
+                    // ingest upserts by natural key.
+                    let _ = lock(spool).acknowledge(&entry.name, loaded.identity);
+                }
+                Outcome::Malformed => {
+                    self.coverage.rejected.malformed += 1;
+                    self.held.insert(entry.name, loaded.identity);
+                }
+                Outcome::TooLarge => {
+                    self.coverage.rejected.too_large += 1;
+                    self.held.insert(entry.name, loaded.identity);
+                }
+                Outcome::Unauthorized => {
+                    self.coverage.rejected.unauthorized += 1;
+                    self.halted = true;
+                    self.coverage.halted = true;
+                    return RoundEnd::Halted;
+                }
+                Outcome::Deferred => {
+                    self.coverage.deferred += 1;
+                    return RoundEnd::Deferred(self.backoff.defer(response.retry_after));
+                }
+            }
+        }
+        RoundEnd::Drained
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +348,34 @@ mod tests {
         assert_eq!(user_agent(&"9".repeat(65)), "runtime-agent");
         assert_eq!(user_agent("1.0 beta"), "runtime-agent");
         assert_eq!(user_agent(""), "runtime-agent");
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_with_jitter_in_the_upper_half_and_resets() {
+        let first = Duration::from_secs(5);
+        let cap = Duration::from_secs(300);
+        let mut b = Backoff::new(first, cap, 42);
+        let mut step = first;
+        for _ in 0..12 {
+            assert_eq!(b.current_step(), step);
+            let wait = b.defer(None);
+            assert!(wait >= step / 2 && wait <= step, "{wait:?} for step {step:?}");
+            step = (step * 2).min(cap);
+        }
+        assert_eq!(b.current_step(), cap);
+        b.reset();
+        assert_eq!(b.current_step(), first);
+    }
+
+    #[test]
+    fn retry_after_lengthens_a_wait_but_never_past_the_cap() {
+        let mut b = Backoff::new(Duration::from_secs(5), Duration::from_secs(300), 7);
+        assert_eq!(b.defer(Some(Duration::from_secs(60))), Duration::from_secs(60));
+        assert_eq!(
+            b.defer(Some(Duration::from_secs(86_400))),
+            Duration::from_secs(300)
+        );
+        let short = b.defer(Some(Duration::from_secs(1)));
+        assert!(short >= Duration::from_secs(10), "{short:?}");
     }
 }

@@ -404,6 +404,20 @@ impl Spool {
         }
     }
 
+    /// The identity of the version of `name` on disk now (`None` if it is gone), for
+    /// holding a file without reading it.
+    pub fn identity(&self, name: &str) -> Result<Option<FileIdentity>, SpoolError> {
+        if !valid_name(name) {
+            return Err(SpoolError::BadName(name.to_owned()));
+        }
+        let path = self.dir.join(name);
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(Some(FileIdentity::of(&meta))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SpoolError::Io { path, source: e }),
+        }
+    }
+
     /// After a 2xx: delete `name` if it is still the version that was sent. Returns
     /// whether it was deleted.
     pub fn acknowledge(&mut self, name: &str, sent: FileIdentity) -> Result<bool, SpoolError> {

@@ -1,0 +1,277 @@
+//! The shipper's decision core over a real spool and a scripted transport
+//! (collector-design.md §6; runtime-agent-backend-contract.md §4 "Delivery semantics",
+//! §5 "Error semantics").
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fs;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use runtime_agent::payload::Kind;
+use runtime_agent::ship::{Backoff, Outcome, Response, RoundEnd, Shipper, Transport};
+use runtime_agent::spool::{Bounds, Spool};
+use runtime_agent::time::rfc3339;
+use serde_json::json;
+
+const POD: &str = "0d9f6a52-1111-2222-3333-444455556666";
+/// 2026-08-06T10:00:00Z.
+const T10: u64 = 1_786_010_400;
+
+fn usage(kind: &str, start: u64, core_ns: u64) -> Vec<u8> {
+    let ws = rfc3339(start);
+    serde_json::to_vec(&json!({
+        "kind": kind, "source": "measured", "window_start": ws, "window_seconds": 3600,
+        "observation": {"poll_interval_seconds": 10, "polls_attempted": 2, "polls_failed": 0, "signals": ["cpu"]},
+        "records": [{"namespace": "ns", "workload_kind": "Pod", "workload_name": "p", "container": "agent",
+            "pod": "p", "pod_uid": POD, "window_start": ws, "window_seconds": 3600,
+            "cpu": {"core_nanoseconds": core_ns, "covered_nanoseconds": 10, "throttled_periods": 0, "total_periods": 0,
+                "throttling_samples": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "samples": 1,
+                "min_milli": 1, "max_milli": 1, "hist_milli": {"1": 1}},
+            "memory": {"samples": 0, "sum_bytes": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "hist_bytes": {}}}]
+    }))
+    .unwrap()
+}
+
+fn snap(start: u64) -> String {
+    format!("usage-{start}-3600.snapshot.json")
+}
+
+fn set_mtime(path: &Path, secs: u64) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// Three snapshots, oldest first by mtime: T10, T10+1h, T10+2h.
+fn spool_with_three(dir: &Path) -> Mutex<Spool> {
+    let (mut spool, _) = Spool::open(dir, POD, Bounds::default(), T10 + 3 * 3600 - 10).unwrap();
+    for (i, start) in [T10 + 7200, T10, T10 + 3600].into_iter().enumerate() {
+        spool
+            .write(&snap(start), &usage("usage_snapshot", start, i as u64 + 1))
+            .unwrap();
+        // mtime order: T10 oldest, regardless of write order.
+        set_mtime(&dir.join(snap(start)), start + 10);
+    }
+    Mutex::new(spool)
+}
+
+type Hook = Box<dyn FnMut(&[u8])>;
+type Sent = Rc<RefCell<Vec<(Kind, Vec<u8>)>>>;
+
+/// Replies from a script; records each request (kind, bytes) in order.
+struct Scripted {
+    replies: VecDeque<Response>,
+    sent: Sent,
+    during: Option<Hook>,
+}
+
+impl Scripted {
+    fn new(replies: &[Outcome]) -> (Self, Sent) {
+        let sent = Rc::new(RefCell::new(Vec::new()));
+        (
+            Self {
+                replies: replies.iter().map(|o| Response::of(*o)).collect(),
+                sent: Rc::clone(&sent),
+                during: None,
+            },
+            sent,
+        )
+    }
+}
+
+impl Transport for Scripted {
+    fn post(&mut self, kind: Kind, payload: &[u8], timeout: Duration) -> Response {
+        assert!(timeout <= runtime_agent::ship::REQUEST_TIMEOUT);
+        self.sent.borrow_mut().push((kind, payload.to_vec()));
+        if let Some(hook) = self.during.as_mut() {
+            hook(payload);
+        }
+        self.replies
+            .pop_front()
+            .unwrap_or(Response::of(Outcome::Delivered))
+    }
+}
+
+fn shipper() -> Shipper {
+    Shipper::new(Backoff::new(Duration::from_secs(5), Duration::from_secs(300), 1))
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_round_offers_oldest_first_one_at_a_time_and_deletes_what_was_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let (mut t, sent) = Scripted::new(&[]);
+    let mut s = shipper();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    let sent = sent.borrow();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[0].1, usage("usage_snapshot", T10, 2));
+    assert_eq!(sent[1].1, usage("usage_snapshot", T10 + 3600, 3));
+    assert_eq!(sent[2].1, usage("usage_snapshot", T10 + 7200, 1));
+    assert!(sent.iter().all(|(k, _)| *k == Kind::UsageSnapshot));
+    assert!(files(dir.path()).is_empty());
+    assert_eq!(s.coverage().delivered, 3);
+    assert_eq!(
+        s.coverage().payload_bytes,
+        sent.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
+    );
+}
+
+#[test]
+fn a_deferral_keeps_the_file_ends_the_round_and_backs_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let (mut t, sent) = Scripted::new(&[Outcome::Deferred, Outcome::Deferred]);
+    let mut s = shipper();
+    let RoundEnd::Deferred(first) = s.round(&spool, &mut t, far(), &|| false) else {
+        panic!("not deferred")
+    };
+    assert!(first >= Duration::from_millis(2500) && first <= Duration::from_secs(5));
+    assert_eq!(sent.borrow().len(), 1);
+    assert_eq!(files(dir.path()).len(), 3);
+    let RoundEnd::Deferred(second) = s.round(&spool, &mut t, far(), &|| false) else {
+        panic!("not deferred")
+    };
+    assert!(second >= Duration::from_secs(5) && second <= Duration::from_secs(10));
+    // The oldest again, then everything once the ingest answers 2xx.
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    let sent = sent.borrow();
+    assert_eq!(sent.len(), 5);
+    assert_eq!(sent[0].1, sent[1].1);
+    assert_eq!(sent[1].1, sent[2].1);
+    assert!(files(dir.path()).is_empty());
+    assert_eq!(s.coverage().deferred, 2);
+    assert_eq!(s.coverage().delivered, 3);
+}
+
+#[test]
+fn rejected_versions_are_held_and_a_newer_version_is_offered() {
+    for (outcome, malformed, too_large) in [(Outcome::Malformed, 1, 0), (Outcome::TooLarge, 0, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = spool_with_three(dir.path());
+        let (mut t, sent) = Scripted::new(&[outcome]);
+        let mut s = shipper();
+        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        assert_eq!(sent.borrow().len(), 3);
+        // The rejected oldest stays on disk and is not offered again.
+        assert_eq!(files(dir.path()), vec![snap(T10)]);
+        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        assert_eq!(sent.borrow().len(), 3);
+        // A rewrite of the key is a new version: offered and delivered.
+        spool
+            .lock()
+            .unwrap()
+            .write(&snap(T10), &usage("usage_snapshot", T10, 99))
+            .unwrap();
+        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        assert_eq!(sent.borrow().len(), 4);
+        assert_eq!(sent.borrow()[3].1, usage("usage_snapshot", T10, 99));
+        assert!(files(dir.path()).is_empty());
+        assert_eq!(s.coverage().rejected.malformed, malformed);
+        assert_eq!(s.coverage().rejected.too_large, too_large);
+        assert_eq!(s.coverage().delivered, 3);
+    }
+}
+
+#[test]
+fn unauthorized_halts_shipping_for_good_while_spooling_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let (mut t, sent) = Scripted::new(&[Outcome::Delivered, Outcome::Unauthorized]);
+    let mut s = shipper();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Halted);
+    assert!(s.halted());
+    assert_eq!(sent.borrow().len(), 2);
+    spool
+        .lock()
+        .unwrap()
+        .write(&snap(T10 + 10_800), &usage("usage_snapshot", T10 + 10_800, 5))
+        .unwrap();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Halted);
+    assert_eq!(sent.borrow().len(), 2);
+    assert_eq!(files(dir.path()).len(), 3);
+    assert!(s.coverage().halted);
+    assert_eq!(s.coverage().rejected.unauthorized, 1);
+}
+
+#[test]
+fn a_version_written_while_its_predecessor_is_in_flight_survives_the_acknowledgement() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Rc::new(spool_with_three(dir.path()));
+    let (mut t, sent) = Scripted::new(&[]);
+    let writer = Rc::clone(&spool);
+    let mut once = true;
+    t.during = Some(Box::new(move |_| {
+        if std::mem::take(&mut once) {
+            writer
+                .lock()
+                .unwrap()
+                .write(&snap(T10), &usage("usage_snapshot", T10, 77))
+                .unwrap();
+        }
+    }));
+    let mut s = shipper();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(sent.borrow()[0].1, usage("usage_snapshot", T10, 2));
+    assert_eq!(files(dir.path()), vec![snap(T10)]);
+    assert_eq!(
+        fs::read(dir.path().join(snap(T10))).unwrap(),
+        usage("usage_snapshot", T10, 77)
+    );
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(sent.borrow().last().unwrap().1, usage("usage_snapshot", T10, 77));
+    assert!(files(dir.path()).is_empty());
+}
+
+#[test]
+fn a_payload_over_the_ceiling_is_never_read_or_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, _) = Spool::open(dir.path(), POD, Bounds::default(), T10).unwrap();
+    let spool = Mutex::new(spool);
+    let big = vec![b' '; (runtime_agent::ship::MAX_PAYLOAD_BYTES + 1) as usize];
+    fs::write(dir.path().join("coverage.json"), &big).unwrap();
+    let (mut t, sent) = Scripted::new(&[]);
+    let mut s = shipper();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert!(sent.borrow().is_empty());
+    assert_eq!(s.coverage().rejected.too_large, 1);
+    // Held, not quarantined: it stays until the age bound sweeps it.
+    assert_eq!(files(dir.path()), vec!["coverage.json".to_owned()]);
+}
+
+#[test]
+fn a_passed_deadline_or_a_stop_ends_the_round_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let (mut t, sent) = Scripted::new(&[]);
+    let mut s = shipper();
+    assert_eq!(
+        s.round(&spool, &mut t, Instant::now(), &|| false),
+        RoundEnd::Interrupted
+    );
+    assert_eq!(s.round(&spool, &mut t, far(), &|| true), RoundEnd::Interrupted);
+    assert!(sent.borrow().is_empty());
+    assert_eq!(files(dir.path()).len(), 3);
+}

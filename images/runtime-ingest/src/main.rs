@@ -1,0 +1,161 @@
+//! `runtime-ingest`: the reference ingest backend (collector-design.md §10).
+//!
+//! `runtime-ingest serve --db <path> [--listen 127.0.0.1:8470] [--source-id default]
+//! [--admin] [--faults <json>] [--decoded-cap <bytes>]` prints
+//! `listening on http://<addr>` on stdout once it accepts connections.
+//!
+//! `runtime-ingest report --db <path> --out <chart.svg>` draws the stored usage per
+//! agent (average cores and largest working set per hour window).
+//!
+//! Exit codes: 1 when the database or the listener cannot be opened (or the chart
+//! cannot be drawn); 2 for bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use clap::{Parser, Subcommand};
+use runtime_ingest::faults::{Fault, Script};
+use runtime_ingest::server::{State, serve};
+use runtime_ingest::store::Store;
+
+#[derive(Parser)]
+#[command(
+    name = "runtime-ingest",
+    version,
+    about = "Reference ingest backend for runtime-agent"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the ingest API.
+    Serve {
+        /// SQLite database file (created if missing).
+        #[arg(long)]
+        db: PathBuf,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8470")]
+        listen: String,
+        /// The one configured source everything that arrives is attributed to.
+        #[arg(long, default_value = "default")]
+        source_id: String,
+        /// Enable `POST /admin/faults` (tests only).
+        #[arg(long)]
+        admin: bool,
+        /// An initial fault script (JSON array; implies nothing without `--admin`
+        /// except these faults).
+        #[arg(long)]
+        faults: Option<String>,
+        /// Decoded-size cap in bytes.
+        #[arg(long, default_value_t = runtime_ingest::DECODED_CAP)]
+        decoded_cap: usize,
+    },
+    /// Draw the stored usage per agent as an SVG chart.
+    Report {
+        /// SQLite database file written by `serve`.
+        #[arg(long)]
+        db: PathBuf,
+        /// Where to write the SVG.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match cli.command {
+        Command::Report { db, out } => {
+            let rows = Store::open(&db).and_then(|s| s.records(None, None));
+            match rows {
+                Ok(rows) => {
+                    match runtime_ingest::report::render(&runtime_ingest::report::series(&rows), &out) {
+                        Ok(()) => {
+                            println!("{}", out.display());
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => {
+                            eprintln!("runtime-ingest: report: {e}");
+                            ExitCode::from(1)
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("runtime-ingest: cannot read {}: {e}", db.display());
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Serve {
+            db,
+            listen,
+            source_id,
+            admin,
+            faults,
+            decoded_cap,
+        } => {
+            let mut script = Script::default();
+            if let Some(json) = faults {
+                match serde_json::from_str::<Vec<Fault>>(&json) {
+                    Ok(f) => script.set(f),
+                    Err(e) => {
+                        eprintln!("runtime-ingest: --faults: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            let store = match Store::open(&db) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("runtime-ingest: cannot open {}: {e}", db.display());
+                    return ExitCode::from(1);
+                }
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("runtime-ingest: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            let state = Arc::new(State {
+                store: Mutex::new(store),
+                script: Mutex::new(script),
+                received: Mutex::new(Vec::new()),
+                source_id,
+                admin,
+                decoded_cap,
+            });
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::bind(&listen).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("runtime-ingest: cannot listen on {listen}: {e}");
+                        return ExitCode::from(1);
+                    }
+                };
+                match listener.local_addr() {
+                    Ok(addr) => println!("listening on http://{addr}"),
+                    Err(e) => {
+                        eprintln!("runtime-ingest: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+                match serve(listener, state).await {}
+            })
+        }
+    }
+}
