@@ -423,6 +423,11 @@ mod tests {
                 K::Invalid,
                 Some("service_account"),
             ),
+            (
+                json!({"namespace": "ns", "image": IMG, "telemetry_url": "ftp://x"}),
+                K::Invalid,
+                Some("telemetry_url"),
+            ),
         ];
         for (v, kind, field) in cases {
             match parse(v.clone()) {
