@@ -12,9 +12,9 @@
 //!
 //! Requests served: `initialize`, `session/new`, `session/prompt` (one
 //! `agent_message_chunk` with the text, then `end_turn`) and the
-//! `session/cancel` notification (a prompt of a cancelled session answers
-//! `cancelled`; the echo itself is immediate, so cancel matters only for a
-//! prompt that races it).
+//! `session/cancel` notification, which is accepted and changes nothing:
+//! each prompt is answered at once, so no turn is ever in flight to stop,
+//! and a late cancel must not affect the next prompt.
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, InitializeRequest, InitializeResponse,
@@ -23,10 +23,9 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, ByteStreams};
 use buzz_contract::env::{BUILTIN_ECHO_AGENT, BUILTIN_ECHO_ARG};
-use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// The program and arguments the harness runs for the agent command
@@ -63,8 +62,6 @@ pub async fn serve(
     writer: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
 ) -> agent_client_protocol::Result<()> {
     let sessions = Arc::new(AtomicU64::new(0));
-    let cancelled: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let on_cancel = cancelled.clone();
     let transport = ByteStreams::new(writer.compat_write(), reader.compat());
     Agent
         .v1()
@@ -89,25 +86,12 @@ pub async fn serve(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
-            async move |n: CancelNotification, _cx| {
-                on_cancel
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(n.session_id.0.to_string());
-                Ok(())
-            },
+            async move |_n: CancelNotification, _cx| Ok(()),
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
                 let session = req.session_id.clone();
-                let was_cancelled = cancelled
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&*session.0);
-                if was_cancelled {
-                    return responder.respond(PromptResponse::new(StopReason::Cancelled));
-                }
                 let text = prompt_text(&req.prompt);
                 cx.send_notification(SessionNotification::new(
                     session,

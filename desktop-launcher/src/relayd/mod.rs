@@ -45,7 +45,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Semaphore, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -125,7 +125,7 @@ struct Ctx {
     owner_hex: String,
     limits: Limits,
     conns: Arc<Semaphore>,
-    shutdown: Arc<Notify>,
+    shutdown: watch::Sender<bool>,
 }
 
 /// A running relay.
@@ -149,7 +149,9 @@ impl Running {
 
     /// Stops accepting and ends every session.
     pub fn shutdown(&self) {
-        self.ctx.shutdown.notify_waiters();
+        // A watch value, not a notification: a connection busy with a frame
+        // when the stop comes still sees it at its next wait.
+        self.ctx.shutdown.send_replace(true);
         self.ctx.relay.shutdown();
     }
 }
@@ -199,9 +201,10 @@ pub async fn serve(cfg: RelayConfig) -> Result<Running, RelaydError> {
         owner_hex: cfg.owner_hex.clone(),
         conns: Arc::new(Semaphore::new(cfg.limits.max_connections)),
         limits: cfg.limits.clone(),
-        shutdown: Arc::new(Notify::new()),
+        shutdown: watch::channel(false).0,
     });
     let accept_ctx = ctx.clone();
+    let mut stop = ctx.shutdown.subscribe();
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -215,11 +218,18 @@ pub async fn serve(cfg: RelayConfig) -> Result<Running, RelaydError> {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 },
-                () = accept_ctx.shutdown.notified() => break,
+                () = stopped(&mut stop) => break,
             }
         }
     });
     Ok(Running { addr, ctx, replay })
+}
+
+/// Resolves once the relay is stopping.
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|s| *s).await.is_err() {
+        // The sender is gone: the relay is gone too.
+    }
 }
 
 fn ws_config(max: usize) -> WebSocketConfig {
@@ -318,6 +328,7 @@ async fn close(mut ws: Ws) {
 async fn authenticate(ws: &mut Ws, challenge: &str, ctx: &Ctx) -> Option<String> {
     let deadline = tokio::time::sleep(ctx.limits.auth_timeout);
     tokio::pin!(deadline);
+    let mut stop = ctx.shutdown.subscribe();
     let mut authed = None;
     loop {
         tokio::select! {
@@ -347,7 +358,7 @@ async fn authenticate(ws: &mut Ws, challenge: &str, ctx: &Ctx) -> Option<String>
                     .await;
                 return None;
             }
-            () = ctx.shutdown.notified() => return None,
+            () = stopped(&mut stop) => return None,
         }
     }
 }
@@ -400,6 +411,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     let (mut itx, mut irx) = inner.split();
     let (mut otx, mut orx) = ws.split();
     let mut authed = Some(authed);
+    let mut stop = ctx.shutdown.subscribe();
     loop {
         tokio::select! {
             m = orx.next() => {
@@ -436,7 +448,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => break,
             },
-            () = ctx.shutdown.notified() => break,
+            () = stopped(&mut stop) => break,
         }
     }
     let _ = itx.close().await;
