@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|relay>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -17,8 +17,9 @@ fn main() -> ExitCode {
         "harness" => buzz_conformance::bench::harness::run(),
         "launcher" => buzz_conformance::bench::launcher::run(),
         "image" => buzz_conformance::bench::image::run(),
+        "relay" => buzz_conformance::bench::relay::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|relay> (got {other:?})"
         )),
     };
     match figures {
