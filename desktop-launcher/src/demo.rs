@@ -248,10 +248,23 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
         n: 0,
     };
     let wait = args.wait_online.to_string();
-    let ok = cx.step("init", |c| match c.launcher("init", &["init"]) {
-        Ok(o) => Outcome::Ok(first_line(&o)),
-        Err(e) => Outcome::Failed(e),
+    // A reused --state-dir keeps its owner and its demo agent.
+    let ok = cx.step("init", |c| match c.store.owner() {
+        Ok(k) => Outcome::Ok(format!("owner {} (existing)", k.public_key().to_hex())),
+        Err(_) => match c.launcher("init", &["init"]) {
+            Ok(o) => Outcome::Ok(first_line(&o)),
+            Err(e) => Outcome::Failed(e),
+        },
     }) && cx.step("create", |c| {
+        if let Ok(rec) = c.store.agent(AGENT) {
+            return if rec.agent_command.as_deref() == Some(buzz_contract::env::BUILTIN_ECHO_AGENT) {
+                Outcome::Ok(format!("{AGENT} {} (existing, built-in echo agent)", rec.pubkey))
+            } else {
+                Outcome::Failed(format!(
+                    "agent `{AGENT}` exists in this state dir and is not the echo agent; use another --state-dir"
+                ))
+            };
+        }
         match c.launcher("create", &["agent", "create", AGENT, "--agent", "echo"]) {
             Ok(o) => Outcome::Ok(format!("{} (built-in echo agent)", first_line(&o))),
             Err(e) => Outcome::Failed(e),
@@ -275,7 +288,7 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
             Err(e) => Outcome::Failed(e),
         }
     }) && cx.step("chat", |c| {
-        match c.launcher("chat", &["chat", AGENT, CHAT_TEXT]) {
+        match c.launcher("chat", &["chat", AGENT, CHAT_TEXT, "--wait", "60"]) {
             Ok(o) if o.contains(CHAT_TEXT) => Outcome::Ok(format!("reply: {}", first_line(&o))),
             Ok(o) => Outcome::Failed(format!("unexpected reply: {}", first_line(&o))),
             Err(e) => Outcome::Failed(e),
