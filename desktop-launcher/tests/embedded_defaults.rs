@@ -225,6 +225,10 @@ fn agents_default_to_the_embedded_relay_which_starts_in_the_background_and_repla
         "{}",
         stderr(&o)
     );
+    assert!(
+        stale.try_wait().unwrap().is_none(),
+        "a foreign process behind a stale pid is never signalled"
+    );
     let _ = stale.kill();
     let _ = stale.wait();
     let o = run(home, &["relay", "status"], &[]);
