@@ -36,6 +36,15 @@ fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run buzz-launcher")
 }
 
+/// Ends the background relay of a state dir when a test ends, even on a failed assertion.
+struct StopRelay<'a>(&'a Path);
+
+impl Drop for StopRelay<'_> {
+    fn drop(&mut self) {
+        let _ = run(self.0, &["relay", "stop"], &[]);
+    }
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -201,6 +210,7 @@ fn agents_default_to_the_embedded_relay_which_starts_in_the_background_and_repla
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path();
     assert!(run(home, &["init"], &[]).status.success());
+    let _stop = StopRelay(home);
     let o = run(home, &["agent", "create", "a1", "--agent", "echo"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: serde_json::Value =
