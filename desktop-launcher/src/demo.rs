@@ -305,7 +305,7 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
     }) && cx.step("status", |c| {
         match c.launcher("status", &["status", "--listen", "3"]) {
             Ok(o) if status_state(&o, AGENT) != Some("online") => Outcome::Ok(format!(
-                "{AGENT} {}",
+                "{AGENT} {} (not online; `stop` saw its presence offline, and the embedded relay keeps no presence to replay)",
                 status_state(&o, AGENT).unwrap_or("not listed")
             )),
             Ok(_) => Outcome::Failed(format!("{AGENT} still online")),
