@@ -229,9 +229,11 @@ async fn run_once(
     events: &mpsc::UnboundedSender<SlotEvent>,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
 ) -> Once {
-    let mut command = tokio::process::Command::new(&spec.command);
+    let (program, args) =
+        crate::echo_agent::program_for(&spec.command, &spec.args, || std::env::current_exe().ok());
+    let mut command = tokio::process::Command::new(program);
     command
-        .args(&spec.args)
+        .args(&args)
         .current_dir(&spec.cwd)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -41,6 +41,12 @@ fn fresh_nonce() -> String {
 
 /// Runs the harness process and exits with its code; never returns.
 pub fn main() -> ! {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == buzz_contract::env::BUILTIN_ECHO_ARG)
+    {
+        crate::echo_agent::main();
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -11,7 +11,8 @@
 //! orphan reaping), [`pid1`] (forwarding the stop to the container's other
 //! processes when the harness is PID 1), [`run`] (the main loop and the budgeted shutdown),
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
-//! (every knob as a clap argument with its env name).
+//! (every knob as a clap argument with its env name), [`echo_agent`] (the
+//! built-in smoke-test ACP agent, `BUZZ_ACP_AGENT_COMMAND=builtin:echo`).
 
 pub mod acp;
 pub mod args;
@@ -19,6 +20,7 @@ pub mod backoff;
 pub mod budget;
 pub mod cli;
 pub mod config;
+pub mod echo_agent;
 pub mod entry;
 pub mod events;
 pub mod exit;

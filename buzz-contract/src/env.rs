@@ -62,6 +62,14 @@ pub const ACP_PRIVATE_KEY: &str = "BUZZ_ACP_PRIVATE_KEY";
 /// Legacy harness API token name.
 pub const ACP_API_TOKEN: &str = "BUZZ_ACP_API_TOKEN";
 
+/// `BUZZ_ACP_AGENT_COMMAND` value that selects the harness's built-in echo
+/// agent, a smoke test answering each prompt with its text (never the default).
+pub const BUILTIN_ECHO_AGENT: &str = "builtin:echo";
+
+/// The hidden first argument with which the harness runs itself as the
+/// built-in echo agent (an ACP agent over stdio).
+pub const BUILTIN_ECHO_ARG: &str = "__buzz-builtin-echo-agent";
+
 /// Secrets only the harness itself reads: its identity key (both names) and
 /// its auth tag. The harness removes them from its agents' environment, and
 /// the image's entrypoint never hands them to a sidecar. `NOSTR_PRIVATE_KEY`

@@ -19,9 +19,14 @@
 //! - [`stage`]: the sealed in-memory copy the gate executes, and its threat model.
 //! - [`relay`]: `!shutdown`, chat and the presence subscription over the relay (spec §Stop, I3, M1).
 //! - [`local`]: the local backend, spawning the harness from the same resolver.
+//! - [`embedded`]: the embedded default relay as launcher state (port, pid, background start).
+//! - [`demo`]: `buzz-launcher demo`, the whole loop on embedded defaults.
+//! - [`relayd`]: the embedded relay (`buzz-launcher relay`), NIP-42 and NIP-OA admission over `nostr-relay-builder`.
 
 pub mod app;
+pub mod demo;
 pub mod discovery;
+pub mod embedded;
 pub mod gate;
 pub mod invoke;
 pub mod limits;
@@ -31,6 +36,7 @@ pub mod presence;
 pub mod record;
 pub mod redact;
 pub mod relay;
+pub mod relayd;
 pub mod resolve;
 pub mod response;
 pub mod runtime;

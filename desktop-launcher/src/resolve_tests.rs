@@ -392,3 +392,15 @@ fn identity_debug_never_prints_the_key() {
     let s = format!("{:?}", f.id);
     assert!(!s.contains(&f.id.nsec) && !s.contains("nsec1"), "{s}");
 }
+
+#[test]
+fn the_builtin_echo_agent_resolves_for_deploys_and_local_starts() {
+    let mut f = fx();
+    f.rec.agent_command = Some(buzz_contract::env::BUILTIN_ECHO_AGENT.into());
+    let r = resolve(&f).unwrap();
+    assert_eq!(r.launch.command, "builtin:echo");
+    assert!(r.launch.args.is_empty());
+    let local = resolve_launch(&f.rec, &f.settings, &f.id, Target::Local).unwrap();
+    let env = local_env(&f.rec, &local, &f.id, &"0".repeat(32));
+    assert_eq!(env[buzz_contract::env::AGENT_COMMAND], "builtin:echo");
+}

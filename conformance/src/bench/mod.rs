@@ -6,3 +6,4 @@ pub mod harness;
 pub mod image;
 pub mod launcher;
 pub mod provider;
+pub mod relay;

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|collector>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|collector|relay>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -18,8 +18,9 @@ fn main() -> ExitCode {
         "launcher" => buzz_conformance::bench::launcher::run(),
         "image" => buzz_conformance::bench::image::run(),
         "collector" => buzz_conformance::bench::collector::run(),
+        "relay" => buzz_conformance::bench::relay::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|collector> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|collector|relay> (got {other:?})"
         )),
     };
     match figures {

@@ -6,6 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use desktop_launcher::app::{self, StartOptions};
 use desktop_launcher::discovery;
+use desktop_launcher::embedded;
 use desktop_launcher::gate;
 use desktop_launcher::presence::{self, Derived, Tracker};
 use desktop_launcher::record::{AgentRecord, Backend};
@@ -86,6 +87,34 @@ enum Cmd {
         #[arg(long)]
         force_remote_delete: bool,
     },
+    /// Run the embedded relay in the foreground (`relay stop` ends a background one).
+    Relay(Box<RelayArgs>),
+    /// Run the whole loop on embedded defaults: owner, echo agent, relay, start, chat, status, stop.
+    Demo(desktop_launcher::demo::DemoArgs),
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct RelayArgs {
+    #[command(subcommand)]
+    cmd: Option<RelayCmd>,
+    /// Listen address (default: 127.0.0.1 and this state dir's port).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Data directory for stored events (default: `relay/` in the state dir).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Permit a non-loopback listen address (prefer a TLS reverse proxy in front of 127.0.0.1).
+    #[arg(long)]
+    allow_public: bool,
+}
+
+#[derive(Subcommand)]
+enum RelayCmd {
+    /// End the background relay of this state dir.
+    Stop,
+    /// Print this state dir's relay URL and whether it runs.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -93,8 +122,9 @@ enum AgentCmd {
     /// Create an agent: generates its key and mints its auth tag with the owner key.
     Create {
         name: String,
+        /// Relay URL (default: this state dir's embedded relay).
         #[arg(long)]
-        relay: String,
+        relay: Option<String>,
         #[command(flatten)]
         fields: Box<Fields>,
     },
@@ -178,6 +208,10 @@ struct Fields {
     workdir: Option<PathBuf>,
     #[arg(long)]
     relay_observer: Option<bool>,
+    /// A built-in agent instead of --command: `echo` (a smoke test that
+    /// answers each prompt with its text; never for real work).
+    #[arg(long)]
+    agent: Option<String>,
 }
 
 /// Splits `KEY=VALUE`. The error never echoes the argument: it may be a
@@ -305,6 +339,17 @@ fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     if let Some(o) = f.relay_observer {
         rec.relay_observer = o;
     }
+    if let Some(a) = &f.agent {
+        match a.as_str() {
+            "echo" => {
+                rec.agent_command = Some(buzz_contract::env::BUILTIN_ECHO_AGENT.to_string());
+                rec.agent_args.clear();
+            }
+            _ => bail!(
+                "--agent knows only `echo` (the built-in smoke-test agent); use --command for a real ACP agent"
+            ),
+        }
+    }
     Ok(())
 }
 
@@ -368,6 +413,10 @@ fn run(cli: Cli) -> Result<()> {
             out!("state {}", store.root().display());
         }
         Cmd::Agent(AgentCmd::Create { name, relay, fields }) => {
+            let relay = match relay {
+                Some(r) => r,
+                None => embedded::url(&store)?,
+            };
             let mut rec = store.create_agent(&name, &relay)?;
             if let Err(e) = apply(&mut rec, &fields) {
                 store.delete_agent(&name)?;
@@ -429,18 +478,118 @@ fn run(cli: Cli) -> Result<()> {
             out!("deleted {name}");
         }
         Cmd::Providers { cmd } => providers(&store, cmd.unwrap_or(ProvidersCmd::List))?,
-        Cmd::Start { agent, wait_online } => start(&store, &agent, wait_online)?,
+        Cmd::Start { agent, wait_online } => {
+            ensure_embedded(&store, &[store.agent(&agent)?])?;
+            start(&store, &agent, wait_online)?
+        }
         Cmd::Stop { agent, wait } => {
+            ensure_embedded(&store, &[store.agent(&agent)?])?;
             eprintln!("sending !shutdown to {agent}; waiting for presence offline (up to {wait}s)");
             runtime()?.block_on(app::stop(&store, &agent, Duration::from_secs(wait)))?;
             out!("{agent} offline");
         }
         Cmd::Chat { agent, text, wait } => {
+            ensure_embedded(&store, &[store.agent(&agent)?])?;
             let reply = runtime()?.block_on(app::chat(&store, &agent, &text, Duration::from_secs(wait)))?;
             out!("{reply}");
         }
-        Cmd::Status { watch, listen } => runtime()?.block_on(status(&store, watch, listen))?,
-        Cmd::Ui { listen, open } => ui(store, listen, open)?,
+        Cmd::Status { watch, listen } => {
+            ensure_embedded(&store, &store.agents()?)?;
+            runtime()?.block_on(status(&store, watch, listen))?
+        }
+        Cmd::Ui { listen, open } => {
+            ensure_embedded(&store, &store.agents()?)?;
+            ui(store, listen, open)?
+        }
+        Cmd::Relay(args) => relay_cmd(&store, *args)?,
+        Cmd::Demo(args) => {
+            let code = desktop_launcher::demo::run(&args)?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Starts this state dir's embedded relay in the background when one of
+/// `agents` uses it and no live relay process serves it.
+fn ensure_embedded(store: &Store, agents: &[AgentRecord]) -> Result<()> {
+    let mut uses = false;
+    for a in agents {
+        uses |= embedded::is_embedded(store, &a.relay_url)?;
+    }
+    if !uses {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("cannot locate the buzz-launcher executable")?;
+    if let embedded::Ensured::Started { pid, replaced } = embedded::ensure_running(store, &exe)? {
+        match replaced {
+            Some(old) => eprintln!(
+                "embedded relay: recorded pid {old} was stale; started pid {pid} on {}",
+                embedded::url(store)?
+            ),
+            None => eprintln!("embedded relay: started pid {pid} on {}", embedded::url(store)?),
+        }
+    }
+    Ok(())
+}
+
+fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
+    match args.cmd {
+        Some(RelayCmd::Stop) => match embedded::stop(store)? {
+            embedded::Stopped::Stopped { pid } => out!("relay stopped (pid {pid})"),
+            embedded::Stopped::NotRunning => out!("relay not running"),
+        },
+        Some(RelayCmd::Status) => {
+            let st = embedded::load(store)?;
+            let url = embedded::url(store)?;
+            match st.pid.filter(|p| embedded::pid_is_relay(*p)) {
+                Some(pid) => out!("relay {url} running (pid {pid})"),
+                None => out!("relay {url} not running"),
+            }
+        }
+        None => {
+            let owner = store.owner()?.public_key().to_hex();
+            let state_port = embedded::port(store)?;
+            let listen = args
+                .listen
+                .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], state_port)));
+            let data = args.data.unwrap_or_else(|| embedded::data_dir(store));
+            let cfg = desktop_launcher::relayd::RelayConfig {
+                listen,
+                allow_public: args.allow_public,
+                data: Some(data.clone()),
+                owner_hex: owner.clone(),
+                limits: Default::default(),
+            };
+            let pid = std::process::id();
+            runtime()?.block_on(async {
+                let running = desktop_launcher::relayd::serve(cfg).await?;
+                let is_default = running.addr().ip().is_loopback() && running.addr().port() == state_port;
+                if is_default {
+                    embedded::record_pid(store, pid)?;
+                }
+                out!("relay {}", running.url());
+                eprintln!(
+                    "serving the owner {owner} and its agents; data {} ({} stored events loaded); stop with Ctrl-C or `buzz-launcher relay stop`",
+                    data.display(),
+                    running.replay.loaded
+                );
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .context("cannot install the SIGTERM handler")?;
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                running.shutdown();
+                if is_default {
+                    embedded::clear_pid(store, pid)?;
+                }
+                eprintln!("relay stopped");
+                anyhow::Ok(())
+            })?;
+        }
     }
     Ok(())
 }
