@@ -246,6 +246,8 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
     let since = presence_floor(began);
     let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
     relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
+    // The second the `!shutdown` is dated in (it was signed before this read).
+    let shutdown_second = relay::unix_now();
     let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
     let pk = rec.pubkey.clone();
     let ok = feed
@@ -257,6 +259,11 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
     let mut state = store.deploy_state(name)?;
     state.local_pid = None;
     store.save_deploy_state(name, &state)?;
+    // A harness subscribes from the second it starts, and the relay keeps the
+    // `!shutdown`: a run started in the same second would read it and stop.
+    // Returning only once that second is over keeps a `stop` from reaching
+    // the next `start`.
+    tokio::time::sleep(until_after_second(shutdown_second, std::time::SystemTime::now())).await;
     if ok {
         Ok(())
     } else {
@@ -265,6 +272,12 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
             wait,
         })
     }
+}
+
+/// How long until the unix second `second` is over (zero once it is).
+pub fn until_after_second(second: u64, now: std::time::SystemTime) -> Duration {
+    let end = std::time::UNIX_EPOCH + Duration::from_secs(second.saturating_add(1));
+    end.duration_since(now).unwrap_or(Duration::ZERO)
 }
 
 /// Waits up to `wait` for presence `online` from the run `nonce` of agent
@@ -495,4 +508,20 @@ pub fn set_config_field(config: &mut serde_json::Map<String, Value>, key: &str, 
 /// True when the agent has a stored `agent_id`.
 pub fn is_deployed(state: &DeployState) -> bool {
     state.agent_id.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn until_after_second_waits_out_the_rest_of_that_second_only() {
+        let at = |s: u64, ms: u64| UNIX_EPOCH + Duration::from_secs(s) + Duration::from_millis(ms);
+        assert_eq!(until_after_second(100, at(100, 0)), Duration::from_secs(1));
+        assert_eq!(until_after_second(100, at(100, 750)), Duration::from_millis(250));
+        assert_eq!(until_after_second(100, at(101, 0)), Duration::ZERO);
+        assert_eq!(until_after_second(100, at(103, 5)), Duration::ZERO);
+        assert!(until_after_second(100, SystemTime::now()) == Duration::ZERO);
+    }
 }

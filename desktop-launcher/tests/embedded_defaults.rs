@@ -109,12 +109,10 @@ fn demo_runs_every_step_in_a_temp_dir_and_exits_0() {
             assert!(!t.contains(&secret[..24]), "a secret fragment leaked");
         }
     }
-    // A second run on the same state dir reuses the owner and the agent.
-    // It starts in a later second than the first run's `!shutdown`: the
-    // relay stores kind 9 and the harness subscribes from its start second,
-    // so a `!shutdown` created in the very second a new run starts would
-    // stop that run too (a known gap of the harness, see the README).
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // A second run on the same state dir, at once, reuses the owner and the
+    // agent. The relay stores kind 9 and the harness subscribes from its
+    // start second: the first run's `stop` returns only once the second of
+    // its `!shutdown` is over, so that command cannot stop this run.
     let o = Command::new(BIN)
         .args(["demo", "--state-dir"])
         .arg(&state)
