@@ -11,10 +11,14 @@
 //! `$BUZZ_NPM_PREFIX/node_modules` (default `~/.cache/buzz-npm`), Chromium at
 //! `$BUZZ_CHROMIUM` (default `/usr/bin/chromium`).
 //!
-//! The relay and the agent command are parameters of [`Scenario`]: today the
-//! conformance relay and `acp-test-agent` (echo mode); `BUZZ_UI_TEST_RELAY_URL`
-//! and `BUZZ_UI_TEST_AGENT_COMMAND` point the same test at another relay or
-//! agent.
+//! The relay and the agent command are parameters of [`Scenario`]: the
+//! conformance NIP-42 relay and the harness's built-in echo agent
+//! (`builtin:echo`); `BUZZ_UI_TEST_RELAY_URL` and `BUZZ_UI_TEST_AGENT_COMMAND`
+//! point the same test at another relay or agent. The embedded relay is not
+//! the default here because the test's own presence publisher (the
+//! `presence_to_dot_ms` figure) authenticates with nostr-sdk's automatic
+//! NIP-42, which carries no NIP-OA tag, and the embedded relay admits an
+//! agent key only with one.
 
 use buzz_conformance::harness_support::TestRelay;
 use buzz_conformance::ui_support::{UiProc, launcher};
@@ -29,7 +33,6 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher-under-test");
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-provider");
 const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
-const ECHO_AGENT: &str = env!("CARGO_BIN_EXE_acp-test-agent");
 
 /// Pinned `playwright-core` version (see README "The Start page").
 pub const PLAYWRIGHT_CORE: &str = "1.65.1";
@@ -162,7 +165,9 @@ fn start_page_end_to_end_in_headless_chromium() {
     let relay = rt.block_on(TestRelay::start());
     let scenario = Scenario {
         relay_url: std::env::var("BUZZ_UI_TEST_RELAY_URL").unwrap_or_else(|_| relay.url.clone()),
-        agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND").unwrap_or_else(|_| ECHO_AGENT.to_string()),
+        // The harness's built-in smoke-test agent (`builtin:echo`).
+        agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND")
+            .unwrap_or_else(|_| buzz_contract::env::BUILTIN_ECHO_AGENT.to_string()),
     };
 
     let tmp = tempfile::tempdir().expect("tempdir");
