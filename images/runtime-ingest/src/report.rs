@@ -76,12 +76,10 @@ pub fn series(rows: &[Stored]) -> BTreeMap<String, Vec<Point>> {
 /// One panel: title, unit, top of the data, and the value it draws.
 type Panel = (&'static str, &'static str, f64, fn(&Point) -> Option<f64>);
 
-fn hour_label(secs: &i64) -> String {
+fn time_label(secs: &i64) -> String {
     let text = runtime_agent::time::rfc3339(u64::try_from(*secs).unwrap_or(0));
-    // `YYYY-MM-DDTHH:MM:SSZ` → `MM-DD HH:00`.
-    text.get(5..13)
-        .map(|s| s.replace('T', " ") + ":00")
-        .unwrap_or(text)
+    // `YYYY-MM-DDTHH:MM:SSZ` → `MM-DD HH:MM` (ticks need not fall on the hour).
+    text.get(5..16).map(|s| s.replace('T', " ")).unwrap_or(text)
 }
 
 /// Draw `series` into an SVG at `out`.
@@ -130,7 +128,7 @@ pub fn render(series: &BTreeMap<String, Vec<Point>>, out: &Path) -> Result<(), R
         chart
             .configure_mesh()
             .x_labels(8)
-            .x_label_formatter(&hour_label)
+            .x_label_formatter(&time_label)
             .y_desc(unit)
             .draw()
             .map_err(|e| draw(&e))?;
