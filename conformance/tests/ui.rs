@@ -670,3 +670,66 @@ fn ui_strict_mode_refuses_an_unapproved_provider_until_approved_on_the_page() {
     );
     assert_eq!(ui.call("GET", "/api/providers/schema/schema", None).status, 200);
 }
+
+/// As `agent create` without `--relay`: an empty relay URL on the page is
+/// this state dir's embedded relay, and Start, chat and Stop start that
+/// relay in the background when it is not running.
+#[test]
+fn ui_an_empty_relay_url_is_the_embedded_relay_started_on_demand() {
+    let mut s = setup();
+    s.envs.push((
+        "BUZZ_ACP_BIN".to_string(),
+        env!("CARGO_BIN_EXE_buzz-acp-under-test").to_string(),
+    ));
+    let ui = s.ui();
+    let r = ui.call(
+        "POST",
+        "/api/agents",
+        Some(r#"{"name":"emb","relay_url":"","agent_command":"builtin:echo"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let store = Store::open(&s.home).unwrap();
+    let url = desktop_launcher::embedded::url(&store).unwrap();
+    assert_eq!(
+        r.json()["agent"]["relay_url"]
+            .as_str()
+            .or(r.json()["relay_url"].as_str()),
+        Some(url.as_str()),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        desktop_launcher::embedded::load(&store).unwrap().pid,
+        None,
+        "not started by create"
+    );
+    let events = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| ui.events(Duration::from_secs(90), |t| t.contains(r#""op":"start""#)));
+        std::thread::sleep(Duration::from_millis(500));
+        let r = ui.call("POST", "/api/agents/emb/start", None);
+        assert_eq!(r.status, 202, "{}", r.body);
+        reader.join().unwrap()
+    });
+    assert!(events.contains(r#""ok":true"#), "{events}\n{}", ui.stderr_text());
+    let relay_pid = desktop_launcher::embedded::load(&store).unwrap().pid;
+    assert!(
+        relay_pid.is_some_and(desktop_launcher::embedded::pid_is_relay),
+        "the embedded relay runs"
+    );
+    let r = ui.call(
+        "POST",
+        "/api/agents/emb/chat",
+        Some(r#"{"text":"hello embedded"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("hello embedded"), "{}", r.body);
+    let r = ui.call("POST", "/api/agents/emb/stop", None);
+    let out = launcher(Path::new(BIN), &s.home, &["relay", "stop"], &s.envs);
+    assert_eq!(
+        (r.status, r.json()["stopped"].as_str()),
+        (200, Some("emb")),
+        "{}",
+        r.body
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -509,15 +509,23 @@ async fn create_agent(State(s): State<S>, body: Bytes) -> Response {
     };
     let mut missing = FieldErrors::new();
     let name = form.name.clone().unwrap_or_default().trim().to_string();
-    let relay_url = form.relay_url.clone().unwrap_or_default().trim().to_string();
+    let mut relay_url = form.relay_url.clone().unwrap_or_default().trim().to_string();
     if name.is_empty() {
         missing.insert("name".into(), "a name is required".into());
     }
-    if relay_url.is_empty() {
-        missing.insert("relay_url".into(), "a relay URL is required".into());
-    }
     if !missing.is_empty() {
         return fields_failed(&s, missing);
+    }
+    // As `agent create` without `--relay`: the embedded relay of this state dir.
+    let mut form = form;
+    if relay_url.is_empty() {
+        match crate::embedded::url(&s.store) {
+            Ok(u) => relay_url = u,
+            Err(e) => {
+                return fields_failed(&s, FieldErrors::from([("relay_url".to_string(), e.to_string())]));
+            }
+        }
+        form.relay_url = Some(relay_url.clone());
     }
     let schema = schema_for(&s, form.backend.as_deref(), None).await;
     // Validate on a scratch record first: nothing is created when a field is wrong.
@@ -624,11 +632,27 @@ fn release(s: &Shared, name: &str) {
     s.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
 }
 
+/// Starts this state dir's embedded relay in the background when `rec` uses
+/// it and it is not running (as the CLI's `start`, `stop` and `chat` do).
+fn embedded_ready(s: &S, rec: &AgentRecord) -> Result<(), String> {
+    if !crate::embedded::is_embedded(&s.store, &rec.relay_url).map_err(|e| e.to_string())? {
+        return Ok(());
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the buzz-launcher executable: {e}"))?;
+    crate::embedded::ensure_running(&s.store, &exe)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 async fn start_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
     let rec = match s.store.agent(&name) {
         Ok(r) => r,
         Err(e) => return fail(&s, store_status(&e), e),
     };
+    if let Err(e) = embedded_ready(&s, &rec) {
+        return fail(&s, StatusCode::SERVICE_UNAVAILABLE, e);
+    }
     if !claim(&s, &name) {
         return fail(
             &s,
@@ -733,6 +757,9 @@ async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
         Ok(r) => r,
         Err(e) => return fail(&s, store_status(&e), e),
     };
+    if let Err(e) = embedded_ready(&s, &rec) {
+        return fail(&s, StatusCode::SERVICE_UNAVAILABLE, e);
+    }
     if !claim(&s, &name) {
         return fail(
             &s,
@@ -796,6 +823,14 @@ async fn chat_agent(State(s): State<S>, Path(name): Path<String>, body: Bytes) -
             &s,
             FieldErrors::from([("text".to_string(), "type a message".to_string())]),
         );
+    }
+    match s.store.agent(&name) {
+        Ok(rec) => {
+            if let Err(e) = embedded_ready(&s, &rec) {
+                return fail(&s, StatusCode::SERVICE_UNAVAILABLE, e);
+            }
+        }
+        Err(e) => return fail(&s, store_status(&e), e),
     }
     let (s2, n2) = (s.clone(), name.clone());
     let out = on_blocking_thread(move || async move {

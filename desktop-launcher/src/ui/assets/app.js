@@ -293,7 +293,7 @@ function readConfig() {
 // Required fields gate the submit button.
 function gate() {
   const missing = [];
-  for (const id of ['f-name', 'f-relay_url']) if (!$(id).value.trim()) missing.push($(id).labels[0].textContent);
+  for (const id of ['f-name']) if (!$(id).value.trim()) missing.push($(id).labels[0].textContent);
   const { errors } = readConfig();
   for (const f of schemaFields) {
     const el = $(`err-cfg-${f.name}`);
