@@ -12,17 +12,18 @@
 //! `$BUZZ_CHROMIUM` (default `/usr/bin/chromium`).
 //!
 //! The relay and the agent command are parameters of [`Scenario`]: the
-//! conformance NIP-42 relay and the harness's built-in echo agent
+//! launcher's embedded relay (agents created without a relay URL use it; the
+//! page starts it in the background) and the harness's built-in echo agent
 //! (`builtin:echo`); `BUZZ_UI_TEST_RELAY_URL` and `BUZZ_UI_TEST_AGENT_COMMAND`
-//! point the same test at another relay or agent. The embedded relay is not
-//! the default here because the test's own presence publisher (the
-//! `presence_to_dot_ms` figure) authenticates with nostr-sdk's automatic
-//! NIP-42, which carries no NIP-OA tag, and the embedded relay admits an
+//! point the same test at another relay or agent. The test's own presence
+//! publisher (the `presence_to_dot_ms` figure) speaks raw NIP-42 with the
+//! agent's NIP-OA tag, as the harness does: the embedded relay admits an
 //! agent key only with one.
 
-use buzz_conformance::harness_support::TestRelay;
 use buzz_conformance::ui_support::{UiProc, launcher};
+use buzz_contract::nip_oa::AuthTag;
 use desktop_launcher::store::Store;
+use futures::{SinkExt, StreamExt};
 use nostr_sdk::prelude::*;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -91,40 +92,89 @@ fn screenshots_dir() -> PathBuf {
     dir
 }
 
-async fn publisher(url: &str, keys: &Keys) -> Client {
-    let client = Client::builder()
-        .signer(keys.clone())
-        .opts(ClientOptions::new().automatic_authentication(true))
-        .build();
-    client.add_relay(url).await.expect("relay added");
-    client.connect().await;
-    client.wait_for_connection(Duration::from_secs(5)).await;
-    // The first write triggers the NIP-42 challenge; typing is ephemeral and ignored.
-    let warm = EventBuilder::new(Kind::from(20002), "warmup")
-        .sign_with_keys(keys)
-        .expect("sign");
-    let _ = client.send_event(&warm).await;
-    client
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next JSON frame (bounded).
+async fn frame(ws: &mut Ws) -> serde_json::Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a frame from the relay in time")
+            .expect("the relay closed the socket")
+            .expect("a websocket frame");
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = m {
+            return serde_json::from_str(&t).expect("JSON frame");
+        }
+    }
 }
 
-async fn publish_presence(client: &Client, keys: &Keys, state: &str, round: usize) -> u128 {
-    for _ in 0..5 {
-        // A distinct tag per round: two equal events within one second would share an id.
-        let ev = EventBuilder::new(Kind::from(20001), state)
-            .tag(Tag::parse(["round", &round.to_string()]).expect("tag"))
-            .sign_with_keys(keys)
-            .expect("sign");
-        let at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        if let Ok(out) = client.send_event(&ev).await
-            && !out.success.is_empty()
-        {
+/// A raw NIP-42 client authenticated as the agent `keys`, with the NIP-OA
+/// tag its owner signed (what the embedded relay requires of an agent).
+async fn publisher(url: &str, owner: &Keys, keys: &Keys) -> Ws {
+    let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("connect to the relay");
+    let challenge = loop {
+        let f = frame(&mut ws).await;
+        if f[0] == "AUTH" {
+            break f[1].as_str().expect("challenge").to_string();
+        }
+    };
+    let oa = AuthTag::mint(owner, &keys.public_key().to_hex(), "").expect("NIP-OA tag");
+    let auth = EventBuilder::new(Kind::from(22242), "")
+        .tags([
+            Tag::parse(["relay", url]).expect("tag"),
+            Tag::parse(["challenge", challenge.as_str()]).expect("tag"),
+            oa.to_tag(),
+        ])
+        .sign_with_keys(keys)
+        .expect("sign");
+    let auth_json: serde_json::Value = serde_json::from_str(&auth.as_json()).expect("json");
+    ws.send(serde_json::json!(["AUTH", auth_json]).to_string().into())
+        .await
+        .expect("send AUTH");
+    loop {
+        let f = frame(&mut ws).await;
+        if f[0] == "OK" && f[1] == auth.id.to_hex() {
+            assert_eq!(f[2], true, "AUTH refused: {f}");
+            break;
+        }
+    }
+    ws
+}
+
+async fn publish_presence(ws: &mut Ws, keys: &Keys, state: &str, round: usize) -> u128 {
+    // A distinct tag per round: two equal events within one second would share an id.
+    let ev = EventBuilder::new(Kind::from(20001), state)
+        .tag(Tag::parse(["round", &round.to_string()]).expect("tag"))
+        .sign_with_keys(keys)
+        .expect("sign");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let ev_json: serde_json::Value = serde_json::from_str(&ev.as_json()).expect("json");
+    ws.send(serde_json::json!(["EVENT", ev_json]).to_string().into())
+        .await
+        .expect("send EVENT");
+    loop {
+        let f = frame(ws).await;
+        if f[0] == "OK" && f[1] == ev.id.to_hex() {
+            assert_eq!(f[2], true, "presence refused: {f}");
             return at;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("the relay did not accept a presence event");
+}
+
+/// Stops the embedded relay the page started for this state dir.
+struct RelayStop {
+    home: PathBuf,
+    envs: Vec<(String, String)>,
+}
+
+impl Drop for RelayStop {
+    fn drop(&mut self) {
+        let _ = launcher(Path::new(BIN), &self.home, &["relay", "stop"], &self.envs);
+    }
 }
 
 /// Kills the local harness of `agent` if a failed run left it behind (it
@@ -162,14 +212,6 @@ fn start_page_end_to_end_in_headless_chromium() {
         .enable_all()
         .build()
         .expect("runtime");
-    let relay = rt.block_on(TestRelay::start());
-    let scenario = Scenario {
-        relay_url: std::env::var("BUZZ_UI_TEST_RELAY_URL").unwrap_or_else(|_| relay.url.clone()),
-        // The harness's built-in smoke-test agent (`builtin:echo`).
-        agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND")
-            .unwrap_or_else(|_| buzz_contract::env::BUILTIN_ECHO_AGENT.to_string()),
-    };
-
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
@@ -182,17 +224,32 @@ fn start_page_end_to_end_in_headless_chromium() {
         ("BUZZ_ACP_BIN".to_string(), HARNESS.to_string()),
         ("BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS".to_string(), "20".to_string()),
     ];
-    for args in [
-        vec!["init"],
-        vec!["agent", "create", "seed", "--relay", scenario.relay_url.as_str()],
-    ] {
-        let out = launcher(Path::new(BIN), &home, &args, &envs);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let out = launcher(Path::new(BIN), &home, &["init"], &envs);
+    assert!(
+        out.status.success(),
+        "init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _relay_stop = RelayStop {
+        home: home.clone(),
+        envs: envs.clone(),
+    };
+    let embedded =
+        desktop_launcher::embedded::url(&Store::open(&home).expect("store")).expect("embedded relay URL");
+    let scenario = Scenario {
+        relay_url: std::env::var("BUZZ_UI_TEST_RELAY_URL").unwrap_or(embedded),
+        // The harness's built-in smoke-test agent (`builtin:echo`).
+        agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND")
+            .unwrap_or_else(|_| buzz_contract::env::BUILTIN_ECHO_AGENT.to_string()),
+    };
+
+    let args = ["agent", "create", "seed", "--relay", scenario.relay_url.as_str()];
+    let out = launcher(Path::new(BIN), &home, &args, &envs);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _reaper = Reaper {
         home: home.clone(),
         agent: "echo",
@@ -228,14 +285,14 @@ fn start_page_end_to_end_in_headless_chromium() {
     let mut lines = from_node.lines();
     while let Some(Ok(line)) = lines.next() {
         if let Some(agent) = line.strip_prefix("PRESENCE_READY ") {
-            let keys = Store::open(&home)
-                .and_then(|s| s.agent_keys(agent))
-                .expect("agent keys");
-            let client = rt.block_on(publisher(&scenario.relay_url, &keys));
+            let store = Store::open(&home).expect("store");
+            let keys = store.agent_keys(agent).expect("agent keys");
+            let owner = store.owner().expect("owner keys");
+            let mut client = rt.block_on(publisher(&scenario.relay_url, &owner, &keys));
             // Alternate away/online, ending online (the page then stops the agent).
             for i in 0..8 {
                 let state = if i % 2 == 0 { "away" } else { "online" };
-                let at = rt.block_on(publish_presence(&client, &keys, state, i));
+                let at = rt.block_on(publish_presence(&mut client, &keys, state, i));
                 writeln!(to_node, "PUBLISHED {state}").expect("to node");
                 let seen = lines
                     .next()
@@ -253,7 +310,7 @@ fn start_page_end_to_end_in_headless_chromium() {
                 delays.push(seen.saturating_sub(at));
             }
             writeln!(to_node, "DONE").expect("to node");
-            rt.block_on(client.shutdown());
+            let _ = rt.block_on(client.close(None));
         } else if let Some(json) = line.strip_prefix("RESULT ") {
             result = Some(serde_json::from_str::<serde_json::Value>(json).expect("result JSON"));
         }
@@ -304,5 +361,4 @@ fn start_page_end_to_end_in_headless_chromium() {
         assert!(found, "no screenshot of state {name} in {}", shots.display());
     }
     drop(ui);
-    drop(relay);
 }
