@@ -34,6 +34,29 @@ pub struct DemoArgs {
     /// Seconds to wait for presence `online`.
     #[arg(long, default_value_t = 60)]
     pub wait_online: u64,
+    /// Run the agent in a pod through `buzz-backend-kubernetes` instead of
+    /// locally: the cluster of `KUBECONFIG` (for one machine:
+    /// `eval "$(scripts/local-cluster.sh up)"`), the namespace
+    /// `BUZZ_LOCAL_CLUSTER_NAMESPACE` (default `buzz-agents`) and the image
+    /// `BUZZ_SPRIG_IMAGE` (else the provider's baked default). The pod must
+    /// reach the embedded relay on this machine's loopback, as the local
+    /// cluster's node (host network) does.
+    #[arg(long)]
+    pub kubernetes: bool,
+}
+
+/// The `provider_config` of a `--kubernetes` demo, from the environment.
+pub fn kubernetes_config(namespace: Option<String>, image: Option<String>) -> Vec<String> {
+    let mut v = vec![format!(
+        "namespace={}",
+        namespace
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| "buzz-agents".into())
+    )];
+    if let Some(i) = image.filter(|i| !i.trim().is_empty()) {
+        v.push(format!("image={i}"));
+    }
+    v
 }
 
 /// A demo set-up failure (before any step ran).
@@ -231,20 +254,24 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
     std::fs::create_dir_all(&root).map_err(DemoError::StateDir)?;
     let store = Store::open(&root)?;
     println!("buzz demo: state dir {}", root.display());
+    let total = if args.kubernetes { 10 } else { 9 };
     let Some(harness) = find_harness(&exe) else {
         println!(
-            "[0/9] prereq   FAILED  {}",
+            "[0/{total}] prereq   FAILED  {}",
             harness_missing_hint(on_path("cargo").is_some(), on_path("cc").is_some())
         );
         println!("demo failed at step `prereq`");
         return Ok(1);
     };
-    println!("[0/9] prereq   ok               harness {}", harness.display());
+    println!(
+        "[0/{total}] prereq   ok               harness {}",
+        harness.display()
+    );
     let mut cx = Ctx {
         exe,
         harness,
         store,
-        total: 9,
+        total,
         n: 0,
     };
     let wait = args.wait_online.to_string();
@@ -269,7 +296,35 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
             Ok(o) => Outcome::Ok(format!("{} (built-in echo agent)", first_line(&o))),
             Err(e) => Outcome::Failed(e),
         }
-    }) && cx.step("relay", |c| match embedded::ensure_running(&c.store, &c.exe) {
+    }) && (!args.kubernetes
+        || cx.step("backend", |c| {
+            // The pod's harness republishes presence as often as a local
+            // demo harness does (see `launcher`): through the agent's env.
+            let interval = format!("BUZZ_ACP_PRESENCE_INTERVAL_SECS={DEMO_PRESENCE_INTERVAL_SECS}");
+            let mut argv: Vec<String> = ["agent", "edit", AGENT, "--backend", "provider:kubernetes", "--env"]
+                .map(String::from)
+                .to_vec();
+            argv.push(interval);
+            for kv in kubernetes_config(
+                std::env::var("BUZZ_LOCAL_CLUSTER_NAMESPACE").ok(),
+                std::env::var("BUZZ_SPRIG_IMAGE").ok(),
+            ) {
+                argv.push("--config".into());
+                argv.push(kv);
+            }
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            match c.launcher("backend", &argv) {
+                Ok(_) => Outcome::Ok(format!(
+                    "{AGENT} deploys through buzz-backend-kubernetes ({})",
+                    kubernetes_config(
+                        std::env::var("BUZZ_LOCAL_CLUSTER_NAMESPACE").ok(),
+                        std::env::var("BUZZ_SPRIG_IMAGE").ok()
+                    )
+                    .join(", ")
+                )),
+                Err(e) => Outcome::Failed(e),
+            }
+        })) && cx.step("relay", |c| match embedded::ensure_running(&c.store, &c.exe) {
         Ok(embedded::Ensured::Started { pid, .. }) | Ok(embedded::Ensured::Running { pid }) => {
             let url = embedded::url(&c.store).unwrap_or_default();
             let _ = std::fs::write(c.log("relay"), format!("relay {url} pid {pid}\n"));
@@ -283,6 +338,11 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
         match c.launcher("start", &["start", AGENT, "--wait-online", &wait]) {
             Ok(o) if o.lines().any(|l| l.trim() == format!("{AGENT} online")) => {
                 Outcome::Ok("harness started; presence online".into())
+            }
+            // A deploy answers once the pod's harness container runs; the
+            // chat and status steps that follow wait for the agent itself.
+            Ok(o) if args.kubernetes && o.starts_with(&format!("{AGENT} deployed: ")) => {
+                Outcome::Ok(format!("{}; the harness container runs", first_line(&o)))
             }
             Ok(o) => Outcome::Failed(format!("no `online` line in: {}", first_line(&o))),
             Err(e) => Outcome::Failed(e),
@@ -344,6 +404,19 @@ fn cleanup_after_failure(store: &Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubernetes_config_defaults_the_namespace_and_omits_an_unset_image() {
+        assert_eq!(kubernetes_config(None, None), ["namespace=buzz-agents"]);
+        assert_eq!(
+            kubernetes_config(Some("ns1".into()), Some("r.test/s:v1".into())),
+            ["namespace=ns1", "image=r.test/s:v1"]
+        );
+        assert_eq!(
+            kubernetes_config(Some(" ".into()), Some("".into())),
+            ["namespace=buzz-agents"]
+        );
+    }
 
     #[test]
     fn status_lines_are_read_by_agent_name() {
