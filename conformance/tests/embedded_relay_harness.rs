@@ -244,8 +244,26 @@ async fn the_harness_reconnects_and_reannounces_after_an_embedded_relay_restart(
         }
         r.expect("the relay restarts on its port")
     }));
-    // Re-authenticated, re-subscribed and online again.
-    w.wait_presence("online", 2).await;
+    // Re-authenticated, re-subscribed and online again. The observer is a
+    // plain nostr-sdk client: on reconnect it may re-send its REQ before its
+    // own NIP-42 AUTH completes, and the relay rightly closes that
+    // subscription (`auth-required:`). It asks again until it hears the
+    // agent (presence is republished every second and never replayed).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while w.presence("online") < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "presence online #2 from the agent after the restart"
+        );
+        let _ = w
+            .client
+            .subscribe(Filter::new().kinds([Kind::from(9), Kind::from(20001)]), None)
+            .await;
+        let _ = wait_until(Duration::from_secs(3), || {
+            (w.presence("online") >= 2).then_some(())
+        })
+        .await;
+    }
     let m = w.mention("after the restart").await;
     assert_eq!(w.wait_reply(&m).await.content, "after the restart");
     w.mention("!shutdown").await;
