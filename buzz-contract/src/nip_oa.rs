@@ -188,6 +188,21 @@ impl AuthTag {
         evaluate_conditions(&self.conditions, kind, created_at)
     }
 
+    /// Checks that this tag's time window (its `created_at<` / `created_at>`
+    /// clauses, kind clauses ignored) holds at unix time `now`: what a relay
+    /// asks of an admitted agent's session after its AUTH, so an attestation
+    /// that expires ends the agent's access.
+    pub fn in_force(&self, now: u64) -> Result<(), ConditionError> {
+        for c in parse_conditions(&self.conditions)? {
+            match c {
+                Condition::Before(n) if now >= n => return Err(ConditionError::Expired),
+                Condition::After(n) if now <= n => return Err(ConditionError::NotYetValid),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Mints a tag: the owner signs the agent's pubkey with `conditions`.
     pub fn mint(owner: &Keys, agent_pubkey_hex: &str, conditions: &str) -> Result<AuthTag, AuthTagError> {
         if !conditions_valid(conditions) {
@@ -304,6 +319,20 @@ mod tests {
         let tag = AuthTag::mint(&owner, &agent, "created_at<1000").unwrap();
         assert_eq!(tag.covers(22242, 999), Ok(()));
         assert_eq!(tag.covers(22242, 1000), Err(ConditionError::Expired));
+    }
+
+    #[test]
+    fn the_time_window_ignores_kind_clauses_and_is_strict() {
+        let owner = Keys::generate();
+        let agent = Keys::generate().public_key().to_hex();
+        let tag = AuthTag::mint(&owner, &agent, "kind=9&created_at>100&created_at<200").unwrap();
+        assert_eq!(tag.in_force(150), Ok(()));
+        assert_eq!(tag.in_force(100), Err(ConditionError::NotYetValid));
+        assert_eq!(tag.in_force(200), Err(ConditionError::Expired));
+        assert_eq!(
+            AuthTag::mint(&owner, &agent, "").unwrap().in_force(u64::MAX),
+            Ok(())
+        );
     }
 
     #[test]

@@ -173,10 +173,16 @@ pub struct UiProc {
 impl UiProc {
     /// Starts `bin ui --listen 127.0.0.1:0` on `home` with extra env.
     pub fn start(bin: &Path, home: &Path, envs: &[(String, String)]) -> UiProc {
+        UiProc::start_with(bin, home, &[], envs)
+    }
+
+    /// As [`UiProc::start`], with extra `ui` arguments.
+    pub fn start_with(bin: &Path, home: &Path, args: &[&str], envs: &[(String, String)]) -> UiProc {
         let stderr = home.with_extension("ui-stderr.log");
         let err = std::fs::File::create(&stderr).expect("stderr file");
         let mut child = Command::new(bin)
             .args(["ui", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("BUZZ_LAUNCHER_HOME", home)
             .envs(envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())

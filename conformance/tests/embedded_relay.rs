@@ -231,6 +231,50 @@ async fn the_owner_and_its_nip_oa_agent_are_accepted_and_strangers_restricted() 
 }
 
 #[tokio::test]
+async fn an_agents_nip_oa_conditions_bound_its_admission_and_its_session() {
+    let owner = Keys::generate();
+    let r = relay(&owner).await;
+    let agent = Keys::generate();
+    let agent_hex = agent.public_key().to_hex();
+    let tag = |conditions: &str| AuthTag::mint(&owner, &agent_hex, conditions).unwrap().to_tag();
+    let now = nostr::Timestamp::now().as_secs();
+
+    // Conditions that do not cover the AUTH event admit nobody.
+    for conditions in ["kind=9".to_string(), format!("created_at<{}", now - 1)] {
+        let (_, ok) = authed(&r, &agent, Some(tag(&conditions))).await;
+        assert_eq!(ok[2], false, "{conditions}: {ok}");
+        assert!(
+            ok[3].as_str().unwrap().starts_with("restricted:"),
+            "{conditions}: {ok}"
+        );
+    }
+
+    // An attestation that expires in a few seconds: admitted, then cut off
+    // on the live connection once its bound passes.
+    let until = now + 3;
+    let (mut ws, ok) = authed(&r, &agent, Some(tag(&format!("created_at<{until}")))).await;
+    assert_eq!(ok[2], true, "{ok}");
+    assert_eq!(publish(&mut ws, &note(&agent, 9, "in time")).await[2], true);
+    let (_, closed) = req(&mut ws, "before", json!({"kinds": [9]})).await;
+    assert!(closed.is_none());
+    while nostr::Timestamp::now().as_secs() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let late = publish(&mut ws, &note(&agent, 9, "too late")).await;
+    assert_eq!(late[2], false, "{late}");
+    assert!(late[3].as_str().unwrap().starts_with("restricted:"), "{late}");
+    let (events, closed) = req(&mut ws, "after", json!({"kinds": [9]})).await;
+    assert!(events.is_empty());
+    let closed = closed.expect("CLOSED once the attestation expired");
+    assert!(closed[2].as_str().unwrap().starts_with("restricted:"), "{closed}");
+    // The owner never saw the late note.
+    let (mut ows, _) = authed(&r, &owner, None).await;
+    let (events, _) = req(&mut ows, "o", json!({"kinds": [9]})).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["content"], "in time");
+}
+
+#[tokio::test]
 async fn presence_is_broadcast_live_and_never_replayed() {
     let owner = Keys::generate();
     let dir = tempfile::tempdir().unwrap();

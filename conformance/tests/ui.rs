@@ -211,6 +211,53 @@ fn ui_refuses_a_foreign_host_or_origin() {
     assert_eq!(r.status, 200, "own origin: {}", r.body);
 }
 
+/// `--open` hands the desktop's opener a private redirect page, never the
+/// URL: argv is readable by every local user (`ps`, `/proc/*/cmdline`).
+#[test]
+fn ui_open_hands_the_opener_a_private_page_never_the_token() {
+    let s = setup();
+    let bin_dir = s.home.with_extension("bin");
+    std::fs::create_dir_all(&bin_dir).expect("bin dir");
+    let argv_log = s.home.with_extension("xdg-open.argv");
+    let opener = bin_dir.join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", argv_log.display()),
+    )
+    .expect("write opener");
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut envs = s.envs.clone();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    envs.push(("PATH".to_string(), path));
+    let ui = UiProc::start_with(Path::new(BIN), &s.home, &["--open"], &envs);
+
+    let mut argv = String::new();
+    for _ in 0..100 {
+        argv = std::fs::read_to_string(&argv_log).unwrap_or_default();
+        if !argv.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let page = PathBuf::from(argv.trim());
+    assert!(page.is_absolute(), "the opener got one path: {argv:?}");
+    assert!(!argv.contains(&ui.token), "the token reached the opener's argv");
+    let mode = std::fs::metadata(&page)
+        .expect("the page exists")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the page is private to the user: {mode:o}");
+    let html = std::fs::read_to_string(&page).expect("read the page");
+    assert!(
+        html.contains(&format!("http-equiv=\"refresh\" content=\"0;url={}\"", ui.url)),
+        "the page redirects to the printed URL: {html}"
+    );
+}
+
 #[test]
 fn ui_listens_on_loopback_only() {
     let s = setup();

@@ -119,15 +119,7 @@ async fn a_missing_named_service_account_fails_at_once_and_leaves_no_secret() {
 #[tokio::test]
 async fn a_crash_looping_pod_is_reported_to_an_identical_start_and_replaced_by_a_corrected_one() {
     let c = case("p-crashfix").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::FailStartup {
-            code: 2,
-            reason: "Error".into(),
-            message: String::new(),
-        },
-    );
+    let auto = c.crash_looping().await;
     let proxy = env().start_proxy().await.unwrap();
     let broken = c.request_with(json!({ "inactivity_seconds": 0, "memory_request": "3Gi" }));
     let err = deploy(proxy.admin_kubeconfig(), &broken).await.error();
@@ -325,15 +317,7 @@ async fn every_delete_is_fenced_on_uid_and_resource_version_and_keeps_the_grace_
 #[tokio::test]
 async fn a_crash_loop_is_escaped_by_correcting_the_agent_settings() {
     let c = case("p-crashenv").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::FailStartup {
-            code: 2,
-            reason: "Error".into(),
-            message: String::new(),
-        },
-    );
+    let auto = c.crash_looping().await;
     let proxy = env().start_proxy().await.unwrap();
     let cfg = |ns: &str| {
         let mut m = config(ns);

@@ -402,15 +402,7 @@ async fn deletion_marked_pod_is_awaited_then_replaced() {
 #[tokio::test]
 async fn on_failure_crash_loop_is_reported_and_clean_exit_completes() {
     let c = case("p-onfail").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(
-        &c.ns,
-        Behavior::FailStartup {
-            code: 2,
-            reason: "Error".into(),
-            message: String::new(),
-        },
-    );
+    let auto = c.crash_looping().await;
     let proxy = env().start_proxy().await.unwrap();
     let indefinite = c.request_with(json!({ "inactivity_seconds": 0 }));
     let err = deploy(proxy.admin_kubeconfig(), &indefinite).await.error();

@@ -103,6 +103,20 @@ impl Case {
         (kubelet, auto, self.pod().await)
     }
 
+    /// Makes every pod of this case fail at start-up with exit code 2
+    /// (`Error`, a configuration error): the crash loop several cases start from.
+    async fn crash_looping(&self) -> PodAutomation {
+        let kubelet = env().kubelet().await.unwrap();
+        kubelet.automate(
+            &self.ns,
+            Behavior::FailStartup {
+                code: 2,
+                reason: "Error".into(),
+                message: String::new(),
+            },
+        )
+    }
+
     fn request(&self) -> Value {
         deploy_request(&self.agent.payload(), config(&self.ns))
     }

@@ -597,13 +597,21 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
 /// `ui`: serve the Start page until interrupted. The URL (with its token in
 /// the fragment) goes to stdout only.
 fn ui(store: Store, listen: std::net::SocketAddr, open: bool) -> Result<()> {
-    runtime()?.block_on(desktop_launcher::ui::serve(store, listen, |url| {
+    let opener_store = store.clone();
+    runtime()?.block_on(desktop_launcher::ui::serve(store, listen, move |url| {
         out!("Start page: {url}");
         if open {
-            // The token travels in argv to the opener: visible to this user's processes only
-            // on hardened systems (hidepid); omit --open where that matters.
+            // The opener gets a private redirect page's path, never the URL:
+            // argv is readable by every local user, the state dir is not.
+            let page = match desktop_launcher::ui::write_open_page(&opener_store, url) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("warning: cannot write the page to open ({e}); open the URL above yourself");
+                    return;
+                }
+            };
             if let Err(e) = std::process::Command::new("xdg-open")
-                .arg(url)
+                .arg(&page)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()

@@ -15,8 +15,10 @@
 //!   EVENT `OK false auth-required:`; a socket not authenticated within
 //!   [`Limits::auth_timeout`] (5 s, like the Buzz relay) is closed.
 //! - **Admission** ([`policy`]): the owner, and agents whose AUTH event
-//!   carries a NIP-OA tag naming the owner; everyone else `restricted:`.
-//!   Presence (kind 20001) must be authored by the authenticated key.
+//!   carries a NIP-OA tag naming the owner and covering that AUTH event;
+//!   everyone else `restricted:`. An agent's session lasts while its
+//!   attestation's time window holds. Presence (kind 20001) must be
+//!   authored by the authenticated key.
 //! - **Ephemeral presence**: kinds 20000–29999 are broadcast to live
 //!   subscriptions and never stored (the library's rule, and
 //!   [`log_store::LogStore`] refuses them too), so never replayed.
@@ -39,6 +41,7 @@ use log_store::{LogStore, Replay, StoreOpenError};
 use nostr_relay_builder::prelude::{
     ClientMessage, JsonUtil, LocalRelay, RateLimit, RelayBuilder, RelayMessage,
 };
+use policy::Session;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -262,8 +265,8 @@ enum Step {
 const AUTH_FIRST: &str = "auth-required: authenticate first (NIP-42)";
 
 /// The front's decision for one text frame. `authed` is the authenticated
-/// key, updated by a successful AUTH.
-fn decide(raw: &str, challenge: &str, ctx: &Ctx, authed: &mut Option<String>) -> Step {
+/// session, set by a successful AUTH.
+fn decide(raw: &str, challenge: &str, ctx: &Ctx, authed: &mut Option<Session>) -> Step {
     let msg = match ClientMessage::from_json(raw) {
         Ok(m) => m,
         Err(e) => return Step::Reply(notice(format!("invalid: cannot parse the message: {e}"))),
@@ -271,13 +274,15 @@ fn decide(raw: &str, challenge: &str, ctx: &Ctx, authed: &mut Option<String>) ->
     match msg {
         ClientMessage::Auth(event) => {
             let verdict = policy::check_auth(&event, challenge, &ctx.owner_hex, crate::relay::unix_now());
+            let key = event.pubkey.to_hex();
             let (status, message) = match verdict {
-                Ok(_) if authed.as_ref().is_some_and(|a| *a != event.pubkey.to_hex()) => (
+                Ok(_) if authed.as_ref().is_some_and(|a| a.key != key) => (
                     false,
                     "restricted: this connection is authenticated as another key".to_string(),
                 ),
-                Ok(_) => {
-                    *authed = Some(event.pubkey.to_hex());
+                Ok(admitted) => {
+                    // A later AUTH by the same key renews its attestation.
+                    *authed = Some(Session::new(key, admitted));
                     (true, String::new())
                 }
                 Err(r) => (false, r.to_string()),
@@ -294,7 +299,7 @@ fn decide(raw: &str, challenge: &str, ctx: &Ctx, authed: &mut Option<String>) ->
                 status: false,
                 message: Cow::Borrowed(AUTH_FIRST),
             })),
-            Some(a) => match policy::check_publish(&event, a) {
+            Some(a) => match policy::check_publish(&event, a, crate::relay::unix_now()) {
                 Ok(()) => Step::Forward,
                 Err(r) => Step::Reply(text(RelayMessage::Ok {
                     event_id: event.id,
@@ -311,6 +316,15 @@ fn decide(raw: &str, challenge: &str, ctx: &Ctx, authed: &mut Option<String>) ->
                 message: Cow::Borrowed(AUTH_FIRST),
             }))
         }
+        ClientMessage::Req { subscription_id, .. } | ClientMessage::Count { subscription_id, .. } => {
+            match authed.as_ref().map(|a| a.check(crate::relay::unix_now())) {
+                Some(Err(r)) => Step::Reply(text(RelayMessage::Closed {
+                    subscription_id,
+                    message: Cow::Owned(r.to_string()),
+                })),
+                _ => Step::Forward,
+            }
+        }
         ClientMessage::Close(_) if authed.is_none() => Step::Ignore,
         _ if authed.is_none() => Step::Reply(notice(AUTH_FIRST.to_string())),
         _ => Step::Forward,
@@ -325,7 +339,7 @@ async fn close(mut ws: Ws) {
 
 /// Reads client frames until the socket authenticates; `None` when it
 /// closed, timed out or the relay stops.
-async fn authenticate(ws: &mut Ws, challenge: &str, ctx: &Ctx) -> Option<String> {
+async fn authenticate(ws: &mut Ws, challenge: &str, ctx: &Ctx) -> Option<Session> {
     let deadline = tokio::time::sleep(ctx.limits.auth_timeout);
     tokio::pin!(deadline);
     let mut stop = ctx.shutdown.subscribe();

@@ -8,8 +8,19 @@
 //! key and names that owner. Everything else is refused with `restricted:`.
 //! A malformed AUTH event (wrong kind, challenge, time, signature) is
 //! refused with `invalid:`.
+//!
+//! The tag's conditions are honoured, the way the harness reads them
+//! (`buzz-acp` accepts a tag only when it covers its own AUTH event):
+//!
+//! - at AUTH they must cover the AUTH event itself (kind 22242 at its
+//!   `created_at`), so a tag limited to other kinds, or outside its time
+//!   window, admits nobody;
+//! - after AUTH, every EVENT and REQ of an agent's session checks the tag's
+//!   time window against the relay's clock ([`AuthTag::in_force`]), so an
+//!   attestation that expires ends the agent's access on the live
+//!   connection too, not only at its next AUTH.
 
-use buzz_contract::nip_oa::{AuthTag, AuthTagError};
+use buzz_contract::nip_oa::{AuthTag, AuthTagError, ConditionError};
 use buzz_contract::presence::{KIND_AUTH, KIND_PRESENCE};
 use nostr_sdk::prelude::{Event, Kind};
 
@@ -22,9 +33,45 @@ pub const AUTH_MAX_SKEW_SECS: u64 = 60;
 pub enum Admitted {
     /// The launcher's owner key.
     Owner,
-    /// An agent key attested by the owner (NIP-OA).
-    Agent,
+    /// An agent key attested by the owner (NIP-OA), with the attestation
+    /// whose time window its session stays bound to.
+    Agent(AuthTag),
 }
+
+/// An authenticated connection: its key and, for an agent, the attestation
+/// that admitted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The authenticated pubkey, 64 lowercase hex.
+    pub key: String,
+    /// `Some` for an agent admitted by a NIP-OA tag.
+    pub attestation: Option<AuthTag>,
+}
+
+impl Session {
+    /// The session an accepted AUTH event by `key` opens.
+    pub fn new(key: String, admitted: Admitted) -> Session {
+        let attestation = match admitted {
+            Admitted::Owner => None,
+            Admitted::Agent(tag) => Some(tag),
+        };
+        Session { key, attestation }
+    }
+
+    /// Whether the session may still act at unix time `now`: always for
+    /// the owner; for an agent while its attestation's time window holds.
+    pub fn check(&self, now: u64) -> Result<(), SessionRefusal> {
+        match &self.attestation {
+            None => Ok(()),
+            Some(tag) => tag.in_force(now).map_err(SessionRefusal),
+        }
+    }
+}
+
+/// Why an authenticated agent's session may no longer act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("restricted: the NIP-OA attestation that admitted this agent no longer holds ({0})")]
+pub struct SessionRefusal(pub ConditionError);
 
 /// Why an AUTH event was refused. Carries no key material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +92,8 @@ pub enum AuthRefusal {
     AuthTag(AuthTagError),
     #[error("restricted: the NIP-OA auth tag names another owner")]
     OtherOwner,
+    #[error("restricted: the NIP-OA auth tag's conditions do not cover this AUTH event ({0})")]
+    Conditions(ConditionError),
 }
 
 fn tag_values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = &'a [String]> {
@@ -87,12 +136,15 @@ pub fn check_auth(
         return Err(AuthRefusal::Stranger);
     };
     let json = serde_json::Value::from(tag.to_vec()).to_string();
-    let claimed = AuthTag::verified_owner(&json, &author).map_err(AuthRefusal::AuthTag)?;
-    if claimed == owner_hex {
-        Ok(Admitted::Agent)
-    } else {
-        Err(AuthRefusal::OtherOwner)
+    let tag = AuthTag::parse(&json)
+        .and_then(|t| t.verify(&author).map(|()| t))
+        .map_err(AuthRefusal::AuthTag)?;
+    if tag.owner != owner_hex {
+        return Err(AuthRefusal::OtherOwner);
     }
+    tag.covers(u64::from(KIND_AUTH), event.created_at.as_secs())
+        .map_err(AuthRefusal::Conditions)?;
+    Ok(Admitted::Agent(tag))
 }
 
 /// Why an authenticated connection may not publish an event.
@@ -100,11 +152,14 @@ pub fn check_auth(
 pub enum PublishRefusal {
     #[error("restricted: presence (kind 20001) must be authored by the authenticated key")]
     PresenceAuthor,
+    #[error(transparent)]
+    Session(#[from] SessionRefusal),
 }
 
-/// Checks an EVENT from a connection authenticated as `authed_hex`.
-pub fn check_publish(event: &Event, authed_hex: &str) -> Result<(), PublishRefusal> {
-    if event.kind == Kind::from(KIND_PRESENCE) && event.pubkey.to_hex() != authed_hex {
+/// Checks an EVENT from the authenticated `session` at unix time `now`.
+pub fn check_publish(event: &Event, session: &Session, now: u64) -> Result<(), PublishRefusal> {
+    session.check(now)?;
+    if event.kind == Kind::from(KIND_PRESENCE) && event.pubkey.to_hex() != session.key {
         return Err(PublishRefusal::PresenceAuthor);
     }
     Ok(())
@@ -146,11 +201,11 @@ mod tests {
         let other = Keys::generate();
         let agent = Keys::generate();
         let agent_hex = agent.public_key().to_hex();
-        let good = AuthTag::mint(&owner, &agent_hex, "").unwrap().to_tag();
-        let e = auth_event(&agent, "c", vec![good], NOW);
+        let good = AuthTag::mint(&owner, &agent_hex, "").unwrap();
+        let e = auth_event(&agent, "c", vec![good.to_tag()], NOW);
         assert_eq!(
             check_auth(&e, "c", &owner.public_key().to_hex(), NOW),
-            Ok(Admitted::Agent)
+            Ok(Admitted::Agent(good))
         );
         let foreign = AuthTag::mint(&other, &agent_hex, "").unwrap().to_tag();
         let e = auth_event(&agent, "c", vec![foreign], NOW);
@@ -224,18 +279,82 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_is_admitted_only_when_its_tags_conditions_cover_the_auth_event() {
+        let owner = Keys::generate();
+        let owner_hex = owner.public_key().to_hex();
+        let agent = Keys::generate();
+        let agent_hex = agent.public_key().to_hex();
+        let admit = |conditions: &str| {
+            let tag = AuthTag::mint(&owner, &agent_hex, conditions).unwrap().to_tag();
+            check_auth(&auth_event(&agent, "c", vec![tag], NOW), "c", &owner_hex, NOW)
+        };
+        assert!(matches!(admit("kind=22242"), Ok(Admitted::Agent(_))));
+        let window = format!("created_at>{}&created_at<{}", NOW - 10, NOW + 10);
+        assert!(matches!(admit(&window), Ok(Admitted::Agent(_))));
+        assert_eq!(
+            admit("kind=9"),
+            Err(AuthRefusal::Conditions(ConditionError::Kind))
+        );
+        assert_eq!(
+            admit(&format!("created_at<{NOW}")),
+            Err(AuthRefusal::Conditions(ConditionError::Expired))
+        );
+        assert_eq!(
+            admit(&format!("created_at>{NOW}")),
+            Err(AuthRefusal::Conditions(ConditionError::NotYetValid))
+        );
+        assert!(
+            admit("kind=9")
+                .unwrap_err()
+                .to_string()
+                .starts_with("restricted:")
+        );
+    }
+
+    fn session(keys: &Keys) -> Session {
+        Session::new(keys.public_key().to_hex(), Admitted::Owner)
+    }
+
+    #[test]
     fn presence_must_be_authored_by_the_authenticated_key() {
         let a = Keys::generate();
         let b = Keys::generate();
         let p = EventBuilder::new(Kind::from(KIND_PRESENCE), "online")
             .sign_with_keys(&a)
             .unwrap();
-        assert_eq!(check_publish(&p, &a.public_key().to_hex()), Ok(()));
+        assert_eq!(check_publish(&p, &session(&a), NOW), Ok(()));
         assert_eq!(
-            check_publish(&p, &b.public_key().to_hex()),
+            check_publish(&p, &session(&b), NOW),
             Err(PublishRefusal::PresenceAuthor)
         );
         let note = EventBuilder::new(Kind::from(9), "hi").sign_with_keys(&a).unwrap();
-        assert_eq!(check_publish(&note, &b.public_key().to_hex()), Ok(()));
+        assert_eq!(check_publish(&note, &session(&b), NOW), Ok(()));
+    }
+
+    #[test]
+    fn an_agents_session_ends_with_its_attestations_time_window() {
+        let owner = Keys::generate();
+        let agent = Keys::generate();
+        let tag = AuthTag::mint(
+            &owner,
+            &agent.public_key().to_hex(),
+            &format!("created_at<{}", NOW + 60),
+        )
+        .unwrap();
+        let s = Session::new(agent.public_key().to_hex(), Admitted::Agent(tag));
+        let note = EventBuilder::new(Kind::from(9), "hi")
+            .sign_with_keys(&agent)
+            .unwrap();
+        assert_eq!(check_publish(&note, &s, NOW + 59), Ok(()));
+        assert_eq!(s.check(NOW + 59), Ok(()));
+        let refused = check_publish(&note, &s, NOW + 60).unwrap_err();
+        assert_eq!(
+            refused,
+            PublishRefusal::Session(SessionRefusal(ConditionError::Expired))
+        );
+        assert!(refused.to_string().starts_with("restricted:"));
+        assert_eq!(s.check(NOW + 60), Err(SessionRefusal(ConditionError::Expired)));
+        // The owner's session has no window.
+        assert_eq!(session(&owner).check(u64::MAX), Ok(()));
     }
 }

@@ -645,22 +645,32 @@ fn embedded_ready(s: &S, rec: &AgentRecord) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-async fn start_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
-    let rec = match s.store.agent(&name) {
-        Ok(r) => r,
-        Err(e) => return fail(&s, store_status(&e), e),
-    };
-    if let Err(e) = embedded_ready(&s, &rec) {
-        return fail(&s, StatusCode::SERVICE_UNAVAILABLE, e);
-    }
-    if !claim(&s, &name) {
-        return fail(
-            &s,
+/// What Start and Stop do first: load the record, start the embedded relay
+/// it needs, and claim the agent (one operation at a time, announced to the
+/// page as `busy`). The error is the response to send instead (boxed: a
+/// `Response` is large).
+fn begin(s: &S, name: &str) -> Result<AgentRecord, Box<Response>> {
+    let rec = s
+        .store
+        .agent(name)
+        .map_err(|e| Box::new(fail(s, store_status(&e), e)))?;
+    embedded_ready(s, &rec).map_err(|e| Box::new(fail(s, StatusCode::SERVICE_UNAVAILABLE, e)))?;
+    if !claim(s, name) {
+        return Err(Box::new(fail(
+            s,
             StatusCode::CONFLICT,
             format!("an operation on `{name}` is already running"),
-        );
+        )));
     }
-    emit(&s, json!({"type": "busy", "name": name, "busy": true}));
+    emit(s, json!({"type": "busy", "name": name, "busy": true}));
+    Ok(rec)
+}
+
+async fn start_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+    let rec = match begin(&s, &name) {
+        Ok(r) => r,
+        Err(response) => return *response,
+    };
     let task = s.clone();
     tokio::spawn(async move {
         let result = run_start(&task, &rec).await;
@@ -753,21 +763,10 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
 }
 
 async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
-    let rec = match s.store.agent(&name) {
+    let rec = match begin(&s, &name) {
         Ok(r) => r,
-        Err(e) => return fail(&s, store_status(&e), e),
+        Err(response) => return *response,
     };
-    if let Err(e) = embedded_ready(&s, &rec) {
-        return fail(&s, StatusCode::SERVICE_UNAVAILABLE, e);
-    }
-    if !claim(&s, &name) {
-        return fail(
-            &s,
-            StatusCode::CONFLICT,
-            format!("an operation on `{name}` is already running"),
-        );
-    }
-    emit(&s, json!({"type": "busy", "name": name, "busy": true}));
     progress(&s, &name, "sending !shutdown; waiting for presence offline");
     let (s2, n2) = (s.clone(), name.clone());
     let result =

@@ -1,0 +1,62 @@
+//! The ingest request path before storage on arbitrary bytes: `decode` (the
+//! gzip body, decoded-size cap) and `validate` (JSON, kind, provenance,
+//! natural keys). Neither may panic; `decode` never hands back more than its
+//! cap, and `validate` accepts only rows of the path's kind, with a
+//! natural key that is a JSON array and a non-empty pod uid.
+//!
+//! Input layout: byte 0 picks the path kind (the five registered kinds and
+//! one unknown name), byte 1's low bit says whether the rest is gzip-wrapped
+//! here first (so the JSON validator sees structured input, not only
+//! whatever random bytes happen to inflate), and the rest is the body.
+#![no_main]
+
+use std::io::Write;
+
+use libfuzzer_sys::fuzz_target;
+use runtime_agent::payload::Kind;
+use runtime_ingest::{Reject, decode, validate};
+
+/// A small cap so the too-large path is reachable with small inputs.
+const CAP: usize = 4096;
+
+fuzz_target!(|data: &[u8]| {
+    let [pick, mode, body @ ..] = data else {
+        return;
+    };
+    let path_kind = Kind::ALL
+        .get(usize::from(*pick) % (Kind::ALL.len() + 1))
+        .map_or("no_such_kind", |k| k.as_str());
+    let wire = if mode & 1 == 1 {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(body).expect("in-memory gzip");
+        gz.finish().expect("in-memory gzip")
+    } else {
+        body.to_vec()
+    };
+    let decoded = match decode(&wire, CAP) {
+        Ok(d) => d,
+        Err(Reject::TooLarge) => {
+            // Only a body that inflates past the cap (or is itself over the
+            // compressed cap) is too large.
+            assert!(mode & 1 == 0 || body.len() > CAP, "a {}-byte body refused as too large", body.len());
+            return;
+        }
+        Err(Reject::Malformed(_)) => {
+            assert!(mode & 1 == 0, "our own gzip refused as malformed");
+            return;
+        }
+    };
+    assert!(decoded.len() <= CAP, "decode returned {} bytes over a {CAP} cap", decoded.len());
+    if mode & 1 == 1 {
+        assert_eq!(decoded, body, "gzip round trip");
+    }
+    if let Ok(rows) = validate(path_kind, &decoded) {
+        assert!(!rows.is_empty(), "an accepted payload has rows");
+        for row in rows {
+            assert_eq!(row.kind.as_str(), path_kind);
+            assert!(!row.pod_uid.is_empty());
+            let key: serde_json::Value = serde_json::from_str(&row.natural_key).expect("a JSON natural key");
+            assert!(key.is_array(), "natural key {key}");
+        }
+    }
+});
