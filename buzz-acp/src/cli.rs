@@ -111,6 +111,9 @@ pub struct Cli {
     /// Publish a kind 20002 typing indicator every 3 s while a turn runs.
     #[arg(long, env = "BUZZ_ACP_TYPING", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
     pub typing: bool,
+    /// React `👀` (kind 7) to each mention accepted into the queue (wire-facts §4).
+    #[arg(long, env = "BUZZ_ACP_REACT_QUEUED", default_value = "true", value_parser = parse_bool, action = clap::ArgAction::Set)]
+    pub react_queued: bool,
     /// Presence republish interval, seconds (wire-facts §3: 60).
     #[arg(long, env = "BUZZ_ACP_PRESENCE_INTERVAL_SECS", default_value_t = 60)]
     pub presence_interval_secs: u64,

@@ -1,10 +1,12 @@
-//! Outbound event shapes (wire-facts §2 NIP-42, §3 presence, §4 replies and
-//! typing). Tag construction is pure; signing uses the agent keys only.
+//! Outbound event shapes (wire-facts §2 NIP-42, §3 presence, §4 replies,
+//! typing and the queued reaction). Tag construction is pure; signing uses
+//! the agent keys only.
 
 use crate::inbound::InboundEvent;
 use buzz_contract::nip_oa::AuthTag;
 use buzz_contract::presence::{
-    KIND_AUTH, KIND_CHANNEL_MESSAGE, KIND_PRESENCE, KIND_TYPING, TAG_RUN, TAG_SEQ,
+    KIND_AUTH, KIND_CHANNEL_MESSAGE, KIND_PRESENCE, KIND_REACTION, KIND_TYPING, QUEUED_REACTION, TAG_RUN,
+    TAG_SEQ,
 };
 use nostr_sdk::prelude::{Event, EventBuilder, Keys, Kind, RelayUrl, Tag, Timestamp};
 
@@ -65,6 +67,20 @@ pub fn typing_tags(mention: &InboundEvent, channel: &str) -> Vec<Vec<String>> {
     tags
 }
 
+/// Tags of the reaction to a queued mention (NIP-25): the channel's `h`
+/// (so a channel-scoped relay routes it), then `e` and `p` of the reacted
+/// event and its kind in `k`.
+pub fn reaction_tags(mention: &InboundEvent, channel: &str) -> Vec<Vec<String>> {
+    let mut tags = Vec::new();
+    if !channel.is_empty() {
+        tags.push(vec!["h".to_string(), channel.to_string()]);
+    }
+    tags.push(vec!["e".into(), mention.id.clone()]);
+    tags.push(vec!["p".into(), mention.author.clone()]);
+    tags.push(vec!["k".into(), mention.kind.to_string()]);
+    tags
+}
+
 fn to_tags(tags: Vec<Vec<String>>) -> Vec<Tag> {
     tags.into_iter().filter_map(|t| Tag::parse(t).ok()).collect()
 }
@@ -90,6 +106,16 @@ pub fn reply(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, p_t
         KIND_CHANNEL_MESSAGE,
         clamp_content(text),
         reply_tags(mention, channel, p_tag),
+    )
+}
+
+/// The `👀` reaction (kind 7) to a mention that was accepted into the queue.
+pub fn queued_reaction(keys: &Keys, mention: &InboundEvent, channel: &str) -> Event {
+    sign(
+        keys,
+        KIND_REACTION,
+        QUEUED_REACTION,
+        reaction_tags(mention, channel),
     )
 }
 
@@ -153,6 +179,30 @@ mod tests {
         assert_eq!(
             t[2],
             vec!["e".to_string(), "m".repeat(64), "".into(), "reply".into()]
+        );
+    }
+
+    #[test]
+    fn queued_reaction_shape() {
+        let k = Keys::generate();
+        let e = queued_reaction(&k, &mention(vec![]), "c1");
+        assert_eq!(e.kind, Kind::from(7));
+        assert_eq!(e.content, "👀");
+        let tags: Vec<Vec<String>> = e.tags.iter().map(|t| t.as_slice().to_vec()).collect();
+        assert_eq!(
+            tags,
+            vec![
+                vec!["h".to_string(), "c1".into()],
+                vec!["e".into(), "m".repeat(64)],
+                vec!["p".into(), "b".repeat(64)],
+                vec!["k".into(), "9".into()],
+            ]
+        );
+        assert!(e.verify().is_ok());
+        assert_eq!(
+            reaction_tags(&mention(vec![]), "").len(),
+            3,
+            "no h without a channel"
         );
     }
 

@@ -210,6 +210,9 @@ impl Harness {
             text: mention.content.clone(),
         };
         tracing::info!(turn_id, "mention queued");
+        if self.cfg.react_queued {
+            self.publish(events::queued_reaction(&self.keys, &mention, &channel));
+        }
         self.sched.push(&channel, job);
         self.pending.insert(turn_id, Pending { mention, channel });
         self.pump();

@@ -10,6 +10,10 @@ pub const KIND_PRESENCE: u16 = 20001;
 pub const KIND_TYPING: u16 = 20002;
 /// Channel message kind.
 pub const KIND_CHANNEL_MESSAGE: u16 = 9;
+/// Reaction kind (NIP-25; wire-facts §4: `👀` when a mention is queued).
+pub const KIND_REACTION: u16 = 7;
+/// The reaction's content when a mention is queued.
+pub const QUEUED_REACTION: &str = "👀";
 /// NIP-42 auth event kind.
 pub const KIND_AUTH: u16 = 22242;
 /// Content of an online presence.

@@ -157,7 +157,8 @@ impl Observer {
         let keys = Keys::generate();
         let client = client_for(&keys, url).await;
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let filter = Filter::new().kinds([Kind::from(9), Kind::from(20001), Kind::from(20002)]);
+        let filter =
+            Filter::new().kinds([Kind::from(7), Kind::from(9), Kind::from(20001), Kind::from(20002)]);
         let mut notes = client.notifications();
         // Authenticate first (a write triggers the relay's challenge), then subscribe.
         let warm = EventBuilder::new(Kind::from(20002), "observer-warmup")

@@ -222,3 +222,66 @@ async fn typing_indicator_max_turn_cap_and_replies_off() {
     assert!(w.replies_to(&m2).is_empty(), "replies configured off");
     assert!(w.obs.messages_of(&w.agent).is_empty());
 }
+
+/// A mention accepted into the queue gets a `👀` reaction (kind 7, NIP-25
+/// tags; wire-facts §4), a gated one none; `BUZZ_ACP_REACT_QUEUED=false`
+/// turns the reaction off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_mention_gets_an_eyes_reaction_and_a_gated_one_none() {
+    let _g = SERIAL.lock().await;
+    for on in [true, false] {
+        let w = World::new().await;
+        let mut env = w.env("echo");
+        if !on {
+            env.insert("BUZZ_ACP_REACT_QUEUED".into(), "false".into());
+        }
+        let mut h = w.spawn(&env);
+        w.wait_online().await;
+        let stranger = Keys::generate();
+        let gated = w.mention(&stranger, "c3", "from a stranger").await;
+        let m = w.mention(&w.owner, "c3", "hello").await;
+        w.wait_reply(&m).await;
+        let a = w.agent.public_key();
+        if on {
+            let r = w
+                .obs
+                .wait_for(WAIT, |e| e.kind == Kind::from(7) && e.pubkey == a)
+                .await
+                .expect("a reaction to the queued mention");
+            assert_eq!(r.event.content, "👀");
+            assert_eq!(
+                tags(&r.event),
+                vec![
+                    vec!["h".to_string(), "c3".into()],
+                    vec!["e".into(), m.id.to_hex()],
+                    vec!["p".into(), w.owner.public_key().to_hex()],
+                    vec!["k".into(), "9".into()],
+                ]
+            );
+        }
+        w.mention(&w.owner, "c3", "!shutdown").await;
+        assert_eq!(h.wait_exit(WAIT).await, Some(0));
+        let reactions = w.obs.matching(|e| e.kind == Kind::from(7) && e.pubkey == a);
+        let to = |id: String| {
+            reactions
+                .iter()
+                .filter(|r| tags(&r.event).contains(&vec!["e".to_string(), id.clone()]))
+                .count()
+        };
+        assert_eq!(
+            to(m.id.to_hex()),
+            usize::from(on),
+            "reactions to the owner's mention (on: {on})"
+        );
+        assert_eq!(
+            to(gated.id.to_hex()),
+            0,
+            "a gated mention is not queued, so not reacted to"
+        );
+        assert_eq!(
+            reactions.len(),
+            usize::from(on),
+            "no other reaction (the !shutdown is control, not work)"
+        );
+    }
+}
