@@ -9,7 +9,6 @@ use buzz_conformance::container::sprig_image;
 use buzz_conformance::testenv::{ContainerNodeConfig, TestEnv};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
-use std::time::Duration;
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_buzz-launcher-under-test");
 const PROVIDER: &str = env!("CARGO_BIN_EXE_provider-under-test");
@@ -26,15 +25,7 @@ fn demo_kubernetes_runs_every_step_through_a_pod_of_the_sprig_image() {
         .unwrap();
     let ns = rt.block_on(env.create_namespace("demo")).unwrap();
     let kubelet = rt.block_on(env.kubelet()).unwrap();
-    let _node = kubelet
-        .run_containers(
-            &ns,
-            ContainerNodeConfig {
-                restart_backoff: Duration::from_secs(1),
-                max_backoff: Duration::from_secs(4),
-            },
-        )
-        .unwrap();
+    let _node = kubelet.run_containers(&ns, ContainerNodeConfig::quick()).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let providers = tmp.path().join("providers");
     std::fs::create_dir_all(&providers).unwrap();

@@ -87,15 +87,7 @@ impl Scenario {
         .expect("the test image");
         let ns = rt.block_on(env.create_namespace("e2ec")).unwrap();
         let kubelet = rt.block_on(env.kubelet()).unwrap();
-        let node = kubelet
-            .run_containers(
-                &ns,
-                ContainerNodeConfig {
-                    restart_backoff: Duration::from_secs(1),
-                    max_backoff: Duration::from_secs(4),
-                },
-            )
-            .unwrap();
+        let node = kubelet.run_containers(&ns, ContainerNodeConfig::quick()).unwrap();
         let client = rt.block_on(env.admin_client()).unwrap();
         let relay = rt.block_on(TestRelay::start());
         let obs = rt.block_on(Observer::start(&relay.url));

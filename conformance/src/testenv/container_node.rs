@@ -51,6 +51,17 @@ pub struct ContainerNodeConfig {
     pub max_backoff: Duration,
 }
 
+impl ContainerNodeConfig {
+    /// The back-off the end-to-end suites run with: 1 s doubling to 4 s, so
+    /// a crash restart is seen within a test's patience.
+    pub fn quick() -> Self {
+        Self {
+            restart_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(4),
+        }
+    }
+}
+
 impl Default for ContainerNodeConfig {
     fn default() -> Self {
         Self {
