@@ -7,9 +7,13 @@
 #   scripts/image-build.sh            build (or reuse) the image
 #
 # Prints the image ID, its digest and an OCI archive you can push to your own
-# registry (`skopeo copy oci-archive:FILE docker://REG/REPO:TAG`, or
-# `podman load -i FILE` then `podman push`). The last line of stdout is the
-# path of an env file naming all of it (BUZZ_SPRIG_IMAGE, _ID, _DIGEST,
+# registry. The digest is the archive's manifest digest, the one a registry
+# serves after a push that keeps the manifest byte for byte:
+# `skopeo copy --preserve-digests oci-archive:FILE docker://REG/REPO:TAG`, or
+# `scripts/release-build.sh REG/REPO:TAG`, which pushes that way, checks the
+# served digest and bakes it into the provider. (`podman push` re-serialises
+# the manifest and would serve another digest.) The last line of stdout is
+# the path of an env file naming all of it (BUZZ_SPRIG_IMAGE, _ID, _DIGEST,
 # _ARCHIVE, and the podman storage settings); progress goes to stderr.
 #
 # With a registry you can build instead with
@@ -104,9 +108,15 @@ if ! buzz_podman image exists "$image"; then
     -t "$image" -f "$ctx/images/sprig/Containerfile" "$ctx" >&2
 fi
 image_id="$(buzz_podman image inspect --format '{{.Id}}' "$image")"
-digest="$(buzz_podman image inspect --format '{{.Digest}}' "$image")"
 
-# --- 4. the OCI archive ------------------------------------------------------------
+# --- 4. the OCI archive, and the one digest every pull path agrees on ----------
+# podman's own digest (`{{.Digest}}`) is known only to podman's storage: the
+# archive's manifest is serialised anew, so a registry the archive is pushed
+# to, and a containerd that imports it, know the image by the archive's
+# manifest digest instead. That digest is the image's digest here: it is
+# what BUZZ_SPRIG_IMAGE_DIGEST records and what release-build.sh bakes, and
+# podman learns it too (the archive is pulled back into the same storage,
+# which adds the digest to the same image ID).
 out="$BUZZ_IMAGE_CACHE/out"
 archive="$out/buzz-sprig-$tag.oci.tar"
 mkdir -p "$out"
@@ -114,6 +124,15 @@ if [[ ! -s $archive ]]; then
   buzz_podman save --quiet --format oci-archive -o "$archive.part" "$image"
   mv "$archive.part" "$archive"
 fi
+digest="$(tar -xOf "$archive" index.json | sed -n 's/.*"digest":"\(sha256:[0-9a-f]\{64\}\)".*/\1/p')"
+[[ $digest =~ ^sha256:[0-9a-f]{64}$ ]] || die "cannot read the manifest digest of $archive"
+repo="${image%:*}"
+if ! buzz_podman image inspect "$repo@$digest" >/dev/null 2>&1; then
+  buzz_podman pull --quiet "oci-archive:$archive" >/dev/null
+fi
+pulled_id="$(buzz_podman image inspect --format '{{.Id}}' "$repo@$digest" 2>/dev/null || true)"
+[[ $pulled_id == "$image_id" ]] ||
+  die "podman does not resolve $repo@$digest to $image_id (got '${pulled_id:-nothing}'); remove $archive and rebuild"
 
 env_file="$BUZZ_IMAGE_CACHE/image.env"
 cat >"$env_file" <<ENV
@@ -127,7 +146,8 @@ CONTAINERS_CONF=$CONTAINERS_CONF
 ENV
 say "image   $image"
 say "id      $image_id"
-say "digest  $digest  (pin it as localhost/buzz-sprig@$digest)"
+say "digest  $digest  (the archive's manifest digest: pin it as localhost/buzz-sprig@$digest,"
+say "        or as REGISTRY/REPO@$digest once pushed with scripts/release-build.sh REGISTRY/REPO:TAG)"
 say "archive $archive"
 say "done in $(( $(date +%s) - start )) s"
 echo "$env_file"

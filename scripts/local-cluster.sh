@@ -1,38 +1,81 @@
 #!/usr/bin/env bash
-# The Kubernetes path on one machine, like `kind` (a developer tool, not
-# product code): the pinned kube-apiserver + etcd of the test control plane
-# and its container node, which runs the pods of one namespace with podman
-# from the sprig image.
+# A real single-node Kubernetes on this machine, like `kind` (a developer
+# tool, not product code; the anchor is Kubernetes' own
+# hack/local-up-cluster.sh): the pinned kube-apiserver + etcd, kubelet,
+# kube-scheduler and a trimmed kube-controller-manager, containerd 2.3 with
+# Debian's runc and CNI plugins, and a local registry on 127.0.0.1 holding
+# the sprig image. Pods live on the bridge cni0 (10.213.0.0/24) with no
+# route off the machine; they reach the host at 10.213.0.1.
 #
 #   scripts/local-cluster.sh up       build what is missing, start, print the exports
-#   scripts/local-cluster.sh down     stop it (its containers are removed)
+#   scripts/local-cluster.sh down     delete every pod, stop it, restore the machine
 #   scripts/local-cluster.sh status
 #
+# Runs as root (a bridge, mounts, cgroups, and the three kernel settings the
+# kubelet changes at every start, which `down` restores). One node per
+# machine: a second `up` while one runs says so and changes nothing.
+#
 # State lives in ${BUZZ_LOCAL_CLUSTER_DIR:-~/.cache/buzz-local-cluster}:
-# `kubeconfig` (admin), `pid`, `log`. The namespace is `buzz-agents`. Then:
+# `kubeconfig` (admin), `env` (the exports), `pid`, `log`. The namespace is
+# `buzz-agents` (PodSecurity `restricted` enforced). Then:
 #
 #   eval "$(scripts/local-cluster.sh up)"
+#   kubectl get nodes -o wide
 #   target/release/buzz-launcher demo --kubernetes
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${BUZZ_LOCAL_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-local-cluster}"
 ns="buzz-agents"
+target="${CARGO_TARGET_DIR:-$root/target}"
+bin="$target/debug/local-cluster"
 say() { printf '== %s\n' "$*" >&2; }
 die() { printf 'local-cluster.sh: %s\n' "$*" >&2; exit 1; }
 
-running() { [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; }
+# The recorded process, only if it is still the one we started: the pid, its
+# start time (/proc/PID/stat field 22) and its command must all match, so a
+# reused pid (after a reboot, say) is never signalled.
+proc_start() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null; }
+running_pid() {
+  [[ -f "$dir/pid" ]] || return 1
+  local pid start
+  read -r pid start <"$dir/pid" || return 1
+  [[ -n "${pid:-}" && -n "${start:-}" && "$(proc_start "$pid")" == "$start" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "local-cluster $dir " || return 1
+  echo "$pid"
+}
 
-exports() {
-  printf 'export KUBECONFIG=%q\n' "$dir/kubeconfig"
-  printf 'export BUZZ_LOCAL_CLUSTER_NAMESPACE=%q\n' "$ns"
-  printf 'export BUZZ_SPRIG_IMAGE=%q\n' "$BUZZ_SPRIG_IMAGE"
+prereqs() {
+  [[ $(id -u) -eq 0 ]] || die "the real node needs root (a bridge, mounts, cgroups, kernel settings). fix: sudo $0 $*"
+  local missing=() pkgs=()
+  [[ -x /usr/sbin/runc ]] || { missing+=(runc); pkgs+=(runc); }
+  [[ -x /usr/lib/cni/bridge ]] || { missing+=("CNI plugins"); pkgs+=(containernetworking-plugins); }
+  command -v iptables >/dev/null 2>&1 || { missing+=(iptables); pkgs+=(iptables); }
+  [[ -x /usr/bin/docker-registry ]] || { missing+=(docker-registry); pkgs+=(docker-registry); }
+  command -v skopeo >/dev/null 2>&1 || { missing+=(skopeo); pkgs+=(skopeo); }
+  command -v ip >/dev/null 2>&1 || { missing+=(iproute2); pkgs+=(iproute2); }
+  if [[ ${#pkgs[@]} -gt 0 ]]; then
+    if command -v apt-get >/dev/null 2>&1; then
+      say "installing ${pkgs[*]}"
+      (apt-get install -y "${pkgs[@]}" || (apt-get update && apt-get install -y "${pkgs[@]}")) >&2
+    else
+      die "missing: ${missing[*]}. fix: apt-get update && apt-get install -y ${pkgs[*]}"
+    fi
+  fi
+  command -v cargo >/dev/null 2>&1 ||
+    die "cargo not found. fix: curl https://sh.rustup.rs -sSf | sh -s -- -y --default-toolchain 1.95.0 && . ~/.cargo/env"
 }
 
 case "${1:-}" in
   up)
+    if pid="$(running_pid)"; then
+      say "already running (pid $pid); nothing changed"
+      cat "$dir/env"
+      exit 0
+    fi
+    prereqs "$@"
     mkdir -p "$dir"
-    say "test control plane binaries"
+    say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd)"
     BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
     export BUZZ_TESTENV_BIN_DIR
     say "sprig image"
@@ -41,29 +84,31 @@ case "${1:-}" in
     # shellcheck disable=SC1090
     . "$image_env"
     set +a
-    if running; then
-      say "already running (pid $(cat "$dir/pid"))"
-      exports
-      exit 0
-    fi
     say "building the local cluster"
-    (cd "$root" && cargo build --quiet --release -p buzz-conformance --bin local-cluster)
-    bin="${CARGO_TARGET_DIR:-$root/target}/release/local-cluster"
-    rm -f "$dir/ready"
-    nohup setsid "$bin" "$dir" "$ns" >"$dir/log" 2>&1 &
-    echo $! >"$dir/pid"
+    (cd "$root" && cargo build --quiet -p buzz-conformance --bin local-cluster)
+    rm -f "$dir/ready" "$dir/pid"
+    BUZZ_REAL_NODE_LOCK_WAIT_SECS=0 nohup setsid "$bin" "$dir" "$ns" "$BUZZ_SPRIG_IMAGE_ARCHIVE" >"$dir/log" 2>&1 &
+    pid=$!
+    echo "$pid $(proc_start "$pid")" >"$dir/pid"
     for _ in $(seq 1 240); do
       [[ -f "$dir/ready" ]] && break
-      running || die "it exited; see $dir/log: $(tail -n 3 "$dir/log")"
+      if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid" 2>/dev/null && code=0 || code=$?
+        rm -f "$dir/pid"
+        [[ $code -eq 3 ]] && die "$(tail -n 2 "$dir/log")"
+        die "it exited ($code); see $dir/log:
+$(tail -n 15 "$dir/log")"
+      fi
       sleep 0.5
     done
-    [[ -f "$dir/ready" ]] || die "not ready after 120 s; see $dir/log"
-    say "running (pid $(cat "$dir/pid")); namespace $ns; kubeconfig $dir/kubeconfig"
-    exports
+    [[ -f "$dir/ready" ]] || die "not ready after 120 s; see $dir/log:
+$(tail -n 15 "$dir/log")"
+    say "running (pid $pid); $(grep 'Ready in' "$dir/log" | tail -n 1)"
+    say "kubeconfig $dir/kubeconfig; namespace $ns"
+    cat "$dir/env"
     ;;
   down)
-    if running; then
-      pid="$(cat "$dir/pid")"
+    if pid="$(running_pid)"; then
       kill -TERM "$pid"
       for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
       kill -0 "$pid" 2>/dev/null && die "pid $pid did not stop; see $dir/log"
@@ -72,9 +117,23 @@ case "${1:-}" in
       say "not running"
     fi
     rm -f "$dir/pid" "$dir/ready"
+    # A node that died without its teardown (SIGKILL, a crash mid-start) left
+    # its state record: the same teardown runs now.
+    if [[ -x "$bin" && -f /run/buzz-real-node/state ]]; then
+      "$bin" --sweep >&2 && code=0 || code=$?
+      case $code in
+        0) ;;
+        3) say "another real node runs on this machine (not this state dir's); left alone" ;;
+        *) die "the sweep of a stale node failed; see above" ;;
+      esac
+    fi
     ;;
   status)
-    if running; then echo "running (pid $(cat "$dir/pid")); kubeconfig $dir/kubeconfig"; else echo "not running"; fi
+    if pid="$(running_pid)"; then
+      echo "running (pid $pid); kubeconfig $dir/kubeconfig"
+    else
+      echo "not running"
+    fi
     ;;
   *) die "usage: scripts/local-cluster.sh up|down|status" ;;
 esac

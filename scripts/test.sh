@@ -39,12 +39,31 @@ if ! ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 
   fi
 fi
 
-# --- test control plane binaries (cached by version) -----------------------
-say "test control plane binaries"
+# The real node (kubelet, containerd, CNI, a local registry) runs as root
+# with Debian's runc, CNI plugins, iptables, docker-registry and skopeo.
+[[ $(id -u) -eq 0 ]] ||
+  die "the suites run containers and a real Kubernetes node, which need root. fix: sudo scripts/test.sh"
+node_pkgs=()
+[[ -x /usr/sbin/runc ]] || node_pkgs+=(runc)
+[[ -x /usr/lib/cni/bridge ]] || node_pkgs+=(containernetworking-plugins)
+command -v iptables >/dev/null 2>&1 || node_pkgs+=(iptables)
+[[ -x /usr/bin/docker-registry ]] || node_pkgs+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || node_pkgs+=(skopeo)
+command -v ip >/dev/null 2>&1 || node_pkgs+=(iproute2)
+if [[ ${#node_pkgs[@]} -gt 0 ]]; then
+  command -v apt-get >/dev/null 2>&1 ||
+    die "missing ${node_pkgs[*]}. fix: apt-get update && apt-get install -y ${node_pkgs[*]}"
+  say "installing ${node_pkgs[*]}"
+  (apt-get install -y "${node_pkgs[@]}" || (apt-get update && apt-get install -y "${node_pkgs[@]}")) >/dev/null
+fi
+
+# --- test cluster binaries (cached by version) ---------------------------------
+say "test cluster binaries: kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd"
 BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
 export BUZZ_TESTENV_BIN_DIR
-[[ -x "$BUZZ_TESTENV_BIN_DIR/kube-apiserver" && -x "$BUZZ_TESTENV_BIN_DIR/etcd" ]] ||
-  die "testenv binaries missing in '$BUZZ_TESTENV_BIN_DIR'"
+for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr pause.oci.tar; do
+  [[ -e "$BUZZ_TESTENV_BIN_DIR/$b" ]] || die "$b missing in '$BUZZ_TESTENV_BIN_DIR'; run scripts/testenv-build.sh"
+done
 
 # --- the suite ---------------------------------------------------------------
 say "cargo fmt --check"
@@ -61,17 +80,10 @@ set -a
 # shellcheck disable=SC1090
 . "$image_env"
 set +a
-# The provider with the image's digest baked in as its default (the e2e
-# suite's default-image case runs it). The same compile-time variable as
-# scripts/release-build.sh, in a debug build: the constant lives in the
-# binary's main.rs, so this recompiles one file (and cargo test recompiles it
-# back).
-say "provider with the baked default image"
-BUZZ_K8S_DEFAULT_IMAGE="${BUZZ_SPRIG_IMAGE%:*}@$BUZZ_SPRIG_IMAGE_DIGEST" \
-  cargo build --quiet --locked -p buzz-backend-kubernetes --bin buzz-backend-kubernetes
-BUZZ_BAKED_PROVIDER="${BUZZ_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-image}/buzz-backend-kubernetes-baked"
-cp "${CARGO_TARGET_DIR:-$root/target}/debug/buzz-backend-kubernetes" "$BUZZ_BAKED_PROVIDER"
-export BUZZ_BAKED_PROVIDER
+# The provider with the image's digest baked in is built by the real-node
+# suite itself, the way a user builds it: `scripts/release-build.sh
+# 127.0.0.1:5213/buzz-sprig:<tag>` pushes the image to the node's registry
+# and bakes the digest the registry serves (e2e_real_node).
 
 # Node packages, pinned, in one private prefix: the real claude-code-acp for
 # the harness suite's real-agent case (without credentials it fails

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Builds the pinned upstream kube-apiserver and etcd used by the conformance
-# test environment (conformance/kube-testenv), into a cache directory keyed by
-# their versions, and prints that directory on stdout. A warm cache is a no-op.
+# Builds the pinned upstream binaries of the conformance test environment
+# into a cache directory keyed by their versions, and prints that directory
+# on stdout. A warm cache is a no-op.
+#
+#   control plane: kube-apiserver and etcd (conformance/kube-testenv)
+#   real node:     kubelet, kube-scheduler, kube-controller-manager (the same
+#                  pinned k8s.io/kubernetes module), containerd with its runc
+#                  shim and ctr (Go modules, version below), and a pause image
+#                  built from conformance/images/pause/pause.c
+#
+# Every Kubernetes binary is stamped with its version (component-base ldflags),
+# so the apiserver and the node report e.g. v1.36.3, not v0.0.0-master.
 #
 #   BUZZ_TESTENV_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/buzz-testenv)
 #
@@ -10,6 +19,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mod="$here/conformance/kube-testenv"
+# containerd 2.3.x from Go modules (measured: ../shared/kubelet.md).
+containerd_version="v2.3.4"
 
 k8s_version="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
@@ -19,9 +30,16 @@ if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
 fi
 
 root="${BUZZ_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-testenv}"
-out="$root/${k8s_version}-${etcd_version}"
+# The key names every pinned input: a change to any of them is a new dir.
+pause_src="$here/conformance/images/pause/pause.c"
+pause_sum="$(sha256sum "$pause_src" | cut -c1-12)"
+out="$root/${k8s_version}-${etcd_version}-containerd${containerd_version}-pause${pause_sum}"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" ]]; then
+bins=(kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr)
+complete=1
+for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
+[[ -f "$out/pause.oci.tar" ]] || complete=0
+if (( complete )); then
   echo "testenv-build: cached binaries in $out" >&2
   echo "$out"
   exit 0
@@ -32,20 +50,49 @@ if ! command -v go >/dev/null 2>&1; then
   echo "  fix: apt-get update && apt-get install -y golang-go   (Go >= $(awk '$1=="go"{print $2}' "$mod/go.mod"))" >&2
   exit 1
 fi
+if ! command -v cc >/dev/null 2>&1; then
+  echo "testenv-build: a C compiler is required for the pause image. fix: apt-get update && apt-get install -y build-essential" >&2
+  exit 1
+fi
 
 mkdir -p "$out"
 tmp="$(mktemp -d "$out/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
 start=$(date +%s)
-echo "testenv-build: building kube-apiserver $k8s_version and etcd $etcd_version (cold builds take minutes)" >&2
-(
-  cd "$mod"
-  export CGO_ENABLED=0
-  go build -trimpath -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-  go build -trimpath -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-)
-mv "$tmp/etcd" "$out/etcd"
-mv "$tmp/kube-apiserver" "$out/kube-apiserver"
+minor="${k8s_version#v1.}"; minor="${minor%%.*}"
+ldflags="-X k8s.io/component-base/version.gitVersion=${k8s_version}"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
+ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+export CGO_ENABLED=0
+build_k8s() { # name package
+  [[ -x "$out/$1" ]] && return 0
+  echo "testenv-build: building $1 $k8s_version (cold builds take minutes)" >&2
+  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$1" "$2")
+  mv "$tmp/$1" "$out/$1"
+}
+if [[ ! -x "$out/etcd" ]]; then
+  echo "testenv-build: building etcd $etcd_version" >&2
+  (cd "$mod" && go build -trimpath -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+  mv "$tmp/etcd" "$out/etcd"
+fi
+build_k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build_k8s kubelet k8s.io/kubernetes/cmd/kubelet
+build_k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+
+if [[ ! -x "$out/containerd" || ! -x "$out/containerd-shim-runc-v2" || ! -x "$out/ctr" ]]; then
+  echo "testenv-build: building containerd $containerd_version, its runc shim and ctr" >&2
+  GOBIN="$tmp" go install -trimpath "github.com/containerd/containerd/v2/cmd/containerd@$containerd_version"
+  GOBIN="$tmp" go install -trimpath -tags no_grpc "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$containerd_version"
+  GOBIN="$tmp" go install -trimpath "github.com/containerd/containerd/v2/cmd/ctr@$containerd_version"
+  for b in containerd containerd-shim-runc-v2 ctr; do mv "$tmp/$b" "$out/$b"; done
+fi
+
+if [[ ! -f "$out/pause.oci.tar" ]]; then
+  echo "testenv-build: building the pause image" >&2
+  "$here/scripts/pause-image.sh" "$pause_src" "$tmp/pause.oci.tar"
+  mv "$tmp/pause.oci.tar" "$out/pause.oci.tar"
+fi
 echo "testenv-build: built in $(( $(date +%s) - start )) s into $out" >&2
 echo "$out"

@@ -3,7 +3,9 @@
 //!
 //! - [`testenv`]: a real kube-apiserver backed by a real etcd, built from pinned
 //!   upstream modules, with a kubelet driver and a fault-injecting proxy; the
-//!   driver can also run each pod's container for real, with podman.
+//!   driver can also run each pod's container for real, with podman; and a
+//!   real node (kubelet, kube-scheduler, kube-controller-manager, containerd,
+//!   CNI and a local registry) for the Start path.
 //! - [`container`]: podman, the sprig image and its test layer.
 //!
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
@@ -13,5 +15,6 @@ pub mod container;
 pub mod harness_support;
 pub mod launcher_support;
 pub mod provider_support;
+pub mod real_node_support;
 pub mod testenv;
 pub mod ui_support;

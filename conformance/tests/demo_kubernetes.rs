@@ -1,12 +1,14 @@
-//! `buzz-launcher demo --kubernetes` (issue 10 item 5): the first-run loop
-//! through the real provider, the real kube-apiserver with etcd and the
-//! container node running the product sprig image (no test layer: the pod's
-//! `buzz-acp` serves its built-in echo agent), against the launcher's
-//! embedded relay on loopback (the node uses the host network) — the same
-//! parts `scripts/local-cluster.sh up` starts for a developer.
+//! `buzz-launcher demo --kubernetes` (issue 10 item 5, issue 18): the
+//! first-run loop through the real provider, the real kube-apiserver with
+//! etcd and the real node (kubelet, containerd, CNI) running the product
+//! sprig image pulled by digest from the local registry (no test layer: the
+//! pod's `buzz-acp` serves its built-in echo agent), against the launcher's
+//! embedded relay bound to the bridge address (`BUZZ_EMBEDDED_RELAY_HOST`),
+//! the only host address a pod reaches — the same parts
+//! `scripts/local-cluster.sh up` starts for a developer.
 
 use buzz_conformance::container::sprig_image;
-use buzz_conformance::testenv::{ContainerNodeConfig, TestEnv};
+use buzz_conformance::testenv::RealNode;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
@@ -16,16 +18,22 @@ const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
 
 #[test]
 fn demo_kubernetes_runs_every_step_through_a_pod_of_the_sprig_image() {
-    let env = TestEnv::shared();
-    let image = sprig_image();
+    let node = RealNode::shared();
+    let env = node.env();
+    let img = sprig_image();
+    let tag = img.reference.rsplit(':').next().unwrap();
+    let image = node
+        .registry()
+        .push_archive(&img.archive, "buzz-sprig", tag)
+        .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let ns = rt.block_on(env.create_namespace("demo")).unwrap();
-    let kubelet = rt.block_on(env.kubelet()).unwrap();
-    let _node = kubelet.run_containers(&ns, ContainerNodeConfig::quick()).unwrap();
+    let ns = rt
+        .block_on(node.create_namespace("demo", &[("pod-security.kubernetes.io/enforce", "restricted")]))
+        .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let providers = tmp.path().join("providers");
     std::fs::create_dir_all(&providers).unwrap();
@@ -40,7 +48,8 @@ fn demo_kubernetes_runs_every_step_through_a_pod_of_the_sprig_image() {
         .env("BUZZ_PROVIDER_PATH", &providers)
         .env("BUZZ_ACP_BIN", HARNESS)
         .env("BUZZ_LOCAL_CLUSTER_NAMESPACE", &ns)
-        .env("BUZZ_SPRIG_IMAGE", &image.reference)
+        .env("BUZZ_SPRIG_IMAGE", &image)
+        .env("BUZZ_EMBEDDED_RELAY_HOST", node.host_addr().to_string())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();

@@ -6,4 +6,5 @@ pub mod harness;
 pub mod image;
 pub mod launcher;
 pub mod provider;
+pub mod real_node;
 pub mod relay;

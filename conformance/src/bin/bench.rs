@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|collector|relay>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|collector|relay|real-node>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -19,8 +19,9 @@ fn main() -> ExitCode {
         "image" => buzz_conformance::bench::image::run(),
         "collector" => buzz_conformance::bench::collector::run(),
         "relay" => buzz_conformance::bench::relay::run(),
+        "real-node" => buzz_conformance::bench::real_node::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|collector|relay> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|collector|relay|real-node> (got {other:?})"
         )),
     };
     match figures {

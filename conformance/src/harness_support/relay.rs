@@ -13,11 +13,14 @@ pub struct TestRelay {
     pub port: u16,
     pub url: String,
     nip42: bool,
+    ip: std::net::IpAddr,
 }
 
-fn builder(db: &MemoryDatabase, port: u16, nip42: bool) -> RelayBuilder {
+const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+fn builder(db: &MemoryDatabase, ip: std::net::IpAddr, port: u16, nip42: bool) -> RelayBuilder {
     let b = RelayBuilder::default()
-        .addr(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+        .addr(ip)
         .port(port)
         .database(db.clone())
         .rate_limit(RateLimit {
@@ -33,8 +36,8 @@ fn builder(db: &MemoryDatabase, port: u16, nip42: bool) -> RelayBuilder {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+fn free_port(ip: std::net::IpAddr) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
@@ -48,19 +51,30 @@ impl TestRelay {
 
     /// Starts a relay on a free port; `nip42: false` is a relay that never challenges.
     pub async fn start_with(nip42: bool) -> TestRelay {
+        Self::start_on(LOOPBACK, nip42).await
+    }
+
+    /// Starts a NIP-42 relay on `ip` (a free port): the real node's pods
+    /// reach the host only at its bridge address.
+    pub async fn start_at(ip: std::net::IpAddr) -> TestRelay {
+        Self::start_on(ip, true).await
+    }
+
+    async fn start_on(ip: std::net::IpAddr, nip42: bool) -> TestRelay {
         let db = MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
             max_events: Some(100_000),
         });
-        let port = free_port();
-        let relay = LocalRelay::new(builder(&db, port, nip42));
+        let port = free_port(ip);
+        let relay = LocalRelay::new(builder(&db, ip, port, nip42));
         relay.run().await.expect("relay runs");
         TestRelay {
             relay,
             db,
             port,
-            url: format!("ws://127.0.0.1:{port}"),
+            url: format!("ws://{ip}:{port}"),
             nip42,
+            ip,
         }
     }
 
@@ -74,7 +88,7 @@ impl TestRelay {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        let relay = LocalRelay::new(builder(&db, port, true));
+        let relay = LocalRelay::new(builder(&db, LOOPBACK, port, true));
         let accept_relay = relay.clone();
         tokio::spawn(async move {
             while let Ok((stream, addr)) = listener.accept().await {
@@ -93,6 +107,7 @@ impl TestRelay {
             port,
             url: format!("ws://127.0.0.1:{port}"),
             nip42: true,
+            ip: LOOPBACK,
         }
     }
 
@@ -105,7 +120,7 @@ impl TestRelay {
     pub async fn restart(&mut self) {
         self.relay.shutdown();
         for _ in 0..100 {
-            let r = LocalRelay::new(builder(&self.db, self.port, self.nip42));
+            let r = LocalRelay::new(builder(&self.db, self.ip, self.port, self.nip42));
             if r.run().await.is_ok() {
                 self.relay = r;
                 return;

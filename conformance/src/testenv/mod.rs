@@ -8,11 +8,14 @@
 //! exist, a non-atomic delete, phase taken as readiness, Secret→pod not atomic
 //! against GC). A hand-written fake would reproduce exactly those mistakes.
 //!
-//! No kube-controller-manager, scheduler or kubelet runs. Their roles are played
-//! through the API: [`crate::testenv::KubeletDriver`] binds pods and writes
-//! container status, and this module runs a small ServiceAccount creator that
-//! makes each namespace's `default` ServiceAccount after a configurable delay —
-//! reproducing the real race right after namespace creation.
+//! By default no kube-controller-manager, scheduler or kubelet runs. Their
+//! roles are played through the API: [`crate::testenv::KubeletDriver`] binds
+//! pods and writes container status, and this module runs a small
+//! ServiceAccount creator that makes each namespace's `default`
+//! ServiceAccount after a configurable delay — reproducing the real race
+//! right after namespace creation. The Start path runs on a
+//! [`RealNode`] instead: a real kubelet, scheduler and controller-manager
+//! against an env started with [`TestEnvConfig::real_node`].
 //!
 //! Lifetime: one `TestEnv` per test binary via [`TestEnv::shared`]; tests
 //! isolate themselves by namespace. Teardown is guaranteed by
@@ -25,11 +28,13 @@ mod on_runtime;
 mod pki;
 pub mod process;
 mod proxy;
+pub mod real_node;
 mod sa_creator;
 
 pub use container_node::{ContainerAutomation, ContainerNodeConfig};
 pub use kubelet::{Behavior, KubeletDriver, PodAutomation, wait_for_pod};
 pub use proxy::{DateMode, FaultProxy, Matcher, RequestInfo, Verb};
+pub use real_node::RealNode;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -52,6 +57,18 @@ pub const ADMIN_USER: &str = "admin";
 pub const RESTRICTED_USER: &str = "restricted";
 /// The Node every pod is bound to.
 pub const NODE_NAME: &str = "testenv-node";
+
+/// The users a real node's components run as, with their groups; the
+/// apiserver's bootstrap RBAC (and the Node authorizer) gives each its role.
+pub const NODE_USERS: [(&str, &str); 3] = [
+    ("system:node:localhost", "system:nodes"),
+    ("system:kube-scheduler", "system:kube-scheduler"),
+    ("system:kube-controller-manager", "system:kube-controller-manager"),
+];
+
+fn node_kubeconfig(dir: &Path, user: &str) -> PathBuf {
+    dir.join(format!("{}.kubeconfig", user.replace(':', "-")))
+}
 
 /// Errors while starting or using the test control plane.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +102,12 @@ pub struct TestEnvConfig {
     pub restricted_namespace: String,
     /// How long to wait for `/readyz`.
     pub ready_timeout: Duration,
+    /// Host a real kubelet ([`RealNode`]): the `Node,RBAC` authorizer with
+    /// NodeRestriction, token users for the node, the scheduler and the
+    /// controller-manager, and the apiserver's client certificate for the
+    /// kubelet. The controller-manager then makes the ServiceAccounts, so the
+    /// env's own creator does not run.
+    pub real_node: bool,
 }
 
 impl Default for TestEnvConfig {
@@ -93,6 +116,7 @@ impl Default for TestEnvConfig {
             default_service_account_delay: Duration::from_millis(0),
             restricted_namespace: "buzz-restricted".into(),
             ready_timeout: Duration::from_secs(120),
+            real_node: false,
         }
     }
 }
@@ -108,6 +132,7 @@ pub struct TestEnv {
     admin_kubeconfig: PathBuf,
     restricted_kubeconfig: PathBuf,
     restricted_namespace: String,
+    real_node: bool,
     sa: Arc<sa_creator::Delays>,
     rt: Mutex<Option<tokio::runtime::Runtime>>,
     handle: tokio::runtime::Handle,
@@ -243,13 +268,24 @@ impl TestEnv {
         write_private(&dir.join("sa.pub"), sa_pub.as_bytes())?;
         let admin_token = random_hex(16);
         let restricted_token = random_hex(16);
-        write_private(
-            &dir.join("tokens.csv"),
-            format!(
-                "{admin_token},{ADMIN_USER},uid-admin,\"system:masters\"\n{restricted_token},{RESTRICTED_USER},uid-restricted\n"
-            )
-            .as_bytes(),
-        )?;
+        let mut tokens = format!(
+            "{admin_token},{ADMIN_USER},uid-admin,\"system:masters\"\n{restricted_token},{RESTRICTED_USER},uid-restricted\n"
+        );
+        let mut node_users = Vec::new();
+        if config.real_node {
+            for (user, group) in NODE_USERS {
+                let token = random_hex(16);
+                tokens.push_str(&format!(
+                    "{token},{user},uid-{},\"{group}\"\n",
+                    user.replace(':', "-")
+                ));
+                node_users.push((user, token));
+            }
+            let client = ca.issue_client("kube-apiserver-kubelet-client", "system:masters")?;
+            write_private(&dir.join("kubelet-client.crt"), client.cert_pem.as_bytes())?;
+            write_private(&dir.join("kubelet-client.key"), client.key_pem.as_bytes())?;
+        }
+        write_private(&dir.join("tokens.csv"), tokens.as_bytes())?;
 
         let deadline = Instant::now() + config.ready_timeout;
         let etcd_port = free_port()?;
@@ -294,7 +330,6 @@ impl TestEnv {
             ))
             .arg(format!("--client-ca-file={}", dir.join("ca.crt").display()))
             .arg(format!("--token-auth-file={}", dir.join("tokens.csv").display()))
-            .arg("--authorization-mode=RBAC")
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg(format!(
                 "--service-account-key-file={}",
@@ -306,6 +341,24 @@ impl TestEnv {
             ))
             .arg("--service-cluster-ip-range=10.0.0.0/24")
             .arg("--profiling=false")
+            .args(if config.real_node {
+                vec![
+                    "--authorization-mode=Node,RBAC".to_string(),
+                    "--enable-admission-plugins=NodeRestriction".to_string(),
+                    format!(
+                        "--kubelet-client-certificate={}",
+                        dir.join("kubelet-client.crt").display()
+                    ),
+                    format!(
+                        "--kubelet-client-key={}",
+                        dir.join("kubelet-client.key").display()
+                    ),
+                    format!("--kubelet-certificate-authority={}", dir.join("ca.crt").display()),
+                    "--kubelet-preferred-address-types=Hostname,InternalIP".to_string(),
+                ]
+            } else {
+                vec!["--authorization-mode=RBAC".to_string()]
+            })
             .stdin(Stdio::null())
             .stdout(fs::File::create(&api_log)?)
             .stderr(fs::File::create(&api_log)?);
@@ -337,6 +390,16 @@ impl TestEnv {
             &restricted_token,
             Some(&config.restricted_namespace),
         )?;
+        for (user, token) in &node_users {
+            kubeconfig::write(
+                &node_kubeconfig(&dir, user),
+                &server_url,
+                ca.cert_pem(),
+                user,
+                token,
+                None,
+            )?;
+        }
 
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -354,6 +417,7 @@ impl TestEnv {
             admin_kubeconfig,
             restricted_kubeconfig,
             restricted_namespace: config.restricted_namespace.clone(),
+            real_node: config.real_node,
             sa: Arc::new(sa_creator::Delays::new(config.default_service_account_delay)),
             rt: Mutex::new(Some(rt)),
             handle,
@@ -391,8 +455,10 @@ impl TestEnv {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        self.handle
-            .spawn(sa_creator::run(client.clone(), self.sa.clone()));
+        if !self.real_node {
+            self.handle
+                .spawn(sa_creator::run(client.clone(), self.sa.clone()));
+        }
 
         let ns = &self.restricted_namespace;
         Api::<Namespace>::all(client.clone())
@@ -447,8 +513,17 @@ impl TestEnv {
         Api::<RoleBinding>::namespaced(client.clone(), ns)
             .create(&PostParams::default(), &binding)
             .await?;
-        sa_creator::wait_default(&client, ns, Duration::from_secs(30)).await?;
+        // With a real node, kube-controller-manager (started once the
+        // apiserver is ready) makes the ServiceAccount; the node waits for it.
+        if !self.real_node {
+            sa_creator::wait_default(&client, ns, Duration::from_secs(30)).await?;
+        }
         Ok(())
+    }
+
+    /// The kubeconfig of a node user ([`NODE_USERS`]) of a `real_node` env.
+    pub fn node_kubeconfig(&self, user: &str) -> PathBuf {
+        node_kubeconfig(&self.dir, user)
     }
 
     /// `https://127.0.0.1:<port>` of the apiserver.

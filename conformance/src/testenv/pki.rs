@@ -74,6 +74,29 @@ impl CertificateAuthority {
     }
 }
 
+impl CertificateAuthority {
+    /// Issues a client certificate for `common_name` in `organization` (the
+    /// apiserver maps them to a user and a group).
+    pub fn issue_client(&self, common_name: &str, organization: &str) -> Result<ServingCert, rcgen::Error> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        dn.push(DnType::OrganizationName, organization);
+        params.distinguished_name = dn;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(ServingCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
 /// The service-account token signing key: PKCS#8 private key PEM and its
 /// public half, as `--service-account-signing-key-file` / `--service-account-key-file` take them.
 pub fn service_account_key() -> Result<(String, String), rcgen::Error> {

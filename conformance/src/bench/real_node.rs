@@ -1,0 +1,204 @@
+//! The `real-node` benchmark (issue 18 "Figures"): the Start path on the real
+//! node, printed, never asserted.
+//!
+//! - `real_node_cold_start_ms`: [`RealNode::start`] from its first step
+//!   (machine lock, bridge, containerd, the control plane) to node Ready with
+//!   the restricted namespace's ServiceAccount and root CA ConfigMap;
+//! - `pod_create_to_running_ms` (median of 5, image present): the POST of a
+//!   pause pod under the restricted context → the watch event showing its
+//!   container running, as a client sees it;
+//! - `start_to_online_ms` `cold` (the image pulled from the local registry)
+//!   and `warm` (present): the launcher's Start through the provider →
+//!   presence `online` at an independent observer, with its split, each a
+//!   client-side time from the Start's beginning: `deploy_call` (Start
+//!   returned), `scheduled` (the pod has a node), `sandbox` (the kubelet's
+//!   `PodReadyToStartContainers`), `container` (state running), `presence`;
+//! - `kubelet_pod_start_sli_s`: the kubelet's own
+//!   `kubelet_pod_start_sli_duration_seconds` mean over the same pods, next to
+//!   ours (it counts from `creationTimestamp`, which has one-second
+//!   resolution, and excludes image pulls).
+
+use super::harness::sibling;
+use crate::harness_support::wait_until;
+use crate::real_node_support::{NAME, Scenario};
+use crate::testenv::RealNode;
+use anyhow::{Context, anyhow};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{PostParams, WatchEvent, WatchParams};
+use nostr_sdk::prelude::Kind;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn running(p: &Pod) -> bool {
+    crate::real_node_support::container_state(p).is_some_and(|s| s.running.is_some())
+}
+
+fn condition_true(p: &Pod, kind: &str) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+/// POST → the watch event with the container running.
+async fn pod_to_running(pods: &Api<Pod>, name: &str) -> anyhow::Result<Duration> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "securityContext": { "runAsNonRoot": true, "runAsUser": 65535, "seccompProfile": { "type": "RuntimeDefault" } },
+            "containers": [{
+                "name": "c",
+                "image": "localhost/pause:local",
+                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } }
+            }]
+        }
+    }))?;
+    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut stream = pods.watch(&wp, "0").await?.boxed();
+    let t0 = Instant::now();
+    pods.create(&PostParams::default(), &pod).await?;
+    while let Some(ev) = tokio::time::timeout(WAIT, stream.next()).await? {
+        if let WatchEvent::Added(p) | WatchEvent::Modified(p) = ev?
+            && running(&p)
+        {
+            return Ok(t0.elapsed());
+        }
+    }
+    Err(anyhow!("the watch on {name} ended before it ran"))
+}
+
+/// Times of one Start, each from its beginning.
+#[derive(Default, Debug)]
+struct Split {
+    scheduled: Option<Duration>,
+    sandbox: Option<Duration>,
+    container: Option<Duration>,
+}
+
+fn one_start(s: &Scenario) -> anyhow::Result<Value> {
+    let client = s.rt.block_on(s.node.env().admin_client())?;
+    let pods: Api<Pod> = Api::namespaced(client, &s.ns);
+    let split = Arc::new(Mutex::new(Split::default()));
+    // Only the pod this Start creates counts (the watch replays older ones).
+    let before: std::collections::HashSet<String> =
+        s.rt.block_on(pods.list(&Default::default()))?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+    let t0 = Instant::now();
+    let watch = {
+        let split = split.clone();
+        let pods = pods.clone();
+        s.rt.spawn(async move {
+            let Ok(stream) = pods.watch(&WatchParams::default(), "0").await else {
+                return;
+            };
+            let mut stream = stream.boxed();
+            while let Some(Ok(ev)) = stream.next().await {
+                let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = ev else {
+                    continue;
+                };
+                if p.metadata.uid.as_ref().is_none_or(|u| before.contains(u)) {
+                    continue;
+                }
+                let mut sp = split.lock().unwrap_or_else(|e| e.into_inner());
+                let at = t0.elapsed();
+                if sp.scheduled.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+                    sp.scheduled = Some(at);
+                }
+                if sp.sandbox.is_none() && condition_true(&p, "PodReadyToStartContainers") {
+                    sp.sandbox = Some(at);
+                }
+                if sp.container.is_none() && running(&p) {
+                    sp.container = Some(at);
+                }
+            }
+        })
+    };
+    let (r, lines, deploy_call) = s.try_start();
+    r.map_err(|e| anyhow!("start: {e}; {lines:?}"))?;
+    let agent = s.agent;
+    let seen_after = t0;
+    let online =
+        s.rt.block_on(wait_until(WAIT, || {
+            s.obs
+                .matching(|e| e.kind == Kind::from(20001) && e.pubkey == agent && e.content == "online")
+                .into_iter()
+                .find(|x| x.at >= seen_after)
+                .map(|x| x.at)
+        }))
+        .ok_or_else(|| anyhow!("no presence online"))?;
+    watch.abort();
+    let sp = split.lock().unwrap_or_else(|e| e.into_inner());
+    let f = |d: Option<Duration>| d.map(ms).map(Value::from).unwrap_or(Value::Null);
+    let out = json!({
+        "total": ms(online - t0),
+        "deploy_call": ms(deploy_call),
+        "scheduled": f(sp.scheduled),
+        "sandbox": f(sp.sandbox),
+        "container": f(sp.container),
+        "presence": ms(online - t0),
+    });
+    drop(sp);
+    s.rt.block_on(desktop_launcher::app::stop(&s.store, NAME, WAIT))
+        .context("stop")?;
+    Ok(out)
+}
+
+/// Runs the benchmark; one JSON object.
+pub fn run() -> anyhow::Result<Value> {
+    let node = RealNode::shared();
+    let cold_start = node.started_in();
+    let rt = node.env().handle().clone();
+    let ns =
+        rt.block_on(node.create_namespace("bench", &[("pod-security.kubernetes.io/enforce", "restricted")]))?;
+    let pods: Api<Pod> = Api::namespaced(rt.block_on(node.env().admin_client())?, &ns);
+    let mut creates = Vec::new();
+    for i in 0..5 {
+        creates.push(ms(rt.block_on(pod_to_running(&pods, &format!("p{i}")))?));
+    }
+    let (sli_sum0, sli_count0) = rt.block_on(node.pod_start_sli())?;
+
+    // The product image from the registry, the provider with its default baked.
+    let img = crate::container::sprig_image();
+    let tag = img.reference.rsplit(':').next().unwrap_or("local").to_string();
+    let pinned = node.registry().push_archive(&img.archive, "buzz-sprig", &tag)?;
+    let provider = sibling("provider-under-test")?;
+    let s = Scenario::new("bench-start", &[], Some(&pinned), &provider);
+    let _ = node.ctr().remove(&[&pinned]);
+    let cold = one_start(&s)?;
+    let warm = one_start(&s)?;
+    let (sli_sum, sli_count) = rt.block_on(node.pod_start_sli())?;
+    let sli_mean = |sum: f64, n: u64| {
+        if n == 0 {
+            f64::NAN
+        } else {
+            (sum / n as f64 * 1000.0).round() / 1000.0
+        }
+    };
+    Ok(json!({
+        "real_node_cold_start_ms": ms(cold_start),
+        "pod_create_to_running_ms": { "median": median(creates.clone()), "samples": creates },
+        "start_to_online_ms": { "cold": cold, "warm": warm },
+        "kubelet_pod_start_sli_s": {
+            "pause_pods_mean": sli_mean(sli_sum0, sli_count0),
+            "all_pods_mean": sli_mean(sli_sum, sli_count),
+            "pods": sli_count,
+        },
+    }))
+}

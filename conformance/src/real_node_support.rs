@@ -1,0 +1,330 @@
+//! The Start path on the real node, as one reusable scenario: the real
+//! launcher library and its gate, the real provider binary, the
+//! [`RealNode`](crate::testenv::RealNode) (kubelet, containerd, CNI), and the
+//! in-process NIP-42 relay bound to the host's bridge address, the only host
+//! address a pod can reach. Used by the e2e and real-kubelet suites.
+
+use crate::container::{Podman, image_cache};
+use crate::harness_support::{Observer, TestRelay, wait_until};
+use crate::launcher_support::provider_agent;
+use crate::testenv::RealNode;
+use desktop_launcher::app::{self, StartOptions};
+use desktop_launcher::record::Backend;
+use desktop_launcher::store::Store;
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Event as KubeEvent, Pod, Secret};
+use kube::Api;
+use kube::api::{ListParams, LogParams};
+use nostr_sdk::prelude::{Event, Kind, PublicKey};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long any one step may take.
+pub const WAIT: Duration = Duration::from_secs(90);
+/// The agent's name in every scenario.
+pub const NAME: &str = "scout";
+
+/// Saves a podman image as an OCI archive, cached by its reference.
+pub fn podman_archive(podman: &Podman, reference: &str) -> std::io::Result<PathBuf> {
+    let name = reference.replace(['/', ':', '@'], "-");
+    let out = image_cache().join("out").join(format!("{name}.oci.tar"));
+    if out.is_file() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(out.parent().unwrap_or(Path::new("/")))?;
+    let part = out.with_extension("part");
+    let _ = std::fs::remove_file(&part);
+    let args: Vec<std::ffi::OsString> = vec![
+        "save".into(),
+        "--quiet".into(),
+        "--format".into(),
+        "oci-archive".into(),
+        "-o".into(),
+        part.clone().into(),
+        reference.into(),
+    ];
+    podman.run(args).map_err(std::io::Error::other)?;
+    std::fs::rename(&part, &out)?;
+    Ok(out)
+}
+
+/// One agent record against the real node, with its relay and observer.
+pub struct Scenario {
+    pub rt: tokio::runtime::Runtime,
+    pub node: &'static RealNode,
+    pub ns: String,
+    pub pods: Api<Pod>,
+    pub secrets: Api<Secret>,
+    pub events: Api<KubeEvent>,
+    pub relay: TestRelay,
+    pub obs: Observer,
+    pub store: Store,
+    pub opts: StartOptions,
+    pub agent: PublicKey,
+    pub tmp: tempfile::TempDir,
+}
+
+/// The first container's status.
+pub fn status(p: &Pod) -> Option<&ContainerStatus> {
+    p.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+/// The first container's current state.
+pub fn container_state(p: &Pod) -> Option<ContainerState> {
+    status(p)?.state.clone()
+}
+
+/// The pod's phase, or "".
+pub fn phase(p: &Pod) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+/// The name of the Secret the pod's first container takes its env from.
+pub fn secret_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env_from.as_ref())
+        .and_then(|e| e.first())
+        .and_then(|e| e.secret_ref.as_ref())
+        .map(|s| s.name.clone())
+        .unwrap_or_default()
+}
+
+impl Scenario {
+    /// A namespace of its own (`labels` on it), an agent record whose
+    /// provider config names `image` (none: the provider's default), the
+    /// relay on the bridge address, and an observer.
+    pub fn new(prefix: &str, labels: &[(&str, &str)], image: Option<&str>, provider: &Path) -> Scenario {
+        let node = RealNode::shared();
+        // The provider inherits the launcher's environment (spec §Invocation).
+        static KUBECONFIG: std::sync::Once = std::sync::Once::new();
+        KUBECONFIG.call_once(|| {
+            // SAFETY: set once per test binary, before its first Start; Rust's
+            // own readers of the environment (process spawns) take the same lock.
+            unsafe { std::env::set_var("KUBECONFIG", node.env().admin_kubeconfig()) };
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let ns = rt
+            .block_on(node.create_namespace(prefix, labels))
+            .expect("a namespace");
+        let client = rt.block_on(node.env().admin_client()).expect("a client");
+        let relay = rt.block_on(TestRelay::start_at(node.host_addr().into()));
+        let obs = rt.block_on(Observer::start(&relay.url));
+        let tmp = tempfile::tempdir().expect("a temp dir");
+        let store = Store::open(tmp.path().join("state")).expect("a store");
+        store.init_owner(None).expect("an owner");
+        let (rec, opts) = provider_agent(
+            tmp.path(),
+            &store,
+            (NAME, &relay.url),
+            (&ns, image),
+            provider,
+            Duration::from_secs(120),
+        )
+        .expect("an agent record");
+        let agent = PublicKey::from_hex(&rec.pubkey).expect("its key");
+        let mut rec = rec;
+        if let Backend::Provider { config, .. } = &mut rec.backend {
+            // The node has 2 CPUs and test binaries run scenarios at once; the
+            // provider's default request (1 CPU, 2Gi) is really counted.
+            config.insert("cpu_request".into(), "100m".into());
+            config.insert("memory_request".into(), "128Mi".into());
+        }
+        store.save_agent(&rec).expect("saved");
+        Scenario {
+            pods: Api::namespaced(client.clone(), &ns),
+            secrets: Api::namespaced(client.clone(), &ns),
+            events: Api::namespaced(client, &ns),
+            rt,
+            node,
+            ns,
+            relay,
+            obs,
+            store,
+            opts,
+            agent,
+            tmp,
+        }
+    }
+
+    /// Edits the agent record's provider config and fields.
+    pub fn edit(
+        &self,
+        f: impl FnOnce(
+            &mut desktop_launcher::record::AgentRecord,
+            &mut serde_json::Map<String, serde_json::Value>,
+        ),
+    ) {
+        let mut rec = self.store.agent(NAME).expect("the record");
+        let mut config = match &rec.backend {
+            Backend::Provider { config, .. } => config.clone(),
+            _ => serde_json::Map::new(),
+        };
+        f(&mut rec, &mut config);
+        if let Backend::Provider { config: c, .. } = &mut rec.backend {
+            *c = config;
+        }
+        self.store.save_agent(&rec).expect("saved");
+    }
+
+    /// The launcher's Start, with its status lines.
+    pub fn try_start(
+        &self,
+    ) -> (
+        Result<desktop_launcher::gate::Deployed, String>,
+        Vec<String>,
+        Duration,
+    ) {
+        let t0 = Instant::now();
+        let mut lines = Vec::new();
+        let r = app::start_provider(&self.store, NAME, &self.opts, &mut |l| lines.push(l.to_string()))
+            .map_err(|e| e.to_string());
+        (r, lines, t0.elapsed())
+    }
+
+    /// The launcher's Start, which must succeed; the pod it reported.
+    pub fn start(&self) -> (Pod, Duration) {
+        let (r, lines, took) = self.try_start();
+        let d = r.unwrap_or_else(|e| {
+            panic!(
+                "start failed: {e}; status: {lines:?}; kubelet: {}",
+                self.node.log_tail("kubelet", 10)
+            )
+        });
+        let pod = self
+            .rt
+            .block_on(self.pods.get(&d.agent_id))
+            .expect("the reported pod");
+        assert!(
+            container_state(&pod).is_some_and(|s| s.running.is_some()),
+            "deploy returned before the container ran: {:?}",
+            pod.status
+        );
+        (pod, took)
+    }
+
+    /// Waits until the launcher's presence watch sees `online` from `pod`'s
+    /// run (its Secret's generation), reported after `began` (unix seconds).
+    pub fn launcher_sees_online(&self, began: u64, pod: &Pod) {
+        let secret = secret_of(pod);
+        let generation = secret.rsplit('-').next().unwrap_or_default().to_string();
+        let ok = self
+            .rt
+            .block_on(app::wait_online(
+                &self.store,
+                NAME,
+                &generation,
+                began,
+                Duration::from_secs(90),
+            ))
+            .expect("the presence watch");
+        assert!(
+            ok,
+            "the launcher never saw its run online; logs: {}",
+            self.logs(pod)
+        );
+    }
+
+    /// Waits for a presence event with `content` arrived after `after` that `pred` accepts.
+    pub fn wait_presence(
+        &self,
+        content: &str,
+        after: Instant,
+        pred: impl Fn(&Event) -> bool,
+    ) -> (Event, Instant) {
+        let a = self.agent;
+        let got = self.rt.block_on(wait_until(WAIT, || {
+            self.obs
+                .matching(|e| e.kind == Kind::from(20001) && e.pubkey == a && e.content == content && pred(e))
+                .into_iter()
+                .find(|s| s.at >= after)
+                .map(|s| (s.event, s.at))
+        }));
+        got.unwrap_or_else(|| {
+            panic!(
+                "presence {content} never came; kubelet: {}",
+                self.node.log_tail("kubelet", 10)
+            )
+        })
+    }
+
+    /// Polls the pod until `pred` holds.
+    pub fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
+        let end = Instant::now() + WAIT;
+        loop {
+            if let Ok(Some(p)) = self.rt.block_on(self.pods.get_opt(name))
+                && pred(&p)
+            {
+                return p;
+            }
+            assert!(Instant::now() < end, "timed out waiting for {name}: {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Polls until `exists` is false.
+    pub fn wait_gone(&self, kind: &str, exists: impl Fn() -> bool) {
+        let end = Instant::now() + WAIT;
+        while exists() {
+            assert!(Instant::now() < end, "{kind} was never collected");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The kubelet's events for a pod, as `reason: message` lines.
+    pub fn pod_events(&self, pod: &str) -> Vec<String> {
+        let lp = ListParams::default().fields(&format!("involvedObject.name={pod}"));
+        self.rt
+            .block_on(self.events.list(&lp))
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .map(|e| {
+                        format!(
+                            "{}: {}",
+                            e.reason.unwrap_or_default(),
+                            e.message.unwrap_or_default()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The pod's container log through the kubelet (`kubectl logs`), its tail.
+    pub fn logs(&self, pod: &Pod) -> String {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let lp = LogParams {
+            tail_lines: Some(40),
+            ..Default::default()
+        };
+        self.rt
+            .block_on(self.pods.logs(&name, &lp))
+            .unwrap_or_else(|e| format!("(no logs: {e})"))
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        if let Ok(client) = self.rt.block_on(self.node.env().admin_client()) {
+            let _ = self.rt.block_on(
+                Api::<k8s_openapi::api::core::v1::Namespace>::all(client)
+                    .delete(&self.ns, &kube::api::DeleteParams::default()),
+            );
+        }
+        // A non-local image in any pod would have meant traffic off the machine.
+        if let Ok(foreign) = self.rt.block_on(self.node.foreign_images())
+            && !foreign.is_empty()
+            && !std::thread::panicking()
+        {
+            panic!("pods named non-local images: {foreign:?}");
+        }
+    }
+}

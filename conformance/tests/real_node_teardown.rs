@@ -1,0 +1,159 @@
+//! The real node leaves the machine as it found it, even when its owner is
+//! SIGKILLed with a pod running (`../shared/kubelet.md`, "Teardown"): the
+//! kernel ends the node's own processes (parent-death signal), but the
+//! containerd shims, the pod's processes, their mounts and cgroups, the
+//! bridge and the three kernel settings the kubelet changed all survive.
+//! The next holder of the machine lock (here `local-cluster --sweep`, as
+//! `scripts/local-cluster.sh down` runs it; every node start does the same)
+//! reads the dead node's state record and tears all of it down. A second
+//! node while one runs is refused and changes nothing.
+
+use buzz_conformance::testenv::real_node::config::BRIDGE;
+use buzz_conformance::testenv::real_node::host::{self, HostState};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LOCAL_CLUSTER: &str = env!("CARGO_BIN_EXE_local-cluster");
+
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| {
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(&needle).then_some(cmd)
+        })
+        .collect()
+}
+
+fn kubepods() -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("kubepods"))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+#[test]
+fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
+    let before = host::sysctl_values();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(LOCAL_CLUSTER)
+        .arg(dir.path())
+        .arg("teardown")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(120);
+    while !dir.path().join("ready").exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "local-cluster exited: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        );
+        assert!(Instant::now() < end, "not ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let kubeconfig = dir.path().join("kubeconfig");
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"left"},"spec":{
+      "securityContext":{"runAsNonRoot":true,"runAsUser":65535,"seccompProfile":{"type":"RuntimeDefault"}},
+      "containers":[{"name":"c","image":"localhost/pause:local",
+        "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}"#;
+    let mut apply = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["-n", "teardown", "apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(apply.stdin.as_mut().unwrap(), pod.as_bytes()).unwrap();
+    drop(apply.stdin.take());
+    assert!(apply.wait().unwrap().success());
+    let ok = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "-n",
+            "teardown",
+            "wait",
+            "--for=condition=Ready",
+            "pod/left",
+            "--timeout=60s",
+        ])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let state = HostState::load().expect("the running node's state record");
+
+    // A second node while one runs: refused with exit 3, nothing changed.
+    let second = tempfile::tempdir().unwrap();
+    let out = Command::new(LOCAL_CLUSTER)
+        .arg(second.path())
+        .arg("second")
+        .env("BUZZ_REAL_NODE_LOCK_WAIT_SECS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another real node holds this machine"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!second.path().join("kubeconfig").exists());
+    assert_eq!(
+        HostState::load().as_ref(),
+        Some(&state),
+        "the running node's record is untouched"
+    );
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // What a SIGKILL leaves (the test can fail: all of this is really there).
+    assert!(
+        Path::new("/sys/class/net").join(BRIDGE).exists(),
+        "the bridge survives the owner"
+    );
+    assert!(!kubepods().is_empty(), "the pod's cgroups survive");
+    assert!(!processes_naming(&state.run).is_empty(), "the shims survive");
+    assert!(!host::mounts_under(&state.run).is_empty(), "the mounts survive");
+    assert_ne!(
+        host::sysctl_values(),
+        before,
+        "the kubelet changed the kernel settings"
+    );
+
+    let out = Command::new(LOCAL_CLUSTER).arg("--sweep").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(processes_naming(&state.run), Vec::<String>::new());
+    assert_eq!(host::mounts_under(&state.run), Vec::<std::path::PathBuf>::new());
+    assert!(
+        !Path::new("/sys/class/net").join(BRIDGE).exists(),
+        "the bridge is gone"
+    );
+    assert_eq!(kubepods(), Vec::<std::path::PathBuf>::new());
+    assert_eq!(host::sysctl_values(), before, "the kernel settings are restored");
+    for p in &state.created {
+        assert!(!p.exists(), "{} was created by the node and is gone", p.display());
+    }
+    assert!(!state.run.exists(), "the run dir is gone");
+    assert!(HostState::load().is_none(), "the state record is gone");
+}
