@@ -6,136 +6,24 @@
 //! Issue "First run on embedded defaults", Tests: challenge on connect;
 //! unauthenticated REQ/EVENT refused; the owner and a NIP-OA agent of the
 //! owner accepted, a stranger refused with `restricted:`; kind 20001 never
-//! replayed; limits enforced.
+//! replayed; limits enforced. Issue 19 "Hardening" (review b30b1a0 findings
+//! 4 and the large-message check): silent sockets never take an
+//! authenticated client's slot, a handshake has a timeout, and a message
+//! over the bound gets its `NOTICE invalid:` at any size. Admission
+//! hardening (data dir lock, `relay` tag, revocation, expiry of open
+//! subscriptions) is in `embedded_relay_admission.rs`.
+
+mod embedded_relay_client;
 
 use buzz_contract::nip_oa::AuthTag;
-use desktop_launcher::relayd::{self, Limits, RelayConfig, Running};
-use futures::{SinkExt, StreamExt};
-use nostr::{Event, EventBuilder, JsonUtil, Keys, Kind, Tag};
-use serde_json::{Value, json};
+use desktop_launcher::relayd::{Limits, Running};
+use embedded_relay_client::*;
+use futures::SinkExt;
+use nostr::Keys;
+use serde_json::json;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-async fn relay_with(owner: &Keys, limits: Limits, data: Option<std::path::PathBuf>) -> Running {
-    relayd::serve(RelayConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        allow_public: false,
-        data,
-        owner_hex: owner.public_key().to_hex(),
-        limits,
-    })
-    .await
-    .expect("relay serves")
-}
-
-async fn relay(owner: &Keys) -> Running {
-    relay_with(owner, Limits::default(), None).await
-}
-
-async fn connect(r: &Running) -> Ws {
-    tokio_tungstenite::connect_async(r.url())
-        .await
-        .expect("connects")
-        .0
-}
-
-/// The next text frame as JSON, or `None` when the socket closed (or 5 s passed).
-async fn next(ws: &mut Ws) -> Option<Value> {
-    loop {
-        match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => {
-                return Some(serde_json::from_str(&t).expect("relay sends JSON"));
-            }
-            Ok(Some(Ok(Message::Close(_)))) | Ok(Some(Err(_))) | Ok(None) | Err(_) => return None,
-            Ok(Some(Ok(_))) => {}
-        }
-    }
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.expect("sent");
-}
-
-/// Reads the challenge the relay sends on connect.
-async fn challenge(ws: &mut Ws) -> String {
-    let m = next(ws).await.expect("a first message");
-    assert_eq!(m[0], "AUTH", "the first frame is the NIP-42 challenge: {m}");
-    m[1].as_str().expect("challenge string").to_string()
-}
-
-fn auth_event(keys: &Keys, challenge: &str, url: &str, extra: Option<Tag>) -> Event {
-    let mut tags = vec![
-        Tag::parse(["relay", url]).unwrap(),
-        Tag::parse(["challenge", challenge]).unwrap(),
-    ];
-    tags.extend(extra);
-    EventBuilder::new(Kind::from(22242), "")
-        .tags(tags)
-        .sign_with_keys(keys)
-        .unwrap()
-}
-
-/// Connects and authenticates as `keys` (with an optional NIP-OA tag);
-/// returns the socket and the relay's OK frame.
-async fn authed(r: &Running, keys: &Keys, tag: Option<Tag>) -> (Ws, Value) {
-    let mut ws = connect(r).await;
-    let c = challenge(&mut ws).await;
-    let e = auth_event(keys, &c, &r.url(), tag);
-    send(
-        &mut ws,
-        json!(["AUTH", serde_json::from_str::<Value>(&e.as_json()).unwrap()]),
-    )
-    .await;
-    let ok = next(&mut ws).await.expect("an OK for AUTH");
-    assert_eq!(ok[0], "OK");
-    assert_eq!(ok[1], e.id.to_hex());
-    (ws, ok)
-}
-
-fn event_json(e: &Event) -> Value {
-    serde_json::from_str(&e.as_json()).unwrap()
-}
-
-fn note(keys: &Keys, kind: u16, content: &str) -> Event {
-    EventBuilder::new(Kind::from(kind), content)
-        .sign_with_keys(keys)
-        .unwrap()
-}
-
-async fn publish(ws: &mut Ws, e: &Event) -> Value {
-    send(ws, json!(["EVENT", event_json(e)])).await;
-    loop {
-        let m = next(ws).await.expect("an OK");
-        if m[0] == "OK" && m[1] == e.id.to_hex() {
-            return m;
-        }
-    }
-}
-
-/// REQ and collect events until EOSE (or CLOSED, returned as the second value).
-async fn req(ws: &mut Ws, sub: &str, filter: Value) -> (Vec<Value>, Option<Value>) {
-    send(ws, json!(["REQ", sub, filter])).await;
-    let mut events = Vec::new();
-    loop {
-        let m = next(ws).await.expect("a REQ answer");
-        match m[0].as_str() {
-            Some("EVENT") if m[1] == sub => events.push(m[2].clone()),
-            Some("EOSE") if m[1] == sub => return (events, None),
-            Some("CLOSED") if m[1] == sub => return (events, Some(m)),
-            _ => {}
-        }
-    }
-}
-
-fn agent_tag(owner: &Keys, agent: &Keys) -> Tag {
-    AuthTag::mint(owner, &agent.public_key().to_hex(), "")
-        .unwrap()
-        .to_tag()
-}
 
 #[tokio::test]
 async fn the_challenge_comes_on_connect() {
@@ -250,28 +138,61 @@ async fn an_agents_nip_oa_conditions_bound_its_admission_and_its_session() {
     }
 
     // An attestation that expires in a few seconds: admitted, then cut off
-    // on the live connection once its bound passes.
-    let until = now + 3;
-    let (mut ws, ok) = authed(&r, &agent, Some(tag(&format!("created_at<{until}")))).await;
+    // on the live connection once its bound passes, including what it
+    // already had open (review b30b1a0 finding 11).
+    let until_ts = now + 3;
+    let (mut ws, ok) = authed(&r, &agent, Some(tag(&format!("created_at<{until_ts}")))).await;
     assert_eq!(ok[2], true, "{ok}");
     assert_eq!(publish(&mut ws, &note(&agent, 9, "in time")).await[2], true);
     let (_, closed) = req(&mut ws, "before", json!({"kinds": [9]})).await;
     assert!(closed.is_none());
-    while nostr::Timestamp::now().as_secs() < until {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    // A negentropy session opened in time (NIP-77; "61" is protocol v1 with no ranges).
+    send(&mut ws, json!(["NEG-OPEN", "neg", {"kinds": [9]}, "61"])).await;
+    let (m, _) = until(&mut ws, "the NEG-OPEN answer", |m| m[1] == "neg").await;
+    assert_eq!(m[0], "NEG-MSG", "{m}");
+    // At expiry the relay closes both, without being asked.
+    let mut closed_subs = Vec::new();
+    while closed_subs.len() < 2 {
+        let (m, _) = until(&mut ws, "the open subscriptions closed at expiry", |m| {
+            (m[0] == "CLOSED" && m[1] == "before") || (m[0] == "NEG-ERR" && m[1] == "neg")
+        })
+        .await;
+        assert!(text_of(&m).starts_with("restricted:"), "{m}");
+        closed_subs.push(m[0].as_str().unwrap().to_string());
     }
-    let late = publish(&mut ws, &note(&agent, 9, "too late")).await;
-    assert_eq!(late[2], false, "{late}");
-    assert!(late[3].as_str().unwrap().starts_with("restricted:"), "{late}");
+    assert!(
+        nostr::Timestamp::now().as_secs() >= until_ts,
+        "not before the bound"
+    );
+    // The owner publishes after expiry: the old subscription must not deliver it.
+    let (mut ows, _) = authed(&r, &owner, None).await;
+    let after = note(&owner, 9, "after expiry");
+    assert_eq!(publish(&mut ows, &after).await[2], true);
+    let late = note(&agent, 9, "too late");
+    send(&mut ws, json!(["EVENT", event_json(&late)])).await;
+    let (late_ok, seen) = until(&mut ws, "the late OK", |m| {
+        m[0] == "OK" && m[1] == late.id.to_hex()
+    })
+    .await;
+    assert!(
+        seen.iter().all(|m| m[0] != "EVENT"),
+        "an expired agent's subscription delivered: {seen:?}"
+    );
+    assert_eq!(late_ok[2], false, "{late_ok}");
+    assert!(text_of(&late_ok).starts_with("restricted:"), "{late_ok}");
     let (events, closed) = req(&mut ws, "after", json!({"kinds": [9]})).await;
     assert!(events.is_empty());
     let closed = closed.expect("CLOSED once the attestation expired");
-    assert!(closed[2].as_str().unwrap().starts_with("restricted:"), "{closed}");
+    assert!(text_of(&closed).starts_with("restricted:"), "{closed}");
+    send(&mut ws, json!(["NEG-OPEN", "neg2", {"kinds": [9]}, "61"])).await;
+    let (m, _) = until(&mut ws, "the late NEG-OPEN answer", |m| m[1] == "neg2").await;
+    assert_eq!(m[0], "NEG-ERR", "{m}");
+    assert!(text_of(&m).starts_with("restricted:"), "{m}");
     // The owner never saw the late note.
-    let (mut ows, _) = authed(&r, &owner, None).await;
     let (events, _) = req(&mut ows, "o", json!({"kinds": [9]})).await;
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["content"], "in time");
+    let mut contents: Vec<&str> = events.iter().filter_map(|e| e["content"].as_str()).collect();
+    contents.sort();
+    assert_eq!(contents, vec!["after expiry", "in time"], "{events:?}");
 }
 
 #[tokio::test]
@@ -304,8 +225,7 @@ async fn presence_is_broadcast_live_and_never_replayed() {
     assert_eq!(ids, vec![chat.id.to_hex()], "kind 20001 must never be replayed");
     // Nor after a restart on the same data directory.
     drop(r);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let r2 = relay_with(&owner, Limits::default(), Some(dir.path().to_path_buf())).await;
+    let r2 = reopen(&owner, Limits::default(), dir.path()).await;
     assert_eq!(r2.replay.loaded, 1);
     let (mut after, _) = authed(&r2, &owner, None).await;
     let (events, _) = req(&mut after, "after", json!({"kinds": [20001, 9]})).await;
@@ -380,6 +300,22 @@ async fn subscriptions_per_connection_are_bounded() {
     assert!(closed.is_none());
 }
 
+/// A raw TCP connection that never sends a byte.
+async fn silent(r: &Running) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(r.addr())
+        .await
+        .expect("tcp connects")
+}
+
+/// Waits until the relay closes `s` (EOF or reset); `false` if it stayed open for [`WAIT`].
+async fn closed_by_relay(s: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(WAIT, s.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
 #[tokio::test]
 async fn connections_are_bounded() {
     let owner = Keys::generate();
@@ -388,30 +324,131 @@ async fn connections_are_bounded() {
         ..Limits::default()
     };
     let r = relay_with(&owner, limits, None).await;
-    let (_a, _) = authed(&r, &owner, None).await;
-    let (_b, _) = authed(&r, &owner, None).await;
-    let mut c = connect(&r).await;
-    let m = next(&mut c).await.expect("a NOTICE");
-    assert_eq!(m[0], "NOTICE");
+    // Silent sockets first: they must not count against the two sessions.
+    let _s1 = silent(&r).await;
+    let _s2 = silent(&r).await;
+    let (a, ok) = authed(&r, &owner, None).await;
+    assert_eq!(ok[2], true, "{ok}");
+    let (_b, ok) = authed(&r, &owner, None).await;
+    assert_eq!(ok[2], true, "{ok}");
+    // A third session: its AUTH is refused as transient, and the socket closed.
+    let (mut c, ok) = authed(&r, &owner, None).await;
+    assert_eq!(ok[2], false, "{ok}");
     assert!(
-        m[1].as_str()
-            .unwrap()
-            .starts_with("restricted: too many connections"),
-        "{m}"
+        text_of(&ok).starts_with("rate-limited: too many connections (limit 2)"),
+        "{ok}"
     );
     assert!(next(&mut c).await.is_none(), "the third socket is closed");
-    // A slot frees when a connection ends.
-    drop(_a);
+    // A slot frees when a session ends.
+    drop(a);
     let mut ok = false;
     for _ in 0..50 {
-        let mut d = connect(&r).await;
-        if next(&mut d).await.is_some_and(|m| m[0] == "AUTH") {
+        let (_d, m) = authed(&r, &owner, None).await;
+        if m[2] == true {
             ok = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(ok, "a freed slot is usable again");
+}
+
+#[tokio::test]
+async fn silent_sockets_never_delay_an_authenticated_clients_challenge() {
+    // Review b30b1a0 finding 4's test: with two slots and two silent sockets,
+    // the owner still gets its challenge and its session.
+    let owner = Keys::generate();
+    let limits = Limits {
+        max_connections: 2,
+        ..Limits::default()
+    };
+    let r = relay_with(&owner, limits.clone(), None).await;
+    let _silent = [silent(&r).await, silent(&r).await];
+    let mut ws = connect(&r).await;
+    let c = tokio::time::timeout(limits.auth_timeout, challenge(&mut ws))
+        .await
+        .expect("the challenge comes within the auth timeout");
+    let ok = auth_on(&mut ws, &owner, &c, &r.url(), None).await;
+    assert_eq!(ok[2], true, "{ok}");
+}
+
+#[tokio::test]
+async fn a_socket_that_never_completes_its_handshake_is_closed() {
+    let owner = Keys::generate();
+    let limits = Limits {
+        handshake_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let r = relay_with(&owner, limits, None).await;
+    let mut s = silent(&r).await;
+    assert!(
+        closed_by_relay(&mut s).await,
+        "a silent socket is closed after the handshake timeout"
+    );
+}
+
+#[tokio::test]
+async fn sockets_waiting_to_authenticate_are_bounded_apart_from_sessions() {
+    let owner = Keys::generate();
+    let limits = Limits {
+        max_pending: 2,
+        handshake_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let r = relay_with(&owner, limits, None).await;
+    // An authenticated session holds no pending slot.
+    let (mut ows, ok) = authed(&r, &owner, None).await;
+    assert_eq!(ok[2], true);
+    let mut s1 = silent(&r).await;
+    let mut s2 = silent(&r).await;
+    // Both pending slots are taken, so the next socket is closed at once.
+    // (The accept loop may see s1/s2 after this one; retry until it is the third.)
+    let mut refused = false;
+    for _ in 0..20 {
+        let mut third = silent(&r).await;
+        if closed_by_relay(&mut third).await {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "a socket over the pending bound is closed");
+    // The silent ones time out, and a new client gets in again.
+    assert!(closed_by_relay(&mut s1).await && closed_by_relay(&mut s2).await);
+    let (_ws, ok) = authed(&r, &owner, None).await;
+    assert_eq!(ok[2], true, "{ok}");
+    // The session survived all of it.
+    assert_eq!(publish(&mut ows, &note(&owner, 9, "still here")).await[2], true);
+}
+
+#[tokio::test]
+async fn a_message_over_the_bound_gets_its_notice_at_any_size() {
+    // Black-box finding: 300 KiB got the NOTICE, 1 MiB only a bare close.
+    let owner = Keys::generate();
+    let r = relay(&owner).await;
+    let bound = Limits::default().max_message_bytes;
+    let expected = format!("invalid: message larger than {bound} bytes");
+    for (size, authenticated) in [(300 * 1024, true), (1024 * 1024, true), (1024 * 1024, false)] {
+        let mut ws = if authenticated {
+            authed(&r, &owner, None).await.0
+        } else {
+            let mut ws = connect(&r).await;
+            let _ = challenge(&mut ws).await;
+            ws
+        };
+        let big = note(&owner, 9, &"y".repeat(size));
+        ws.send(Message::text(json!(["EVENT", event_json(&big)]).to_string()))
+            .await
+            .expect("sent");
+        let m = next(&mut ws)
+            .await
+            .unwrap_or_else(|| panic!("{size} bytes: a NOTICE, not a bare close"));
+        assert_eq!(m[0], "NOTICE", "{size}: {m}");
+        assert!(text_of(&m).starts_with(&expected), "{size}: {m}");
+        assert!(next(&mut ws).await.is_none(), "{size}: the socket is closed");
+    }
+    let (mut ows, _) = authed(&r, &owner, None).await;
+    let (events, _) = req(&mut ows, "s", json!({"kinds": [9]})).await;
+    assert!(events.is_empty(), "nothing oversized was stored");
 }
 
 #[tokio::test]

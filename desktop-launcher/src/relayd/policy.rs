@@ -18,9 +18,23 @@
 //! - after AUTH, every EVENT and REQ of an agent's session checks the tag's
 //!   time window against the relay's clock ([`AuthTag::in_force`]), so an
 //!   attestation that expires ends the agent's access on the live
-//!   connection too, not only at its next AUTH.
+//!   connection too, not only at its next AUTH. [`Session::expires_at`]
+//!   tells the connection when to close the subscriptions the agent
+//!   already holds (review b30b1a0 finding 11: an open subscription must
+//!   stop delivering, `NEG-*` included).
+//!
+//! Two more checks close review b30b1a0's findings 2 and 11:
+//!
+//! - the AUTH event's `relay` tag must name this relay ([`OwnUrls`]), else
+//!   `invalid:`: an AUTH signed for another relay cannot be replayed here;
+//! - an agent must still be enrolled: its record exists in the launcher's
+//!   state dir, read at every AUTH ([`Enrollment`], read by the shell,
+//!   [`super::agents`]). A deleted agent's key is refused with
+//!   `restricted:`, and a live session of a removed agent ends
+//!   ([`Session::remove`]). The owner is never looked up.
 
-use buzz_contract::nip_oa::{AuthTag, AuthTagError, ConditionError};
+use super::own_urls::OwnUrls;
+use buzz_contract::nip_oa::{AuthTag, AuthTagError, Condition, ConditionError, parse_conditions};
 use buzz_contract::presence::{KIND_AUTH, KIND_PRESENCE};
 use nostr_sdk::prelude::{Event, Kind};
 
@@ -46,6 +60,8 @@ pub struct Session {
     pub key: String,
     /// `Some` for an agent admitted by a NIP-OA tag.
     pub attestation: Option<AuthTag>,
+    /// Set once the agent's record is gone from the state dir.
+    pub removed: bool,
 }
 
 impl Session {
@@ -55,23 +71,76 @@ impl Session {
             Admitted::Owner => None,
             Admitted::Agent(tag) => Some(tag),
         };
-        Session { key, attestation }
+        Session {
+            key,
+            attestation,
+            removed: false,
+        }
+    }
+
+    /// Whether this is an agent's session (the owner's is never looked up).
+    pub fn is_agent(&self) -> bool {
+        self.attestation.is_some()
     }
 
     /// Whether the session may still act at unix time `now`: always for
-    /// the owner; for an agent while its attestation's time window holds.
+    /// the owner; for an agent while its record exists and its
+    /// attestation's time window holds.
     pub fn check(&self, now: u64) -> Result<(), SessionRefusal> {
         match &self.attestation {
             None => Ok(()),
-            Some(tag) => tag.in_force(now).map_err(SessionRefusal),
+            Some(_) if self.removed => Err(SessionRefusal::Removed),
+            Some(tag) => tag.in_force(now).map_err(SessionRefusal::Attestation),
+        }
+    }
+
+    /// The unix time from which the attestation no longer holds (its
+    /// smallest `created_at<` bound); `None` for the owner and for an
+    /// attestation without an end.
+    pub fn expires_at(&self) -> Option<u64> {
+        let tag = self.attestation.as_ref()?;
+        // A tag whose conditions do not parse was never admitted
+        // (`covers` parses them at AUTH); no end is then the honest answer.
+        parse_conditions(&tag.conditions)
+            .ok()?
+            .into_iter()
+            .filter_map(|c| match c {
+                Condition::Before(n) => Some(n),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Ends an agent's session because its record was removed.
+    pub fn remove(&mut self) {
+        if self.is_agent() {
+            self.removed = true;
         }
     }
 }
 
 /// Why an authenticated agent's session may no longer act.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("restricted: the NIP-OA attestation that admitted this agent no longer holds ({0})")]
-pub struct SessionRefusal(pub ConditionError);
+pub enum SessionRefusal {
+    #[error("restricted: the NIP-OA attestation that admitted this agent no longer holds ({0})")]
+    Attestation(ConditionError),
+    #[error("restricted: this agent was removed from the launcher (its record is gone)")]
+    Removed,
+}
+
+/// What the launcher's agent records say about an AUTH's key, read by the
+/// shell at AUTH time ([`super::agents::AgentDirectory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enrollment {
+    /// The relay keeps no agent directory: every agent the owner attested is enrolled.
+    Unchecked,
+    /// A record with this pubkey exists.
+    Enrolled,
+    /// No record has this pubkey.
+    Absent,
+    /// The records could not be read (fail closed, but transient: `error:`).
+    Unreadable,
+}
 
 /// Why an AUTH event was refused. Carries no key material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,6 +151,11 @@ pub enum AuthRefusal {
     Challenge,
     #[error("invalid: the AUTH event has no relay tag")]
     RelayTag,
+    #[error("invalid: the AUTH event's relay tag names another relay, not this one ({ours})")]
+    OtherRelay {
+        /// This relay's own URLs, comma-separated (public).
+        ours: String,
+    },
     #[error("invalid: the AUTH event's created_at is more than 60 s from the relay's clock")]
     Stale,
     #[error("invalid: the AUTH event's id or signature does not verify")]
@@ -94,6 +168,10 @@ pub enum AuthRefusal {
     OtherOwner,
     #[error("restricted: the NIP-OA auth tag's conditions do not cover this AUTH event ({0})")]
     Conditions(ConditionError),
+    #[error("restricted: this agent key has no record in the launcher (deleted, or never created here)")]
+    NotEnrolled,
+    #[error("error: the relay cannot read the launcher's agent records; try again")]
+    RecordsUnreadable,
 }
 
 fn tag_values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = &'a [String]> {
@@ -105,22 +183,38 @@ fn tag_values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = &'a [Str
         .filter(move |s| s.first().map(String::as_str) == Some(name.as_str()))
 }
 
-/// Decides an AUTH event for a connection whose challenge is `challenge`,
-/// served by a relay whose owner is `owner_hex`, at unix time `now`.
-pub fn check_auth(
-    event: &Event,
-    challenge: &str,
-    owner_hex: &str,
-    now: u64,
-) -> Result<Admitted, AuthRefusal> {
+/// What an AUTH event is checked against: the connection's challenge, the
+/// relay's URLs and its owner.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthContext<'a> {
+    /// The challenge this connection was sent.
+    pub challenge: &'a str,
+    /// The URLs this relay answers to.
+    pub urls: &'a OwnUrls,
+    /// The owner's pubkey, 64 lowercase hex.
+    pub owner_hex: &'a str,
+}
+
+/// Decides an AUTH event at unix time `now`. An admitted agent must still
+/// pass [`check_enrollment`].
+pub fn check_auth(event: &Event, cx: AuthContext<'_>, now: u64) -> Result<Admitted, AuthRefusal> {
     if event.kind != Kind::from(KIND_AUTH) {
         return Err(AuthRefusal::Kind);
     }
-    if !tag_values(event, "challenge").any(|t| t.get(1).map(String::as_str) == Some(challenge)) {
+    if !tag_values(event, "challenge").any(|t| t.get(1).map(String::as_str) == Some(cx.challenge)) {
         return Err(AuthRefusal::Challenge);
     }
-    if !tag_values(event, "relay").any(|t| t.get(1).is_some_and(|v| !v.is_empty())) {
+    let relays: Vec<&str> = tag_values(event, "relay")
+        .filter_map(|t| t.get(1).map(String::as_str))
+        .filter(|v| !v.is_empty())
+        .collect();
+    if relays.is_empty() {
         return Err(AuthRefusal::RelayTag);
+    }
+    if !relays.iter().any(|r| cx.urls.contains(r)) {
+        return Err(AuthRefusal::OtherRelay {
+            ours: cx.urls.list().collect::<Vec<_>>().join(", "),
+        });
     }
     if event.created_at.as_secs().abs_diff(now) > AUTH_MAX_SKEW_SECS {
         return Err(AuthRefusal::Stale);
@@ -129,7 +223,7 @@ pub fn check_auth(
         return Err(AuthRefusal::Signature);
     }
     let author = event.pubkey.to_hex();
-    if author == owner_hex {
+    if author == cx.owner_hex {
         return Ok(Admitted::Owner);
     }
     let Some(tag) = tag_values(event, "auth").next() else {
@@ -139,12 +233,21 @@ pub fn check_auth(
     let tag = AuthTag::parse(&json)
         .and_then(|t| t.verify(&author).map(|()| t))
         .map_err(AuthRefusal::AuthTag)?;
-    if tag.owner != owner_hex {
+    if tag.owner != cx.owner_hex {
         return Err(AuthRefusal::OtherOwner);
     }
     tag.covers(u64::from(KIND_AUTH), event.created_at.as_secs())
         .map_err(AuthRefusal::Conditions)?;
     Ok(Admitted::Agent(tag))
+}
+
+/// An admitted agent must still have its record; the owner always passes.
+pub fn check_enrollment(admitted: Admitted, enrollment: Enrollment) -> Result<Admitted, AuthRefusal> {
+    match (&admitted, enrollment) {
+        (Admitted::Owner, _) | (_, Enrollment::Unchecked | Enrollment::Enrolled) => Ok(admitted),
+        (_, Enrollment::Absent) => Err(AuthRefusal::NotEnrolled),
+        (_, Enrollment::Unreadable) => Err(AuthRefusal::RecordsUnreadable),
+    }
 }
 
 /// Why an authenticated connection may not publish an event.
@@ -169,10 +272,18 @@ pub fn check_publish(event: &Event, session: &Session, now: u64) -> Result<(), P
 mod tests {
     use super::*;
     use nostr_sdk::prelude::{EventBuilder, Keys, Tag, Timestamp};
+    use std::sync::LazyLock;
 
-    fn auth_event(keys: &Keys, challenge: &str, extra: Vec<Tag>, at: u64) -> Event {
+    /// The relay under test: bound to 127.0.0.1:7447 behind a TLS proxy.
+    const BOUND: &str = "127.0.0.1:7447";
+    const OURS: &str = "ws://127.0.0.1:7447";
+    const PUBLIC: &str = "wss://relay.example.com";
+    static URLS: LazyLock<OwnUrls> =
+        LazyLock::new(|| OwnUrls::new(BOUND.parse().unwrap(), &[], &[PUBLIC.to_string()]).unwrap());
+
+    fn auth_for(keys: &Keys, relay: &str, challenge: &str, extra: Vec<Tag>, at: u64) -> Event {
         let mut tags = vec![
-            Tag::parse(["relay", "ws://127.0.0.1:1"]).unwrap(),
+            Tag::parse(["relay", relay]).unwrap(),
             Tag::parse(["challenge", challenge]).unwrap(),
         ];
         tags.extend(extra);
@@ -183,6 +294,22 @@ mod tests {
             .unwrap()
     }
 
+    fn auth_event(keys: &Keys, challenge: &str, extra: Vec<Tag>, at: u64) -> Event {
+        auth_for(keys, OURS, challenge, extra, at)
+    }
+
+    fn check(event: &Event, challenge: &str, owner_hex: &str, now: u64) -> Result<Admitted, AuthRefusal> {
+        check_auth(
+            event,
+            AuthContext {
+                challenge,
+                urls: &URLS,
+                owner_hex,
+            },
+            now,
+        )
+    }
+
     const NOW: u64 = 1_800_000_000;
 
     #[test]
@@ -190,7 +317,7 @@ mod tests {
         let owner = Keys::generate();
         let e = auth_event(&owner, "c1", vec![], NOW);
         assert_eq!(
-            check_auth(&e, "c1", &owner.public_key().to_hex(), NOW),
+            check(&e, "c1", &owner.public_key().to_hex(), NOW),
             Ok(Admitted::Owner)
         );
     }
@@ -204,13 +331,13 @@ mod tests {
         let good = AuthTag::mint(&owner, &agent_hex, "").unwrap();
         let e = auth_event(&agent, "c", vec![good.to_tag()], NOW);
         assert_eq!(
-            check_auth(&e, "c", &owner.public_key().to_hex(), NOW),
+            check(&e, "c", &owner.public_key().to_hex(), NOW),
             Ok(Admitted::Agent(good))
         );
         let foreign = AuthTag::mint(&other, &agent_hex, "").unwrap().to_tag();
         let e = auth_event(&agent, "c", vec![foreign], NOW);
         assert_eq!(
-            check_auth(&e, "c", &owner.public_key().to_hex(), NOW),
+            check(&e, "c", &owner.public_key().to_hex(), NOW),
             Err(AuthRefusal::OtherOwner)
         );
     }
@@ -225,7 +352,7 @@ mod tests {
             .to_tag();
         let e = auth_event(&thief, "c", vec![stolen], NOW);
         assert_eq!(
-            check_auth(&e, "c", &owner.public_key().to_hex(), NOW),
+            check(&e, "c", &owner.public_key().to_hex(), NOW),
             Err(AuthRefusal::AuthTag(AuthTagError::BadSignature))
         );
     }
@@ -236,30 +363,24 @@ mod tests {
         let owner_hex = owner.public_key().to_hex();
         let stranger = Keys::generate();
         let e = auth_event(&stranger, "c", vec![], NOW);
-        assert_eq!(check_auth(&e, "c", &owner_hex, NOW), Err(AuthRefusal::Stranger));
+        assert_eq!(check(&e, "c", &owner_hex, NOW), Err(AuthRefusal::Stranger));
         assert!(AuthRefusal::Stranger.to_string().starts_with("restricted:"));
         let e = auth_event(&owner, "c", vec![], NOW);
-        assert_eq!(
-            check_auth(&e, "other", &owner_hex, NOW),
-            Err(AuthRefusal::Challenge)
-        );
-        assert_eq!(check_auth(&e, "c", &owner_hex, NOW + 61), Err(AuthRefusal::Stale));
-        assert_eq!(check_auth(&e, "c", &owner_hex, NOW - 61), Err(AuthRefusal::Stale));
-        assert_eq!(check_auth(&e, "c", &owner_hex, NOW + 60), Ok(Admitted::Owner));
+        assert_eq!(check(&e, "other", &owner_hex, NOW), Err(AuthRefusal::Challenge));
+        assert_eq!(check(&e, "c", &owner_hex, NOW + 61), Err(AuthRefusal::Stale));
+        assert_eq!(check(&e, "c", &owner_hex, NOW - 61), Err(AuthRefusal::Stale));
+        assert_eq!(check(&e, "c", &owner_hex, NOW + 60), Ok(Admitted::Owner));
         let no_relay = EventBuilder::new(Kind::from(KIND_AUTH), "")
             .tags([Tag::parse(["challenge", "c"]).unwrap()])
             .custom_created_at(Timestamp::from(NOW))
             .sign_with_keys(&owner)
             .unwrap();
-        assert_eq!(
-            check_auth(&no_relay, "c", &owner_hex, NOW),
-            Err(AuthRefusal::RelayTag)
-        );
+        assert_eq!(check(&no_relay, "c", &owner_hex, NOW), Err(AuthRefusal::RelayTag));
         let note = EventBuilder::new(Kind::from(1), "")
             .custom_created_at(Timestamp::from(NOW))
             .sign_with_keys(&owner)
             .unwrap();
-        assert_eq!(check_auth(&note, "c", &owner_hex, NOW), Err(AuthRefusal::Kind));
+        assert_eq!(check(&note, "c", &owner_hex, NOW), Err(AuthRefusal::Kind));
     }
 
     #[test]
@@ -273,7 +394,7 @@ mod tests {
         v["sig"] = serde_json::Value::String(format!("{flipped}{}", &sig[1..]));
         let forged: Event = nostr_sdk::prelude::JsonUtil::from_json(v.to_string()).unwrap();
         assert_eq!(
-            check_auth(&forged, "c", &owner.public_key().to_hex(), NOW),
+            check(&forged, "c", &owner.public_key().to_hex(), NOW),
             Err(AuthRefusal::Signature)
         );
     }
@@ -286,7 +407,7 @@ mod tests {
         let agent_hex = agent.public_key().to_hex();
         let admit = |conditions: &str| {
             let tag = AuthTag::mint(&owner, &agent_hex, conditions).unwrap().to_tag();
-            check_auth(&auth_event(&agent, "c", vec![tag], NOW), "c", &owner_hex, NOW)
+            check(&auth_event(&agent, "c", vec![tag], NOW), "c", &owner_hex, NOW)
         };
         assert!(matches!(admit("kind=22242"), Ok(Admitted::Agent(_))));
         let window = format!("created_at>{}&created_at<{}", NOW - 10, NOW + 10);
@@ -309,6 +430,103 @@ mod tests {
                 .to_string()
                 .starts_with("restricted:")
         );
+    }
+
+    #[test]
+    fn an_auth_signed_for_another_relay_is_invalid() {
+        let owner = Keys::generate();
+        let owner_hex = owner.public_key().to_hex();
+        let agent = Keys::generate();
+        let tag = AuthTag::mint(&owner, &agent.public_key().to_hex(), "")
+            .unwrap()
+            .to_tag();
+        for relay in [
+            "wss://evil.example",
+            "ws://127.0.0.1:7448",
+            "wss://127.0.0.1:7447",
+            "ws://127.0.0.1:7447/x",
+        ] {
+            let e = auth_for(&owner, relay, "c", vec![], NOW);
+            let refused = check(&e, "c", &owner_hex, NOW).unwrap_err();
+            assert!(
+                matches!(refused, AuthRefusal::OtherRelay { .. }),
+                "owner via {relay}: {refused:?}"
+            );
+            let text = refused.to_string();
+            assert!(text.starts_with("invalid:"), "{text}");
+            assert!(
+                text.contains(OURS) && text.contains("wss://relay.example.com:443"),
+                "{text}"
+            );
+            let e = auth_for(&agent, relay, "c", vec![tag.clone()], NOW);
+            assert!(
+                matches!(
+                    check(&e, "c", &owner_hex, NOW),
+                    Err(AuthRefusal::OtherRelay { .. })
+                ),
+                "agent via {relay}"
+            );
+        }
+        // Our own URLs, however spelled, and the configured public URL.
+        for relay in [
+            OURS,
+            "ws://127.0.0.1:7447/",
+            "ws://localhost:7447",
+            "wss://RELAY.example.com:443/",
+        ] {
+            let e = auth_for(&owner, relay, "c", vec![], NOW);
+            assert_eq!(check(&e, "c", &owner_hex, NOW), Ok(Admitted::Owner), "{relay}");
+        }
+    }
+
+    #[test]
+    fn an_agent_needs_its_record_and_the_owner_never_does() {
+        let owner = Keys::generate();
+        let agent = Keys::generate();
+        let tag = AuthTag::mint(&owner, &agent.public_key().to_hex(), "").unwrap();
+        let agent_admitted = || Admitted::Agent(tag.clone());
+        for e in [Enrollment::Unchecked, Enrollment::Enrolled] {
+            assert_eq!(check_enrollment(agent_admitted(), e), Ok(agent_admitted()));
+        }
+        let gone = check_enrollment(agent_admitted(), Enrollment::Absent).unwrap_err();
+        assert_eq!(gone, AuthRefusal::NotEnrolled);
+        assert!(gone.to_string().starts_with("restricted:"));
+        let unreadable = check_enrollment(agent_admitted(), Enrollment::Unreadable).unwrap_err();
+        assert_eq!(unreadable, AuthRefusal::RecordsUnreadable);
+        assert!(unreadable.to_string().starts_with("error:"));
+        for e in [Enrollment::Absent, Enrollment::Unreadable] {
+            assert_eq!(check_enrollment(Admitted::Owner, e), Ok(Admitted::Owner));
+        }
+    }
+
+    #[test]
+    fn a_session_knows_when_it_ends_and_a_removed_agent_is_refused() {
+        let owner = Keys::generate();
+        let agent = Keys::generate();
+        let agent_hex = agent.public_key().to_hex();
+        let session_with = |conditions: &str| {
+            let tag = AuthTag::mint(&owner, &agent_hex, conditions).unwrap();
+            Session::new(agent_hex.clone(), Admitted::Agent(tag))
+        };
+        assert_eq!(session_with("").expires_at(), None);
+        assert_eq!(session_with("kind=22242").expires_at(), None);
+        let window = format!(
+            "created_at>{}&created_at<{}&created_at<{}",
+            NOW - 5,
+            NOW + 90,
+            NOW + 30
+        );
+        assert_eq!(session_with(&window).expires_at(), Some(NOW + 30));
+        assert_eq!(session(&owner).expires_at(), None);
+
+        let mut s = session_with("");
+        assert_eq!(s.check(NOW), Ok(()));
+        s.remove();
+        assert_eq!(s.check(NOW), Err(SessionRefusal::Removed));
+        assert!(SessionRefusal::Removed.to_string().starts_with("restricted:"));
+        let mut o = session(&owner);
+        o.remove();
+        assert_eq!(o.check(NOW), Ok(()), "the owner is never removed");
     }
 
     fn session(keys: &Keys) -> Session {
@@ -350,10 +568,13 @@ mod tests {
         let refused = check_publish(&note, &s, NOW + 60).unwrap_err();
         assert_eq!(
             refused,
-            PublishRefusal::Session(SessionRefusal(ConditionError::Expired))
+            PublishRefusal::Session(SessionRefusal::Attestation(ConditionError::Expired))
         );
         assert!(refused.to_string().starts_with("restricted:"));
-        assert_eq!(s.check(NOW + 60), Err(SessionRefusal(ConditionError::Expired)));
+        assert_eq!(
+            s.check(NOW + 60),
+            Err(SessionRefusal::Attestation(ConditionError::Expired))
+        );
         // The owner's session has no window.
         assert_eq!(session(&owner).check(u64::MAX), Ok(()));
     }

@@ -1,0 +1,179 @@
+//! The front's decision for one client frame, before the library sees it
+//! (pure apart from parsing: the session and the clock come in): NIP-42
+//! first, then the session's checks ([`super::policy`]) on EVENT, REQ,
+//! COUNT and `NEG-*`, and which subscriptions the frame opens or closes, so
+//! a cut-off can answer each one ([`super::conn`]).
+
+use super::policy::{self, Session};
+use nostr_relay_builder::prelude::{ClientMessage, Event, JsonUtil, RelayMessage, SubscriptionId};
+use std::borrow::Cow;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A relay message as a text frame.
+pub(super) fn text(msg: RelayMessage<'_>) -> Message {
+    Message::text(msg.as_json())
+}
+
+/// A `NOTICE`.
+pub(super) fn notice(s: String) -> Message {
+    text(RelayMessage::Notice(Cow::Owned(s)))
+}
+
+/// An `OK` for `event`.
+pub(super) fn ok(event: &Event, status: bool, message: String) -> Message {
+    text(RelayMessage::Ok {
+        event_id: event.id,
+        status,
+        message: Cow::Owned(message),
+    })
+}
+
+const AUTH_FIRST: &str = "auth-required: authenticate first (NIP-42)";
+
+/// A subscription the client opened or closed, tracked so a cut-off can
+/// answer each one.
+pub(super) enum Track {
+    /// The frame opens or closes nothing.
+    None,
+    /// A REQ opens this subscription.
+    Req(SubscriptionId),
+    /// A CLOSE ends it.
+    Close(SubscriptionId),
+    /// A NEG-OPEN opens this negentropy session.
+    NegOpen(SubscriptionId),
+    /// A NEG-CLOSE ends it.
+    NegClose(SubscriptionId),
+}
+
+/// What the front does with one client message.
+pub(super) enum Step {
+    /// Pass the original text to the library session.
+    Forward(Track),
+    /// Answer the client directly.
+    Reply(Message),
+    /// An AUTH event, decided by the connection (it may read the agent records).
+    Auth(Box<Event>),
+    /// Nothing to do.
+    Ignore,
+}
+
+/// The front's decision for one text frame, given the connection's session.
+pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
+    let msg = match ClientMessage::from_json(raw) {
+        Ok(m) => m,
+        Err(e) => return Step::Reply(notice(format!("invalid: cannot parse the message: {e}"))),
+    };
+    let refused = |sid: Cow<'_, SubscriptionId>, m: String| {
+        Step::Reply(text(RelayMessage::Closed {
+            subscription_id: sid,
+            message: Cow::Owned(m),
+        }))
+    };
+    let neg_refused = |sid: Cow<'_, SubscriptionId>, m: String| {
+        Step::Reply(text(RelayMessage::NegErr {
+            subscription_id: sid,
+            message: Cow::Owned(m),
+        }))
+    };
+    let Some(s) = session else {
+        return match msg {
+            ClientMessage::Auth(event) => Step::Auth(Box::new(event.into_owned())),
+            ClientMessage::Event(event) => Step::Reply(ok(&event, false, AUTH_FIRST.into())),
+            ClientMessage::Req { subscription_id, .. } | ClientMessage::Count { subscription_id, .. } => {
+                refused(subscription_id, AUTH_FIRST.into())
+            }
+            ClientMessage::Close(_) | ClientMessage::NegClose { .. } => Step::Ignore,
+            _ => Step::Reply(notice(AUTH_FIRST.to_string())),
+        };
+    };
+    match msg {
+        ClientMessage::Auth(event) => Step::Auth(Box::new(event.into_owned())),
+        ClientMessage::Event(event) => match policy::check_publish(&event, s, now) {
+            Ok(()) => Step::Forward(Track::None),
+            Err(r) => Step::Reply(ok(&event, false, r.to_string())),
+        },
+        ClientMessage::Req { subscription_id, .. } => match s.check(now) {
+            Ok(()) => Step::Forward(Track::Req(subscription_id.into_owned())),
+            Err(r) => refused(subscription_id, r.to_string()),
+        },
+        ClientMessage::Count { subscription_id, .. } => match s.check(now) {
+            Ok(()) => Step::Forward(Track::None),
+            Err(r) => refused(subscription_id, r.to_string()),
+        },
+        ClientMessage::NegOpen { subscription_id, .. } => match s.check(now) {
+            Ok(()) => Step::Forward(Track::NegOpen(subscription_id.into_owned())),
+            Err(r) => neg_refused(subscription_id, r.to_string()),
+        },
+        ClientMessage::NegMsg { subscription_id, .. } => match s.check(now) {
+            Ok(()) => Step::Forward(Track::None),
+            Err(r) => neg_refused(subscription_id, r.to_string()),
+        },
+        ClientMessage::Close(id) => Step::Forward(Track::Close(id.into_owned())),
+        ClientMessage::NegClose { subscription_id } => {
+            Step::Forward(Track::NegClose(subscription_id.into_owned()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relayd::policy::Admitted;
+    use buzz_contract::nip_oa::AuthTag;
+    use nostr_sdk::prelude::Keys;
+    use serde_json::{Value, json};
+
+    fn reply(step: Step) -> Value {
+        match step {
+            Step::Reply(Message::Text(t)) => serde_json::from_str(&t).unwrap(),
+            _ => panic!("not a reply"),
+        }
+    }
+
+    #[test]
+    fn an_expired_agent_is_refused_every_read_including_negentropy() {
+        let owner = Keys::generate();
+        let agent = Keys::generate();
+        let tag = AuthTag::mint(&owner, &agent.public_key().to_hex(), "created_at<100").unwrap();
+        let s = Session::new(agent.public_key().to_hex(), Admitted::Agent(tag));
+        let frames = [
+            (json!(["REQ", "r", {}]), "CLOSED"),
+            (json!(["COUNT", "c", {}]), "CLOSED"),
+            (json!(["NEG-OPEN", "n", {}, "61"]), "NEG-ERR"),
+            (json!(["NEG-MSG", "n", "61"]), "NEG-ERR"),
+        ];
+        for (frame, answer) in frames {
+            let m = reply(decide(&frame.to_string(), Some(&s), 100));
+            assert_eq!(m[0], answer, "{frame}: {m}");
+            assert!(m[2].as_str().unwrap().starts_with("restricted:"), "{m}");
+        }
+        // In time, the same frames pass, and the subscriptions are tracked.
+        assert!(matches!(
+            decide(&json!(["REQ", "r", {}]).to_string(), Some(&s), 99),
+            Step::Forward(Track::Req(_))
+        ));
+        assert!(matches!(
+            decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), Some(&s), 99),
+            Step::Forward(Track::NegOpen(_))
+        ));
+        assert!(matches!(
+            decide(&json!(["CLOSE", "r"]).to_string(), Some(&s), 100),
+            Step::Forward(Track::Close(_))
+        ));
+    }
+
+    #[test]
+    fn before_auth_only_auth_gets_through() {
+        let m = reply(decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), None, 0));
+        assert_eq!(m[0], "NOTICE");
+        assert!(m[1].as_str().unwrap().starts_with("auth-required:"));
+        let m = reply(decide(&json!(["REQ", "r", {}]).to_string(), None, 0));
+        assert_eq!((m[0].as_str(), m[1].as_str()), (Some("CLOSED"), Some("r")));
+        assert!(matches!(
+            decide(&json!(["CLOSE", "r"]).to_string(), None, 0),
+            Step::Ignore
+        ));
+        let m = reply(decide("not json", None, 0));
+        assert!(m[1].as_str().unwrap().starts_with("invalid:"), "{m}");
+    }
+}

@@ -1,0 +1,71 @@
+//! The embedded relay's bounds and timeouts, each with the rule it serves
+//! (DESIGN.md decision 7: one place for a component's constants).
+
+use std::time::Duration;
+
+/// Authenticated sessions at once (README "The embedded relay": 256).
+pub const MAX_CONNECTIONS: usize = 256;
+/// Sockets between accept and a successful AUTH at once: counted apart from
+/// the sessions, so silent or slow sockets never take an authenticated
+/// client's slot (review b30b1a0 finding 4). Over it, a socket is closed at
+/// once, before any handshake.
+pub const MAX_PENDING: usize = 64;
+/// Open subscriptions per connection (`CLOSED rate-limited:` from the library).
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+/// Largest client message: a kind 9's content is at most 64 KiB
+/// (wire-facts §4); JSON escaping and tags need room beyond that.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+/// Events per minute per connection.
+pub const EVENTS_PER_MINUTE: u32 = 60_000;
+/// Time a socket has to authenticate once it got its challenge (the Buzz
+/// relay's 5 s, wire-facts §2).
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a TCP connection has to complete its WebSocket handshake (finding 4).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the agent records are re-read so a live session of a deleted
+/// agent ends (finding 11; an AUTH always reads them afresh).
+pub const RECORDS_RECHECK: Duration = Duration::from_secs(2);
+/// The transport's own frame/message cap sits this far above
+/// [`MAX_MESSAGE_BYTES`]-style policy bounds, so most oversized messages are
+/// read whole and refused by the policy check; larger ones are refused from
+/// their frame header, with the same `NOTICE`.
+pub const TRANSPORT_SLACK: usize = 64 * 1024;
+/// How long a refused socket is drained after its `NOTICE`, so the peer
+/// still reading gets the notice instead of a TCP reset.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// The relay's bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Concurrent authenticated sessions ([`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Concurrent sockets not yet authenticated ([`MAX_PENDING`]).
+    pub max_pending: usize,
+    /// Open subscriptions per connection.
+    pub max_subscriptions: usize,
+    /// Largest client message.
+    pub max_message_bytes: usize,
+    /// Events per minute per connection.
+    pub events_per_minute: u32,
+    /// Time a socket has to authenticate.
+    pub auth_timeout: Duration,
+    /// Time a socket has to complete the WebSocket handshake.
+    pub handshake_timeout: Duration,
+    /// How often live agent sessions are checked against the agent records.
+    pub records_recheck: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            max_pending: MAX_PENDING,
+            max_subscriptions: MAX_SUBSCRIPTIONS,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            events_per_minute: EVENTS_PER_MINUTE,
+            auth_timeout: AUTH_TIMEOUT,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            records_recheck: RECORDS_RECHECK,
+        }
+    }
+}
