@@ -278,3 +278,66 @@ impl Drop for UiProc {
         let _ = self.child.wait();
     }
 }
+
+/// Live (non-zombie) processes running `exe` whose environment has
+/// `BUZZ_LAUNCHER_HOME=home`: the local harnesses of one state dir (a
+/// harness's built-in echo agent, the same exe with a hidden first
+/// argument, is not counted). What "exactly one harness" is checked against.
+pub fn processes_of(home: &Path, exe: &Path) -> Vec<u32> {
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    let marker = format!("BUZZ_LAUNCHER_HOME={}", home.display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        let Ok(link) = std::fs::read_link(dir.join("exe")) else {
+            continue;
+        };
+        if exe != Path::new(link.to_string_lossy().trim_end_matches(" (deleted)")) {
+            continue;
+        }
+        let zombie = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')))
+            .unwrap_or(true);
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let echo_agent = cmdline
+            .split(|b| *b == 0)
+            .any(|a| a == buzz_contract::env::BUILTIN_ECHO_ARG.as_bytes());
+        let env = std::fs::read(dir.join("environ")).unwrap_or_default();
+        if !zombie && !echo_agent && env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Waits up to `limit` for `cond`, polling every 100 ms; returns whether it held.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILLs the process groups led by `pids` (cleanup of harnesses a test started).
+pub fn kill_groups(pids: &[u32]) {
+    for p in pids {
+        if let Ok(p) = i32::try_from(*p) {
+            // SAFETY: kill(2) on process groups this test's state dir started; no memory is involved.
+            unsafe {
+                libc::kill(-p, libc::SIGKILL);
+                libc::kill(p, libc::SIGKILL);
+            }
+        }
+    }
+}

@@ -3,7 +3,12 @@
 //! `buzz-launcher ui` process on a temp state dir with the fake provider:
 //! the token on every call, `Host`/`Origin` checks (DNS rebinding, CSRF),
 //! no secret in any response or event (canary scan, error paths included),
-//! the schema rules on the server side and field-keyed I2 errors.
+//! the schema rules on the server side and field-keyed I2 errors. The
+//! running-agent family (one harness per agent, presence ageing, refused
+//! deletes, secret-shaped names, fail-closed redaction) is in `ui/running.rs`.
+
+#[path = "ui/running.rs"]
+mod running;
 
 use buzz_conformance::ui_support::{Resp, UiProc, launcher, raw_request};
 use desktop_launcher::redact::{FRAGMENT_MIN, contains_fragment};
@@ -87,6 +92,17 @@ const ROUTES: &[(&str, &str, Option<&str>)] = &[
     ("GET", "/api/events", None),
 ];
 
+fn agent_names(ui: &UiProc) -> Vec<String> {
+    let listed = ui.call("GET", "/api/agents", None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    listed.json()["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn ui_every_api_call_needs_the_token() {
     let s = setup();
@@ -94,7 +110,9 @@ fn ui_every_api_call_needs_the_token() {
     let ui = s.ui();
     let limit = Duration::from_secs(10);
     let wrong = format!("Bearer {}", "0".repeat(64));
+    let right = format!("Bearer {}", ui.token);
     for (method, path, body) in ROUTES {
+        let before = agent_names(&ui);
         for auth in [
             None,
             Some(wrong.as_str()),
@@ -117,17 +135,28 @@ fn ui_every_api_call_needs_the_token() {
         let with_query = format!("{path}{q}token={}", ui.token);
         let r = raw_request(&ui.addr, method, &with_query, &[("Host", &ui.addr)], *body, limit);
         assert_eq!(r.status, 401, "{method} {with_query}");
+        // Nothing was changed by the refused calls.
+        assert_eq!(
+            agent_names(&ui),
+            before,
+            "{method} {path} acted without the token"
+        );
+        // Positive control: the same call with the token gets past the guard
+        // (the event stream never ends: read it briefly).
+        let h = [("Host", ui.addr.as_str()), ("Authorization", right.as_str())];
+        let wait = if *path == "/api/events" {
+            Duration::from_secs(1)
+        } else {
+            limit
+        };
+        let r = raw_request(&ui.addr, method, path, &h, *body, wait);
+        assert!(
+            r.status != 401 && r.status != 0,
+            "{method} {path} with the token: {} {}",
+            r.status,
+            r.body
+        );
     }
-    // Nothing was changed by the refused calls.
-    let listed = ui.call("GET", "/api/agents", None);
-    assert_eq!(listed.status, 200, "{}", listed.body);
-    let names: Vec<String> = listed.json()["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["name"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(names, ["a"]);
     // The page itself needs no token, never contains it, and is served with the CSP.
     for path in ["/", "/app.js", "/style.css"] {
         let r = raw_request(&ui.addr, "GET", path, &[("Host", &ui.addr)], None, limit);
@@ -261,6 +290,10 @@ fn ui_open_hands_the_opener_a_private_page_never_the_token() {
 #[test]
 fn ui_listens_on_loopback_only() {
     let s = setup();
+    // An agent on the embedded relay: a refused page must not start that relay either.
+    s.cli(&["agent", "create", "emb", "--agent", "echo"]);
+    let store = Store::open(&s.home).unwrap();
+    let port = desktop_launcher::embedded::port(&store).unwrap();
     for listen in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"] {
         let out = launcher(Path::new(BIN), &s.home, &["ui", "--listen", listen], &s.envs);
         assert_eq!(out.status.code(), Some(1), "{listen}");
@@ -272,6 +305,16 @@ fn ui_listens_on_loopback_only() {
             "{listen}: {err}"
         );
         assert!(out.stdout.is_empty(), "{listen}: a URL was printed");
+        // No side effect: no relay was started, none is recorded.
+        assert_eq!(
+            desktop_launcher::embedded::load(&store).unwrap().pid,
+            None,
+            "{listen}"
+        );
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "{listen}: something serves the embedded relay's port"
+        );
     }
 }
 
@@ -620,6 +663,39 @@ fn ui_delete_of_a_deployed_agent_needs_force_and_edits_note_the_restart() {
     let r = ui.call("DELETE", "/api/agents/d?force=true", None);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(ui.call("GET", "/api/agents/d", None).status, 404);
+    drop(ui);
+
+    // A local agent whose harness runs is deployed too (review b30b1a0 finding 9).
+    let mut s = s;
+    s.envs.push((
+        "BUZZ_ACP_BIN".to_string(),
+        env!("CARGO_BIN_EXE_buzz-acp-under-test").to_string(),
+    ));
+    s.cli(&["agent", "create", "loc", "--agent", "echo"]);
+    let ui = s.ui();
+    let stop_relay = || launcher(Path::new(BIN), &s.home, &["relay", "stop"], &s.envs);
+    let events = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| ui.events(Duration::from_secs(90), |t| t.contains(r#""op":"start""#)));
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(ui.call("POST", "/api/agents/loc/start", None).status, 202);
+        reader.join().unwrap()
+    });
+    if !events.contains(r#""ok":true"#) {
+        stop_relay();
+        panic!(
+            "{events}
+{}",
+            ui.stderr_text()
+        );
+    }
+    let r = ui.call("DELETE", "/api/agents/loc", None);
+    let refused = (r.status, r.json()["needs_force"].clone());
+    let kept = ui.call("GET", "/api/agents/loc", None).status;
+    let stopped = ui.call("POST", "/api/agents/loc/stop", None).status;
+    let deleted = ui.call("DELETE", "/api/agents/loc", None).status;
+    stop_relay();
+    assert_eq!(refused, (409, json!(true)), "{}", r.body);
+    assert_eq!((kept, stopped, deleted), (200, 200, 200));
 }
 
 /// The CLI's local `start` uses the Start page's watched start: the
@@ -758,9 +834,8 @@ fn ui_an_empty_relay_url_is_the_embedded_relay_started_on_demand() {
         reader.join().unwrap()
     });
     assert!(events.contains(r#""ok":true"#), "{events}\n{}", ui.stderr_text());
-    let relay_pid = desktop_launcher::embedded::load(&store).unwrap().pid;
     assert!(
-        relay_pid.is_some_and(desktop_launcher::embedded::pid_is_relay),
+        desktop_launcher::embedded::running(&store).unwrap().is_some(),
         "the embedded relay runs"
     );
     let r = ui.call(

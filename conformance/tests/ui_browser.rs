@@ -11,6 +11,14 @@
 //! `$BUZZ_NPM_PREFIX/node_modules` (default `~/.cache/buzz-npm`), Chromium at
 //! `$BUZZ_CHROMIUM` (default `/usr/bin/chromium`).
 //!
+//! The presence figure is measured the first-run way (review b30b1a0
+//! finding 8): the page opens while its embedded relay is down (checked
+//! below), the agent is created in the form before any relay runs, and the
+//! page's Start starts the relay, so the dot moves only because the page's
+//! presence watch retries its relay, not because a later create reopens it.
+//! The browser also checks that Start is disabled while the agent is online
+//! and that the edit form is read-only until the record has filled it.
+//!
 //! The relay and the agent command are parameters of [`Scenario`]: the
 //! launcher's embedded relay (agents created without a relay URL use it; the
 //! page starts it in the background) and the harness's built-in echo agent
@@ -255,6 +263,13 @@ fn start_page_end_to_end_in_headless_chromium() {
         agent: "echo",
     };
     let ui = UiProc::start(Path::new(BIN), &home, &envs);
+    if std::env::var_os("BUZZ_UI_TEST_RELAY_URL").is_none() {
+        assert_eq!(
+            desktop_launcher::embedded::running(&Store::open(&home).expect("store")).expect("relay.json"),
+            None,
+            "the page started the embedded relay at launch: the presence figure would not be first-run"
+        );
+    }
     let shots = screenshots_dir();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui-tests/start-page.mjs");

@@ -96,6 +96,9 @@ try {
   check((await page.locator(`${card(AGENT)} .state`).textContent()) === 'online', 'the dot has no text label');
   await page.waitForSelector(`${card(AGENT)} .progress li:text("online")`, { timeout: 30000 });
   await page.waitForSelector(`${card(AGENT)}[data-deployed="yes"]`, { timeout: 30000 });
+  // One live harness per agent (spec I4): Start is disabled while it runs, Stop is not.
+  await page.waitForSelector(`${card(AGENT)} button.start:disabled`, { timeout: 10000 });
+  check(await page.locator(`${card(AGENT)} button.stop`).isEnabled(), 'Stop is disabled while the agent is online');
   await shot(page, 'online');
 
   // --- chat → the reply shows ------------------------------------------------------------
@@ -132,7 +135,28 @@ try {
   await page.click(`${card(AGENT)} button.stop`);
   await page.waitForSelector(`${card(AGENT)}[data-state="offline"]`, { timeout: 240000 });
   check((await page.locator(`${card(AGENT)} .state`).textContent()) === 'offline', 'offline has no text label');
+  await page.waitForSelector(`${card(AGENT)} button.start:enabled`, { timeout: 30000 });
   await shot(page, 'offline');
+
+  // --- the edit form stays read-only until the record has filled it ----------------------
+  let release;
+  const held = new Promise((res) => { release = res; });
+  const recordUrl = (u) => new URL(u).pathname === `/api/agents/${AGENT}`;
+  await page.route(recordUrl, async (route) => {
+    if (route.request().method() === 'GET') await held;
+    await route.continue();
+  });
+  await page.click(`${card(AGENT)} button.edit`);
+  await page.waitForSelector('#agent-form[data-loading="yes"]', { timeout: 10000 });
+  check(await page.locator('#f-model').isDisabled(), 'the edit form is editable before the record loaded');
+  check(await page.locator('#f-submit').isDisabled(), 'the edit form can be saved before the record loaded');
+  release();
+  await page.waitForSelector('#agent-form[data-loading="no"]', { timeout: 10000 });
+  check(await page.locator('#f-model').isEnabled(), 'the edit form stays read-only once the record is in');
+  check(await page.inputValue('#f-agent_command') === AGENT_COMMAND, 'the record did not fill the form');
+  await page.unroute(recordUrl);
+  await page.click('#f-cancel');
+  await page.waitForSelector('#form-h:text("Create an agent")', { timeout: 10000 });
 
   // --- a provider backend: the schema form --------------------------------------------------
   await page.fill('#f-name', REMOTE);

@@ -8,6 +8,8 @@
 use crate::discovery::{self, Discovery, DiscoveryError};
 use crate::gate::{self, Deployed, GateConfig, GateError};
 use crate::limits::STRICT_ENV;
+use crate::local::Running;
+use crate::lock::{self, LockError};
 use crate::payload::{self, ConfigError, PayloadError};
 use crate::presence::{Derived, Tracker};
 use crate::record::{AgentRecord, Backend, DeployState};
@@ -32,6 +34,17 @@ pub enum AppError {
     Discovery(#[from] DiscoveryError),
     #[error("{0}")]
     Gate(String),
+    #[error(transparent)]
+    GateRefused(#[from] GateError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(
+        "agent `{}` has a live local harness (pid {}); deleting it would orphan the running agent — stop it first, or pass --force-remote-delete",
+        .0.name, .0.pid
+    )]
+    LiveLocal(Running),
+    #[error("a start of agent `{0}` is in progress; wait for it to end")]
+    Busy(String),
     #[error(transparent)]
     Relay(#[from] RelayError),
     #[error(transparent)]
@@ -109,6 +122,16 @@ pub fn start_provider(
     else {
         return Err(AppError::NotProvider(name.to_string()));
     };
+    // One start of an agent at a time; `delete` refuses while it is held.
+    let _starting = match lock::try_lock(&agent_lock(store, name))? {
+        Some(held) => held,
+        None => {
+            on_status(&format!(
+                "another start of `{name}` is in progress; waiting for it to end"
+            ));
+            lock::lock(&agent_lock(store, name))?
+        }
+    };
     let settings = store.settings()?;
     let ident = store.identity(name)?;
     // Refusals before anything is invoked: I1, owner, relay-mesh, POSIX keys, gate, I2.
@@ -139,16 +162,16 @@ pub fn start_provider(
         },
         on_status,
     );
-    let mut state = store.deploy_state(name)?;
     match result {
         Ok(d) => {
-            state.agent_id = Some(d.agent_id.clone());
-            state.generation = d.generation.clone();
-            state.record_digest = Some(rec.launch_digest());
-            state.started_at = Some(relay::unix_now());
-            state.last_error = None;
-            state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
-            store.save_deploy_state(name, &state)?;
+            store.update_deploy_state(name, |state| {
+                state.agent_id = Some(d.agent_id.clone());
+                state.generation = d.generation.clone();
+                state.record_digest = Some(rec.launch_digest());
+                state.started_at = Some(relay::unix_now());
+                state.last_error = None;
+                state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
+            })?;
             // A deploy can take minutes: re-read the record so an edit made
             // meanwhile survives, and update only the path cache. The digest
             // stored above is the deployed record's, so `status` notes the edit.
@@ -183,23 +206,38 @@ pub fn start_provider(
                 }
                 _ => e.to_string(),
             };
-            state.last_error = Some(msg.clone());
-            store.save_deploy_state(name, &state)?;
+            store.update_deploy_state(name, |state| state.last_error = Some(msg.clone()))?;
             Err(AppError::Gate(msg))
         }
     }
 }
 
-/// `start` on the local backend: the same resolver, then the harness as a child.
-/// Returns the child and the launch generation it was given.
-pub fn start_local(
-    store: &Store,
-    name: &str,
-    harness: &std::path::Path,
-) -> Result<(Child, String), AppError> {
+/// The lock a start of `name` holds (see [`crate::lock`]).
+fn agent_lock(store: &Store, name: &str) -> PathBuf {
+    store.lock_path(&format!("agent-{name}"))
+}
+
+/// What a local `start` did.
+#[derive(Debug)]
+pub enum LocalStart {
+    /// A harness was spawned (not supervised: the caller reaps or leaves it).
+    Spawned { child: Child, nonce: String },
+    /// The agent's harness already runs: nothing was spawned (spec I4).
+    AlreadyRunning(Running),
+}
+
+/// `start` on the local backend: the same resolver, then the harness as a
+/// child — unless the agent's harness already runs (spec I4, local scope).
+/// The check and the spawn hold the agent's lock, so two starts at once
+/// (two CLI processes, the page and the CLI) spawn one harness.
+pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Result<LocalStart, AppError> {
     let rec = store.agent(name)?;
     if !matches!(rec.backend, Backend::Local) {
         return Err(AppError::NotLocal(name.to_string()));
+    }
+    let _starting = lock::lock(&agent_lock(store, name))?;
+    if let Some(r) = crate::local::running(store, name)? {
+        return Ok(LocalStart::AlreadyRunning(r));
     }
     let settings = store.settings()?;
     let ident = store.identity(name)?;
@@ -207,14 +245,17 @@ pub fn start_local(
     let nonce = crate::local::new_nonce();
     let env = resolve::local_env(&rec, &resolved, &ident, &nonce);
     let child = crate::local::spawn(harness, &env, &workdir(store, &rec)?, &store.log_path(name))?;
-    let mut state = store.deploy_state(name)?;
-    state.generation = Some(nonce.clone());
-    state.record_digest = Some(rec.launch_digest());
-    state.started_at = Some(relay::unix_now());
-    state.local_pid = Some(child.id());
-    state.last_error = None;
-    store.save_deploy_state(name, &state)?;
-    Ok((child, nonce))
+    // Read while the child is ours and unreaped: its pid cannot be reused yet.
+    let identity = crate::procid::ProcessId::of(child.id()).ok();
+    store.update_deploy_state(name, |state| {
+        state.generation = Some(nonce.clone());
+        state.record_digest = Some(rec.launch_digest());
+        state.started_at = Some(relay::unix_now());
+        state.local_pid = Some(child.id());
+        state.local_process = identity;
+        state.last_error = None;
+    })?;
+    Ok(LocalStart::Spawned { child, nonce })
 }
 
 /// The floor of a presence wait that began at `began` (unix seconds).
@@ -256,9 +297,13 @@ pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppEr
         })
         .await;
     client.shutdown().await;
-    let mut state = store.deploy_state(name)?;
-    state.local_pid = None;
-    store.save_deploy_state(name, &state)?;
+    store.update_deploy_state(name, |state| {
+        // The harness said offline, or its recorded process is gone.
+        if ok || crate::local::running_from(name, state).is_none() {
+            state.local_pid = None;
+            state.local_process = None;
+        }
+    })?;
     // A harness subscribes from the second it starts, and the relay keeps the
     // `!shutdown`: a run started in the same second would read it and stop.
     // Returning only once that second is over keeps a `stop` from reaching
@@ -306,6 +351,15 @@ pub async fn wait_online(
     Ok(ok)
 }
 
+/// What a watched local start did.
+#[derive(Debug)]
+pub enum Watched {
+    /// A harness was spawned and watched.
+    Started(WatchedStart),
+    /// The agent's harness already runs: nothing was spawned (spec I4).
+    AlreadyRunning(Running),
+}
+
 /// A local start that was watched from before the spawn.
 #[derive(Debug)]
 pub struct WatchedStart {
@@ -322,16 +376,20 @@ pub struct WatchedStart {
 /// that reaches the relay faster than a subscription opened after the
 /// spawn would announce `online` to nobody (the next republish is a
 /// minute away). `on_spawned` sees the pid and run once the child exits
-/// `spawn`. Refuses before spawning when the relay cannot be reached.
+/// `spawn`. Refuses before spawning when the relay cannot be reached. An
+/// agent whose harness already runs is left alone ([`Watched::AlreadyRunning`]).
 pub async fn start_local_watched(
     store: &Store,
     name: &str,
     harness: &std::path::Path,
     wait: Duration,
     on_spawned: &mut (dyn FnMut(u32, &str) + Send),
-) -> Result<WatchedStart, AppError> {
+) -> Result<Watched, AppError> {
     let began = relay::unix_now();
     let rec = store.agent(name)?;
+    if let Some(r) = crate::local::running(store, name)? {
+        return Ok(Watched::AlreadyRunning(r));
+    }
     let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];
     let since = presence_floor(began);
@@ -343,7 +401,11 @@ pub async fn start_local_watched(
         }
     };
     let (child, nonce) = match start_local(store, name, harness) {
-        Ok(x) => x,
+        Ok(LocalStart::Spawned { child, nonce }) => (child, nonce),
+        Ok(LocalStart::AlreadyRunning(r)) => {
+            client.shutdown().await;
+            return Ok(Watched::AlreadyRunning(r));
+        }
         Err(e) => {
             client.shutdown().await;
             return Err(e);
@@ -358,7 +420,7 @@ pub async fn start_local_watched(
         })
         .await;
     client.shutdown().await;
-    Ok(WatchedStart { child, nonce, online })
+    Ok(Watched::Started(WatchedStart { child, nonce, online }))
 }
 
 /// Live presence of a set of agents across their relays (spec I3), for
@@ -445,15 +507,11 @@ impl PresenceWatch {
     }
 }
 
-/// The agents `status` waits for: deployed or locally started ones.
+/// The agents `status` waits for: deployed ones and live local ones.
 pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
     agents
         .iter()
-        .filter(|a| {
-            store
-                .deploy_state(&a.name)
-                .is_ok_and(|st| is_deployed(&st) || st.local_pid.is_some())
-        })
+        .filter(|a| store.deploy_state(&a.name).is_ok_and(|st| is_live(&a.name, &st)))
         .map(|a| a.pubkey.clone())
         .collect()
 }
@@ -476,12 +534,24 @@ pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Resu
     Ok(reply?)
 }
 
-/// `delete`: refuses a deployed agent without `force_remote_delete` (spec §Stop and Delete).
+/// `delete` (spec §Stop and Delete; review b30b1a0 finding 9): refuses,
+/// without `force_remote_delete`, a deployed agent and one whose local
+/// harness runs (a verified identity, [`crate::local::running`]); refuses
+/// always while a start of it is in progress (its lock is held: the start
+/// would re-create what the delete removed, force or not).
 pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
-    let state = store.deploy_state(name)?;
+    let Some(_held) = lock::try_lock_for(&agent_lock(store, name), Duration::from_millis(200))? else {
+        return Err(AppError::Busy(name.to_string()));
+    };
     store.agent(name)?;
-    if let Some(id) = state.agent_id.filter(|_| !force_remote_delete) {
-        return Err(AppError::Deployed(name.to_string(), id));
+    let state = store.deploy_state(name)?;
+    if !force_remote_delete {
+        if let Some(r) = crate::local::running_from(name, &state) {
+            return Err(AppError::LiveLocal(r));
+        }
+        if let Some(id) = state.agent_id {
+            return Err(AppError::Deployed(name.to_string(), id));
+        }
     }
     store.delete_agent(name)?;
     Ok(())
@@ -510,18 +580,12 @@ pub fn is_deployed(state: &DeployState) -> bool {
     state.agent_id.is_some()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    #[test]
-    fn until_after_second_waits_out_the_rest_of_that_second_only() {
-        let at = |s: u64, ms: u64| UNIX_EPOCH + Duration::from_secs(s) + Duration::from_millis(ms);
-        assert_eq!(until_after_second(100, at(100, 0)), Duration::from_secs(1));
-        assert_eq!(until_after_second(100, at(100, 750)), Duration::from_millis(250));
-        assert_eq!(until_after_second(100, at(101, 0)), Duration::ZERO);
-        assert_eq!(until_after_second(100, at(103, 5)), Duration::ZERO);
-        assert!(until_after_second(100, SystemTime::now()) == Duration::ZERO);
-    }
+/// True when the agent is deployed or its local harness runs (the
+/// "deployed" axis of I3 as `status` and the page show it).
+pub fn is_live(name: &str, state: &DeployState) -> bool {
+    is_deployed(state) || crate::local::running_from(name, state).is_some()
 }
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

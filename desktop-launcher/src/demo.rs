@@ -388,15 +388,17 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
     Ok(0)
 }
 
-/// Ends what a failed demo left running: the harness's process group and the relay.
+/// Ends what a failed demo left running: the agent's harness and the relay,
+/// each only when its recorded identity verifies ([`crate::procid`]; review
+/// b30b1a0 finding 5: a reused `--state-dir` keeps an old `local_pid`, and
+/// a failure before `start` leaves one that names whatever has that pid
+/// now). The harness gets SIGTERM alone and ends its own process group.
 fn cleanup_after_failure(store: &Store) {
     if let Ok(st) = store.deploy_state(AGENT)
-        && let Some(pid) = st.local_pid
+        && let Some(harness) = crate::local::running_from(AGENT, &st)
+        && let Some(id) = st.local_process.filter(|id| id.pid == harness.pid)
     {
-        // SAFETY: kill(2) has no memory effects; the group is the harness this demo started.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGTERM);
-        }
+        let _ = id.terminate(Duration::from_secs(5));
     }
     let _ = embedded::stop(store);
 }

@@ -7,12 +7,15 @@
 //! - [`resolve`]: THE launch resolver, shared by local spawn and deploy (spec §Launch data, Known Defect 3, I1).
 //! - [`payload`]: the deploy payload builder and `provider_config` normalisation (spec §deploy, I2, Known Defect 8).
 //! - [`redact`]: scrubbing of provider output (spec §Provider Output Is Untrusted).
+//! - [`secrets`]: what is a secret, one set for the gate and the Start page (fail closed).
+//! - [`procid`]: "is this process ours" (pid + start time + boot + exe), pidfd signalling.
 //! - [`response`]: the strict provider response rules (spec §Invocation, wire-facts §8 item 5).
 //! - [`presence`]: presence derivation and change-only events (spec I3, wire-facts §3).
 //!
 //! Shell (one narrow module per boundary):
 //! - [`app`]: the commands (start, stop, chat, delete) over the modules below.
 //! - [`store`]: the state directory, key files at `0600`.
+//! - [`lock`]: advisory locks in the state dir (relay start, agent start, deploy state).
 //! - [`discovery`]: provider discovery with diagnostics (spec §Discovery, Known Defect 1).
 //! - [`invoke`]: bounded provider invocation (spec §Invocation).
 //! - [`gate`]: the pre-secret negotiation gate (spec §Discovery, Known Defect 5).
@@ -31,8 +34,10 @@ pub mod gate;
 pub mod invoke;
 pub mod limits;
 pub mod local;
+pub mod lock;
 pub mod payload;
 pub mod presence;
+pub mod procid;
 pub mod record;
 pub mod redact;
 pub mod relay;
@@ -40,6 +45,7 @@ pub mod relayd;
 pub mod resolve;
 pub mod response;
 pub mod runtime;
+pub mod secrets;
 pub mod stage;
 pub mod store;
 pub mod ui;

@@ -1,6 +1,14 @@
 //! The local backend: the harness `buzz-acp` as a child process, with its
 //! environment from the same resolver the deploy path uses (spec §Launch
 //! data "The governing invariant"; §Launchers layer 1).
+//!
+//! At most one live local harness per agent key (spec I4, local scope):
+//! [`running`] is the rule `start` and `delete` consult. A harness runs when
+//! the identity recorded at its spawn (`deploy/<name>.json`
+//! `local_process`, see [`crate::procid`]) still verifies: a bare pid, a
+//! dead one or a reused one is not a running harness. The Start page also
+//! counts fresh presence from the recorded run (it holds a presence
+//! tracker; the CLI does not wait a republish interval to find out).
 
 use crate::limits::HARNESS_BIN_ENV;
 use buzz_contract::env as names;
@@ -20,6 +28,40 @@ pub enum LocalError {
         program: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// A live local harness of one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    pub name: String,
+    pub pid: u32,
+    /// The launch generation it was given.
+    pub run: Option<String>,
+}
+
+impl std::fmt::Display for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.run {
+            Some(r) => write!(f, "{} is already running (pid {}, run {r})", self.name, self.pid),
+            None => write!(f, "{} is already running (pid {})", self.name, self.pid),
+        }
+    }
+}
+
+/// The rule over recorded bookkeeping: the harness of `name` runs when its
+/// recorded identity verifies now.
+pub fn running_from(name: &str, st: &crate::record::DeployState) -> Option<Running> {
+    let id = st.local_process.as_ref().filter(|id| id.is_alive())?;
+    Some(Running {
+        name: name.to_string(),
+        pid: id.pid,
+        run: st.generation.clone(),
+    })
+}
+
+/// The live local harness of `name`, if any.
+pub fn running(store: &crate::store::Store, name: &str) -> Result<Option<Running>, crate::store::StoreError> {
+    Ok(running_from(name, &store.deploy_state(name)?))
 }
 
 /// The harness program: `$BUZZ_ACP_BIN`, else `buzz-acp` (looked up on PATH).

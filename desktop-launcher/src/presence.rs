@@ -108,6 +108,14 @@ impl Tracker {
         }
     }
 
+    /// Starts tracking `pubkey` (`unknown`) if it is not tracked yet.
+    pub fn manage(&mut self, pubkey: &str) {
+        self.entries.entry(pubkey.to_string()).or_insert(Entry {
+            last: None,
+            derived: Derived::Unknown,
+        });
+    }
+
     /// The same tracker ignoring every event created before `since` (unix seconds).
     pub fn since(mut self, since: u64) -> Tracker {
         self.since = since;
@@ -249,6 +257,17 @@ mod tests {
         let c = t.tick(1181);
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].to, Derived::Offline);
+    }
+
+    #[test]
+    fn a_pubkey_managed_later_starts_unknown_and_keeps_an_existing_report() {
+        let mut t = Tracker::new(Vec::<String>::new(), TTL);
+        assert!(t.observe(&pk('a'), "online", None, 1, 1).is_none(), "unmanaged");
+        t.manage(&pk('a'));
+        assert_eq!(t.state(&pk('a')), Derived::Unknown);
+        assert!(t.observe(&pk('a'), "online", None, 1, 1).is_some());
+        t.manage(&pk('a'));
+        assert_eq!(t.state(&pk('a')), Derived::Online);
     }
 
     #[test]

@@ -188,9 +188,14 @@ pub struct DeployState {
     /// Provider binary that ran last: path and SHA-256.
     #[serde(default)]
     pub provider_binary: Option<String>,
-    /// Local harness process id, when started locally.
+    /// Local harness process id, when started locally (for people reading
+    /// the file; the identity is [`DeployState::local_process`]).
     #[serde(default)]
     pub local_pid: Option<u32>,
+    /// The local harness's identity (pid, start time, boot, executable):
+    /// what decides whether it still runs (see [`crate::procid`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_process: Option<crate::procid::ProcessId>,
 }
 
 /// True for a record name usable as a file name.

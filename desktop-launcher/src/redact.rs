@@ -21,6 +21,7 @@
 //! against a provider *echoing* what it holds; a provider that re-encodes a
 //! secret on purpose can always exfiltrate it and is out of scope.
 
+pub use crate::secrets::SecretSet;
 pub use buzz_contract::redact::scrub_tokens;
 use buzz_contract::redact::{Literals, REDACTED};
 use buzz_contract::wire::DeployRequest;
@@ -87,43 +88,32 @@ impl Redactor {
         self
     }
 
+    /// A redactor for a [`SecretSet`]: values whole and by fragment,
+    /// whole-only values, signature fragments, policy values from text only.
+    pub fn from_set(set: &SecretSet) -> Redactor {
+        let mut r = Redactor::new(set.values.iter().cloned()).with_policy_values(set.policy.iter().cloned());
+        r.literals = r.literals.with(set.whole_only.iter().cloned());
+        r.secret_literals = r.secret_literals.with(set.whole_only.iter().cloned());
+        r.with_fragment_sources(&set.fragments)
+    }
+
     /// A redactor for one deploy request: every env value in `env_vars`,
     /// `launch.env`, `launch.policy_env`, the nsec, the auth tag, and the agent
-    /// key's hex form (upper and lower case).
+    /// key's hex form (upper and lower case), through the same
+    /// [`SecretSet`] rules as the Start page's.
     pub fn for_request(req: &DeployRequest) -> Redactor {
         let a = &req.agent;
-        let mut values: Vec<String> = a.env_vars.values().cloned().collect();
+        let mut set = SecretSet::default();
+        set.env(a.env_vars.values());
         if let Some(l) = &a.launch {
-            values.extend(l.env.values().cloned());
+            set.env(l.env.values());
+            set.policy.extend(l.policy_env.values().cloned());
         }
-        let nsec = a.private_key_nsec.trim().to_string();
-        values.push(nsec.to_ascii_uppercase());
-        values.push(nsec);
+        set.key_text(&a.private_key_nsec);
         if let Some(t) = &a.auth_tag {
-            values.push(t.clone());
+            set.auth_tag(t);
         }
-        if let Ok(keys) = buzz_contract::keys::parse_private_key(&a.private_key_nsec) {
-            let hex = keys.secret_key().to_secret_hex();
-            values.push(hex.to_ascii_uppercase());
-            values.push(hex);
-        }
-        // The tag is JSON around a public owner key: its fragments that matter
-        // are the signature's (see the module doc on brackets).
-        let sig: Vec<String> = a
-            .auth_tag
-            .as_deref()
-            .and_then(|t| buzz_contract::nip_oa::AuthTag::parse(t).ok())
-            .map(|t| vec![t.sig.to_ascii_lowercase(), t.sig.to_ascii_uppercase()])
-            .unwrap_or_default();
-        let tag = a.auth_tag.clone();
-        let fragment_values: Vec<String> = values.into_iter().filter(|v| Some(v) != tag.as_ref()).collect();
-        let policy = a.launch.iter().flat_map(|l| l.policy_env.values().cloned());
-        let mut r = Redactor::new(fragment_values).with_policy_values(policy);
-        if let Some(t) = tag {
-            r.literals = r.literals.with([t.clone()]);
-            r.secret_literals = r.secret_literals.with([t]);
-        }
-        r.with_fragment_sources(&sig)
+        Redactor::from_set(&set)
     }
 
     /// Replaces every run of `text` covered by a secret window.

@@ -12,7 +12,15 @@
 //! staging/             only leftovers of older launchers (collected); the gate now stages in memory
 //! logs/<name>.log      local harness output
 //! work/<name>/         default workdir (provider and harness cwd) when the record names none
+//! locks/               advisory locks (see [`crate::lock`])
+//! relay.json           the embedded relay's port and identity (see [`crate::embedded`])
 //! ```
+//!
+//! Writes are atomic (a temp file unique to the call, then a rename), and a
+//! read-modify-write of `deploy/<name>.json` holds that agent's deploy lock
+//! ([`Store::update_deploy_state`]), so two threads of the Start page or two
+//! launcher processes never lose each other's update (review b30b1a0,
+//! code-quality "Concurrent `write_private` calls collide").
 
 use crate::limits::HOME_ENV;
 use crate::record::{AgentRecord, DeployState, Settings, valid_agent_name};
@@ -53,6 +61,12 @@ pub enum StoreError {
     Mint(String),
     #[error("the HOME environment variable is not set; set BUZZ_LAUNCHER_HOME")]
     NoHome,
+    #[error(
+        "the {field} looks like a secret (a key of this state dir, an nsec or 64 hex digits); it would be stored in file names or printed, so it is refused (the value is not shown)"
+    )]
+    SecretShaped { field: &'static str },
+    #[error(transparent)]
+    Lock(#[from] crate::lock::LockError),
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -78,38 +92,54 @@ pub fn default_root(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Sto
     Ok(PathBuf::from(home).join(".local/share/buzz-launcher"))
 }
 
-/// Writes `bytes` atomically with `mode` (temp file + rename).
+/// A temp name no other call uses: pid, a per-process counter and a random
+/// suffix (threads of one process share the pid; the counter separates them).
+fn temp_name(file: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        ".{file}.tmp{}-{n}-{}",
+        std::process::id(),
+        hex::encode(rand::random::<[u8; 4]>())
+    )
+}
+
+/// Writes `bytes` atomically with `mode` (a temp file unique to this call,
+/// then a rename over `path`).
 pub fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(io("create", dir))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
+    let tmp = dir.join(temp_name(
         path.file_name().and_then(|n| n.to_str()).unwrap_or("f"),
-        std::process::id()
     ));
-    let _ = fs::remove_file(&tmp);
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(&tmp)
         .map_err(io("create", &tmp))?;
-    f.write_all(bytes).map_err(io("write", &tmp))?;
-    f.sync_all().map_err(io("sync", &tmp))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(io("chmod", &tmp))?;
-    fs::rename(&tmp, path).map_err(io("rename", path))
+    let written = f
+        .write_all(bytes)
+        .map_err(io("write", &tmp))
+        .and_then(|()| f.sync_all().map_err(io("sync", &tmp)))
+        .and_then(|()| fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).map_err(io("chmod", &tmp)))
+        .and_then(|()| fs::rename(&tmp, path).map_err(io("rename", path)));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
 }
 
 impl Store {
     /// Opens (and creates) the state dir at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Store, StoreError> {
         let root = root.into();
-        for sub in ["", "agents", "keys", "deploy", "logs"] {
+        for sub in ["", "agents", "keys", "deploy", "logs", "locks"] {
             let d = root.join(sub);
             fs::create_dir_all(&d).map_err(io("create", &d))?;
         }
         // Everything under the root is private: records carry the user's env layer.
-        for private in ["", "agents", "keys", "deploy", "logs"] {
+        for private in ["", "agents", "keys", "deploy", "logs", "locks"] {
             let d = root.join(private);
             fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &d))?;
         }
@@ -207,6 +237,8 @@ impl Store {
     /// Creates an agent: generates its key, mints its NIP-OA tag with the owner key.
     pub fn create_agent(&self, name: &str, relay_url: &str) -> Result<AgentRecord, StoreError> {
         Self::check_name(name)?;
+        self.refuse_secret("name", name)?;
+        self.refuse_secret("relay URL", relay_url)?;
         let owner = self.owner()?;
         if self.agent_path(name).exists() {
             return Err(StoreError::AgentExists(name.to_string()));
@@ -248,10 +280,35 @@ impl Store {
             .ok_or_else(|| StoreError::NoAgent(name.to_string()))
     }
 
-    /// Saves an agent record.
+    /// Saves an agent record. The fields that are shown or name files
+    /// (name, display name, relay URL, provider id) must not look like a
+    /// secret ([`Store::refuse_secret`]).
     pub fn save_agent(&self, rec: &AgentRecord) -> Result<(), StoreError> {
         Self::check_name(&rec.name)?;
+        for f in crate::secrets::shown_fields(rec) {
+            self.refuse_secret(f.label, f.value)?;
+        }
         self.write_json(&self.agent_path(&rec.name), rec, 0o600)
+    }
+
+    /// Refuses `value` for `field` when it contains key material of this
+    /// state dir or is shaped like a key (an `nsec1…` or 64 hex digits): such a field is
+    /// stored in a file name or printed by `agent list`, where a secret
+    /// typed by mistake must never land. Fails closed: a key file that
+    /// cannot be read is an error, not a pass.
+    pub fn refuse_secret(&self, field: &'static str, value: &str) -> Result<(), StoreError> {
+        if crate::secrets::secret_shaped(value) {
+            return Err(StoreError::SecretShaped { field });
+        }
+        if self.secrets()?.holds_key(value) {
+            return Err(StoreError::SecretShaped { field });
+        }
+        Ok(())
+    }
+
+    /// Every secret this state dir holds (fail closed: see [`crate::secrets`]).
+    pub fn secrets(&self) -> Result<crate::secrets::SecretSet, StoreError> {
+        crate::secrets::SecretSet::of_store(self)
     }
 
     /// All agents, by name.
@@ -329,10 +386,31 @@ impl Store {
         Ok(self.read_json(&self.deploy_path(name))?.unwrap_or_default())
     }
 
-    /// Saves deploy bookkeeping.
+    /// Saves deploy bookkeeping (a whole replacement; prefer
+    /// [`Store::update_deploy_state`] for a change to some fields).
     pub fn save_deploy_state(&self, name: &str, s: &DeployState) -> Result<(), StoreError> {
         Self::check_name(name)?;
         self.write_json(&self.deploy_path(name), s, 0o600)
+    }
+
+    /// Read-modify-write of `deploy/<name>.json` under that agent's deploy
+    /// lock; returns the state written.
+    pub fn update_deploy_state(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut DeployState),
+    ) -> Result<DeployState, StoreError> {
+        Self::check_name(name)?;
+        let _held = crate::lock::lock(&self.lock_path(&format!("deploy-{name}")))?;
+        let mut st = self.deploy_state(name)?;
+        change(&mut st);
+        self.save_deploy_state(name, &st)?;
+        Ok(st)
+    }
+
+    /// The path of lock `what` (`locks/<what>.lock`).
+    pub fn lock_path(&self, what: &str) -> PathBuf {
+        self.root.join("locks").join(format!("{what}.lock"))
     }
 
     /// Approved provider digests (id → sha256 hex).
@@ -425,6 +503,55 @@ mod tests {
         ));
         store.delete_agent("a").unwrap();
         assert!(!dir.path().join("keys/a.nsec").exists());
+    }
+
+    #[test]
+    fn concurrent_writes_of_one_file_never_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.json");
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|t| {
+                    let path = &path;
+                    scope.spawn(move || {
+                        for i in 0..50 {
+                            write_private(path, format!("{t}-{i}").as_bytes(), 0o600).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+        assert!(fs::read_to_string(&path).unwrap().contains('-'));
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "temp files left behind");
+    }
+
+    #[test]
+    fn concurrent_deploy_state_updates_are_never_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let store = &store;
+                scope.spawn(move || {
+                    for _ in 0..25 {
+                        store
+                            .update_deploy_state("a", |st| {
+                                st.started_at = Some(st.started_at.unwrap_or(0) + 1);
+                            })
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(store.deploy_state("a").unwrap().started_at, Some(100));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! printed steps), `demo` without a harness (the exact build command),
 //! `relay` refusing a public address and naming a port in use, `agent
 //! create` without `--relay`, and the embedded relay started in the
-//! background, its stale pid replaced, and `relay stop`.
+//! background, its stale pid replaced (never signalled), and `relay stop`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -206,7 +206,7 @@ fn relay_refuses_a_public_address_without_the_flag_and_names_a_port_in_use() {
 #[test]
 fn agents_default_to_the_embedded_relay_which_starts_in_the_background_and_replaces_a_stale_pid() {
     let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path();
+    let home = &tmp.path().join("home");
     assert!(run(home, &["init"], &[]).status.success());
     let _stop = StopRelay(home);
     let o = run(home, &["agent", "create", "a1", "--agent", "echo"], &[]);
@@ -219,26 +219,43 @@ fn agents_default_to_the_embedded_relay_which_starts_in_the_background_and_repla
     assert_eq!(rec["relay_url"], format!("ws://127.0.0.1:{port}"));
     assert_eq!(rec["agent_command"], "builtin:echo");
 
-    // A stale pid (a process that is not our relay) is replaced on first use.
-    let mut stale = Command::new("sleep").arg("30").spawn().unwrap();
+    // A stale pid is replaced on first use and never signalled. The stale
+    // pid is a real `buzz-launcher relay` (another state dir's): its argv is
+    // what this state dir's relay would have, so only its recorded identity
+    // tells them apart (review b30b1a0 finding 5).
+    let other = tmp.path().join("other");
+    assert!(run(&other, &["init"], &[]).status.success());
+    let _stop_other = StopRelay(&other);
+    assert!(
+        run(&other, &["agent", "create", "b1", "--agent", "echo"], &[])
+            .status
+            .success()
+    );
+    let o = run(&other, &["status", "--listen", "0"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let foreign: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(other.join("relay.json")).unwrap()).unwrap();
+    let foreign_pid = foreign["pid"].as_u64().unwrap();
+    let foreign_alive = || std::path::Path::new(&format!("/proc/{foreign_pid}")).exists();
     std::fs::write(
         home.join("relay.json"),
-        serde_json::json!({"port": port, "pid": stale.id()}).to_string(),
+        serde_json::json!({"port": port, "pid": foreign_pid}).to_string(),
     )
     .unwrap();
     let o = run(home, &["status", "--listen", "1"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains(&format!("recorded pid {} was stale", stale.id())),
+        stderr(&o).contains(&format!("recorded pid {foreign_pid} was stale")),
         "{}",
         stderr(&o)
     );
     assert!(
-        stale.try_wait().unwrap().is_none(),
+        foreign_alive(),
         "a foreign process behind a stale pid is never signalled"
     );
-    let _ = stale.kill();
-    let _ = stale.wait();
+    // Had it been signalled, it would have ended by now (it exits on SIGTERM).
+    let o = run(&other, &["relay", "stop"], &[]);
+    assert_eq!(stdout(&o).trim(), format!("relay stopped (pid {foreign_pid})"));
     let o = run(home, &["relay", "status"], &[]);
     assert!(stdout(&o).contains("running (pid "), "{}", stdout(&o));
     // A second command reuses it.

@@ -30,12 +30,14 @@ async fn local_backend_start_chat_stop_with_the_real_harness() {
         .await
         .unwrap();
     let mut tracker = Tracker::new(authors, Duration::from_secs(180));
-    let (mut child, nonce) = app::start_local(
+    let app::LocalStart::Spawned { mut child, nonce } = app::start_local(
         &w.store,
         "agent",
         Path::new(env!("CARGO_BIN_EXE_buzz-acp-under-test")),
     )
-    .unwrap();
+    .unwrap() else {
+        panic!("no harness ran before this start");
+    };
     let pk = rec.pubkey.clone();
     let online = feed
         .pump(&mut tracker, Duration::from_secs(60), &mut |_, _| {}, &|t| {

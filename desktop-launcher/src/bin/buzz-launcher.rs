@@ -17,6 +17,10 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[path = "cli/fields.rs"]
+mod fields;
+use fields::{Fields, apply, masked_record};
+
 #[derive(Parser)]
 #[command(
     name = "buzz-launcher",
@@ -98,7 +102,7 @@ enum Cmd {
 struct RelayArgs {
     #[command(subcommand)]
     cmd: Option<RelayCmd>,
-    /// Listen address (default: 127.0.0.1 and this state dir's port).
+    /// Listen address (default: 127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`, and this state dir's port).
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
     /// Data directory for stored events (default: `relay/` in the state dir).
@@ -107,6 +111,10 @@ struct RelayArgs {
     /// Permit a non-loopback listen address (prefer a TLS reverse proxy in front of 127.0.0.1).
     #[arg(long)]
     allow_public: bool,
+    /// A URL clients reach this relay by besides ws://<listen> (a TLS reverse
+    /// proxy's wss://…); NIP-42 AUTH must name it or the listen address. Repeatable.
+    #[arg(long = "public-url")]
+    public_urls: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -154,203 +162,6 @@ enum ProvidersCmd {
     List,
     /// Record the current binary's SHA-256 in the lock file (strict mode).
     Approve { id: String },
-}
-
-#[derive(Args, Default)]
-struct Fields {
-    #[arg(long)]
-    relay_url: Option<String>,
-    /// `local` or `provider:<id>`.
-    #[arg(long)]
-    backend: Option<String>,
-    #[arg(long)]
-    display_name: Option<String>,
-    #[arg(long)]
-    channel: Option<String>,
-    #[arg(long)]
-    command: Option<String>,
-    /// Agent args (repeatable; replaces the list).
-    #[arg(long = "arg")]
-    args: Vec<String>,
-    #[arg(long)]
-    persona: Option<String>,
-    #[arg(long)]
-    system_prompt: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    #[arg(long)]
-    provider: Option<String>,
-    #[arg(long)]
-    turn_timeout: Option<u64>,
-    #[arg(long)]
-    idle_timeout: Option<u64>,
-    #[arg(long)]
-    max_turn_duration: Option<u64>,
-    #[arg(long)]
-    parallelism: Option<u64>,
-    #[arg(long)]
-    respond_to: Option<String>,
-    /// Allowlist entry (repeatable; replaces the list).
-    #[arg(long = "allow")]
-    allow: Vec<String>,
-    /// `KEY=VALUE` for the agent env layer; an empty value removes the key.
-    /// Prefer `--env-file` for secret values (argv is visible to other processes).
-    #[arg(long = "env")]
-    env: Vec<String>,
-    /// Read `KEY=VALUE` lines for the agent env layer from a file, or from
-    /// stdin with `-` (blank lines and `#` comments are skipped).
-    #[arg(long = "env-file")]
-    env_file: Option<PathBuf>,
-    /// `key=value` for provider_config; an empty value clears the field.
-    #[arg(long = "config")]
-    config: Vec<String>,
-    #[arg(long)]
-    workdir: Option<PathBuf>,
-    #[arg(long)]
-    relay_observer: Option<bool>,
-    /// A built-in agent instead of --command: `echo` (a smoke test that
-    /// answers each prompt with its text; never for real work).
-    #[arg(long)]
-    agent: Option<String>,
-}
-
-/// Splits `KEY=VALUE`. The error never echoes the argument: it may be a
-/// secret typed without its key (spec I2: env values are never rendered).
-fn split_kv(s: &str) -> Result<(&str, &str)> {
-    match s.split_once('=') {
-        Some(kv) => Ok(kv),
-        None => bail!("expected KEY=VALUE (the argument is not shown: it may hold a secret)"),
-    }
-}
-
-/// The `KEY=VALUE` lines of an env file (`-` = stdin).
-fn read_env_file(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("cannot read the env file from stdin")?;
-        s
-    } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the env file {}", path.display()))?
-    };
-    Ok(text
-        .lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(str::to_string)
-        .collect())
-}
-
-/// The record as `agent show` prints it: env values masked (spec I2 "never
-/// rendered"); names stay visible.
-fn masked_record(rec: &AgentRecord) -> serde_json::Value {
-    let mut v = serde_json::to_value(rec).unwrap_or_default();
-    if let Some(env) = v.get_mut("env").and_then(|e| e.as_object_mut()) {
-        for val in env.values_mut() {
-            *val = serde_json::Value::String("********".into());
-        }
-    }
-    v
-}
-
-fn opt(v: &Option<String>) -> Option<Option<String>> {
-    v.as_ref()
-        .map(|s| if s.is_empty() { None } else { Some(s.clone()) })
-}
-
-fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
-    if let Some(u) = &f.relay_url {
-        rec.relay_url = u.clone();
-    }
-    if let Some(b) = &f.backend {
-        rec.backend = match b.as_str() {
-            "local" => Backend::Local,
-            other => match other.strip_prefix("provider:") {
-                Some(id) if discovery::valid_id(id) => {
-                    let config = match &rec.backend {
-                        Backend::Provider { config, .. } => config.clone(),
-                        Backend::Local => Default::default(),
-                    };
-                    Backend::Provider {
-                        id: id.to_string(),
-                        config,
-                        path_cache: None,
-                    }
-                }
-                _ => bail!("--backend must be `local` or `provider:<id>` with id [a-z0-9][a-z0-9_-]*"),
-            },
-        };
-    }
-    macro_rules! set_opt {
-        ($($field:ident),*) => {$(
-            if let Some(v) = opt(&f.$field) { rec.$field = v; }
-        )*};
-    }
-    set_opt!(display_name, channel, persona, system_prompt, model, provider);
-    if let Some(c) = opt(&f.command) {
-        rec.agent_command = c;
-    }
-    if !f.args.is_empty() {
-        rec.agent_args = f.args.iter().filter(|a| !a.is_empty()).cloned().collect();
-    }
-    for (field, v) in [
-        (&mut rec.turn_timeout_seconds, f.turn_timeout),
-        (&mut rec.idle_timeout_seconds, f.idle_timeout),
-        (&mut rec.max_turn_duration_seconds, f.max_turn_duration),
-        (&mut rec.parallelism, f.parallelism),
-    ] {
-        if let Some(n) = v {
-            *field = if n == 0 { None } else { Some(n) };
-        }
-    }
-    if let Some(r) = &f.respond_to {
-        rec.respond_to = r.clone();
-    }
-    if !f.allow.is_empty() {
-        rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
-    }
-    let from_file = match &f.env_file {
-        Some(p) => read_env_file(p)?,
-        None => Vec::new(),
-    };
-    for kv in from_file.iter().chain(&f.env) {
-        let (k, v) = split_kv(kv)?;
-        if v.is_empty() {
-            rec.env.remove(k);
-        } else {
-            rec.env.insert(k.to_string(), v.to_string());
-        }
-    }
-    if !f.config.is_empty() {
-        let Backend::Provider { config, .. } = &mut rec.backend else {
-            bail!("--config applies to provider backends only; set --backend provider:<id> first");
-        };
-        for kv in &f.config {
-            let (k, v) = split_kv(kv)?;
-            app::set_config_field(config, k, v);
-        }
-        desktop_launcher::payload::normalize_provider_config(config, None)?;
-    }
-    if let Some(w) = &f.workdir {
-        rec.workdir = Some(w.clone());
-    }
-    if let Some(o) = f.relay_observer {
-        rec.relay_observer = o;
-    }
-    if let Some(a) = &f.agent {
-        match a.as_str() {
-            "echo" => {
-                rec.agent_command = Some(buzz_contract::env::BUILTIN_ECHO_AGENT.to_string());
-                rec.agent_args.clear();
-            }
-            _ => bail!(
-                "--agent knows only `echo` (the built-in smoke-test agent); use --command for a real ACP agent"
-            ),
-        }
-    }
-    Ok(())
 }
 
 fn backend_label(b: &Backend) -> String {
@@ -418,17 +229,21 @@ fn run(cli: Cli) -> Result<()> {
                 None => embedded::url(&store)?,
             };
             let mut rec = store.create_agent(&name, &relay)?;
-            if let Err(e) = apply(&mut rec, &fields) {
+            // Nothing is kept when a field is refused.
+            if let Err(e) = apply(&mut rec, &fields).and_then(|()| Ok(store.save_agent(&rec)?)) {
                 store.delete_agent(&name)?;
                 return Err(e);
             }
-            store.save_agent(&rec)?;
             out!("created {} {}", rec.name, rec.pubkey);
         }
         Cmd::Agent(AgentCmd::List) => {
             for rec in store.agents()? {
                 let st = store.deploy_state(&rec.name)?;
-                let deployed = if app::is_deployed(&st) { "deployed" } else { "-" };
+                let deployed = if app::is_live(&rec.name, &st) {
+                    "deployed"
+                } else {
+                    "-"
+                };
                 out!(
                     "{}\t{}\t{}\t{}\t{}",
                     rec.name,
@@ -497,10 +312,9 @@ fn run(cli: Cli) -> Result<()> {
             ensure_embedded(&store, &store.agents()?)?;
             runtime()?.block_on(status(&store, watch, listen))?
         }
-        Cmd::Ui { listen, open } => {
-            ensure_embedded(&store, &store.agents()?)?;
-            ui(store, listen, open)?
-        }
+        // The page starts the embedded relay on demand (Start, Stop, chat),
+        // never at launch: a refused listen address has no side effect.
+        Cmd::Ui { listen, open } => ui(store, listen, open)?,
         Cmd::Relay(args) => relay_cmd(&store, *args)?,
         Cmd::Demo(args) => {
             let code = desktop_launcher::demo::run(&args)?;
@@ -513,23 +327,25 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// Starts this state dir's embedded relay in the background when one of
-/// `agents` uses it and no live relay process serves it.
+/// `agents` uses it and no live relay of this state dir serves it (the one
+/// path the page uses too: [`embedded::ensure_for`]).
 fn ensure_embedded(store: &Store, agents: &[AgentRecord]) -> Result<()> {
-    let mut uses = false;
-    for a in agents {
-        uses |= embedded::is_embedded(store, &a.relay_url)?;
-    }
-    if !uses {
-        return Ok(());
-    }
-    let exe = std::env::current_exe().context("cannot locate the buzz-launcher executable")?;
-    if let embedded::Ensured::Started { pid, replaced } = embedded::ensure_running(store, &exe)? {
+    if let Some(embedded::Ensured::Started { pid, replaced }) = embedded::ensure_for(store, agents)? {
+        let url = embedded::url(store)?;
         match replaced {
-            Some(old) => eprintln!(
-                "embedded relay: recorded pid {old} was stale; started pid {pid} on {}",
-                embedded::url(store)?
+            Some(embedded::Stale {
+                pid: old,
+                ended: true,
+            }) => eprintln!(
+                "embedded relay: recorded pid {old} was stale (alive, not serving: ended); started pid {pid} on {url}"
             ),
-            None => eprintln!("embedded relay: started pid {pid} on {}", embedded::url(store)?),
+            Some(embedded::Stale {
+                pid: old,
+                ended: false,
+            }) => eprintln!(
+                "embedded relay: recorded pid {old} was stale (not this state dir's relay: left alone); started pid {pid} on {url}"
+            ),
+            None => eprintln!("embedded relay: started pid {pid} on {url}"),
         }
     }
     Ok(())
@@ -542,9 +358,8 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
             embedded::Stopped::NotRunning => out!("relay not running"),
         },
         Some(RelayCmd::Status) => {
-            let st = embedded::load(store)?;
             let url = embedded::url(store)?;
-            match st.pid.filter(|p| embedded::pid_is_relay(*p)) {
+            match embedded::running(store)? {
                 Some(pid) => out!("relay {url} running (pid {pid})"),
                 None => out!("relay {url} not running"),
             }
@@ -552,9 +367,10 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
         None => {
             let owner = store.owner()?.public_key().to_hex();
             let state_port = embedded::port(store)?;
+            let host = embedded::host()?;
             let listen = args
                 .listen
-                .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], state_port)));
+                .unwrap_or_else(|| std::net::SocketAddr::from((host, state_port)));
             let data = args.data.unwrap_or_else(|| embedded::data_dir(store));
             let cfg = desktop_launcher::relayd::RelayConfig {
                 listen,
@@ -563,12 +379,21 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
                 owner_hex: owner.clone(),
                 limits: Default::default(),
             };
-            let pid = std::process::id();
             runtime()?.block_on(async {
-                let running = desktop_launcher::relayd::serve(cfg).await?;
-                let is_default = running.addr().ip().is_loopback() && running.addr().port() == state_port;
+                // Agents are admitted only while their record exists here (revocation).
+                let admission = desktop_launcher::relayd::Admission {
+                    public_urls: args.public_urls,
+                    agents: Some(std::sync::Arc::new(desktop_launcher::relayd::agents::StateDirAgents::new(
+                        store.root(),
+                    ))),
+                };
+                let running = desktop_launcher::relayd::serve_with(cfg, admission).await?;
+                // This state dir's relay: its port on the embedded relay's host
+                // (127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`).
+                let is_default = running.addr().ip() == std::net::IpAddr::V4(host) && running.addr().port() == state_port;
+                // Only the process that bound the port records itself.
                 if is_default {
-                    embedded::record_pid(store, pid)?;
+                    embedded::record_self(store, &data)?;
                 }
                 out!("relay {}", running.url());
                 eprintln!(
@@ -584,7 +409,7 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
                 }
                 running.shutdown();
                 if is_default {
-                    embedded::clear_pid(store, pid)?;
+                    embedded::clear_self(store)?;
                 }
                 eprintln!("relay stopped");
                 anyhow::Ok(())
@@ -669,9 +494,13 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
         Backend::Local => {
             let harness = desktop_launcher::local::harness_program();
             if wait_online == 0 {
-                let (child, nonce) = app::start_local(store, name, &harness)?;
-                out!("{name} started locally: pid {} run {nonce}", child.id());
-                out!("  log {}", store.log_path(name).display());
+                match app::start_local(store, name, &harness)? {
+                    app::LocalStart::Spawned { child, nonce } => {
+                        out!("{name} started locally: pid {} run {nonce}", child.id());
+                        out!("  log {}", store.log_path(name).display());
+                    }
+                    app::LocalStart::AlreadyRunning(r) => out!("{r}"),
+                }
                 return Ok(());
             }
             // The presence subscription opens before the spawn (the same call as the Start page).
@@ -685,6 +514,13 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
                     out!("  log {}", store.log_path(name).display());
                 },
             ))?;
+            let started = match started {
+                app::Watched::Started(s) => s,
+                app::Watched::AlreadyRunning(r) => {
+                    out!("{r}");
+                    return Ok(());
+                }
+            };
             if !started.online {
                 bail!(
                     "{name} did not report presence online within {wait_online}s; see {}",
@@ -748,8 +584,11 @@ fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<
         .iter()
         .map(|a| {
             let st = store.deploy_state(&a.name)?;
-            let deployed = app::is_deployed(&st) || st.local_pid.is_some();
-            Ok((a.name.clone(), deployed, tracker.state(&a.pubkey)))
+            Ok((
+                a.name.clone(),
+                app::is_live(&a.name, &st),
+                tracker.state(&a.pubkey),
+            ))
         })
         .collect()
 }
@@ -764,7 +603,7 @@ fn print_table(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Resu
         let seen = last.map_or("never seen".to_string(), |r| {
             format!("seen {}s ago", now.saturating_sub(r.at))
         });
-        let deployed = app::is_deployed(&st) || st.local_pid.is_some();
+        let deployed = app::is_live(&a.name, &st);
         let note = presence::drift(
             last.and_then(|r| r.run.as_deref()),
             st.generation.as_deref(),

@@ -6,17 +6,24 @@
 //! - [`guard`]: loopback only, the token, `Host`/`Origin` checks (DNS rebinding, CSRF).
 //! - [`form`]: `config_schema` rendering rules and field-keyed I2 errors
 //!   (spec §Provider Protocol `info`, I2, Known Defect 8).
-//! - [`server`]: the routes, the presence tracker feeding Server-Sent Events
-//!   (spec I3), Start progress (the provider's status lines, already redacted
-//!   by the gate), Stop as `!shutdown` (spec §Stop).
+//! - [`server`]: the server, the guard layer, replies and the redactor cache.
+//! - `routes`: records and providers (create, edit, delete, schema, approve).
+//! - `ops`: Start (one live local harness per agent, spec I4), Stop as
+//!   `!shutdown` (spec §Stop), chat; the embedded relay on demand.
+//! - `live`: the presence tracker feeding Server-Sent Events (spec I3), with
+//!   relay retries and TTL expiry.
 //!
 //! No secret reaches the browser: records are sent with env *names* only, no
 //! key material is ever read into a response, and every string of every
 //! response and event is passed through a [`crate::redact::Redactor`] built
-//! from the state dir's secrets as a last line of defence.
+//! from the state dir's secrets ([`crate::secrets`], fail closed) as a last
+//! line of defence.
 
 pub mod form;
 pub mod guard;
+mod live;
+mod ops;
+mod routes;
 pub mod server;
 
 pub use server::{UiError, serve};

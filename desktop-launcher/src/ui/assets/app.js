@@ -53,6 +53,17 @@ function setPresence(card, state, lastSeen) {
   card.querySelector('.dot').title = state;
   if (lastSeen !== undefined) card.dataset.seen = lastSeen || '';
   card.querySelector('.seen').textContent = seenText(Number(card.dataset.seen) || 0);
+  syncButtons(card);
+}
+
+// One live harness per agent (spec I4): Start is disabled while the agent
+// is online, away, running or starting; Stop is enabled unless an
+// operation is in flight. The server refuses a second start either way.
+function syncButtons(card) {
+  const busy = card.dataset.busy === 'yes';
+  const live = card.dataset.state === 'online' || card.dataset.state === 'away' || card.dataset.running === 'yes';
+  card.querySelector('.start').disabled = busy || live;
+  card.querySelector('.stop').disabled = busy;
 }
 
 function makeCard(name) {
@@ -85,6 +96,7 @@ function renderAgent(card, a) {
   q('.backend').textContent = a.backend;
   q('.deployed').textContent = a.deployed ? (a.agent_id ? `deployed (${a.agent_id})` : 'deployed') : 'not deployed';
   card.dataset.deployed = a.deployed ? 'yes' : 'no';
+  card.dataset.running = a.running ? 'yes' : 'no';
   q('.note').hidden = !a.restart_note;
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';
@@ -94,8 +106,7 @@ function renderAgent(card, a) {
 
 function setBusy(card, busy) {
   card.dataset.busy = busy ? 'yes' : 'no';
-  card.querySelector('.start').disabled = !!busy;
-  card.querySelector('.stop').disabled = !!busy;
+  syncButtons(card);
 }
 
 async function loadAgents() {
@@ -138,7 +149,13 @@ async function start(name) {
   card.querySelector('.progress').replaceChildren();
   setBusy(card, true);
   const r = await api('POST', `/api/agents/${encodeURIComponent(name)}/start`);
-  if (!r.ok) { progressLine(name, r.data.error || 'start refused'); setBusy(card, false); }
+  if (!r.ok) { progressLine(name, r.data.error || 'start refused'); setBusy(card, false); return; }
+  // Nothing was spawned: the agent runs already, or its start is in flight.
+  if (r.data.already_running || r.data.already_starting) {
+    progressLine(name, r.data.message);
+    if (r.data.already_running) setBusy(card, false);
+    reloadSoon();
+  }
 }
 
 async function stop(name) {
@@ -171,6 +188,7 @@ async function doDelete(name) {
     card.querySelector('.confirm').hidden = true;
     progressLine(name, r.data.error || 'delete failed');
   }
+  if (r.ok && editing === name) resetForm();
   await loadAgents();
 }
 
@@ -302,7 +320,7 @@ function gate() {
     if (input) input.setAttribute('aria-invalid', errors[f.name] ? 'true' : 'false');
   }
   const blocked = missing.length > 0 || Object.keys(errors).length > 0;
-  $('f-submit').disabled = blocked;
+  $('f-submit').disabled = blocked || $('agent-form').dataset.loading === 'yes';
   $('f-gate').textContent = missing.length ? `Needed: ${missing.join(', ')}` : (Object.keys(errors).length ? 'Fix the marked fields' : '');
 }
 
@@ -335,6 +353,7 @@ async function loadSchema(backend, values) {
 
 function resetForm() {
   editing = null;
+  setFormLoading(false);
   $('agent-form').reset();
   $('f-name').disabled = false;
   $('form-h').textContent = 'Create an agent';
@@ -355,11 +374,33 @@ function ensureBackendOption(value) {
   }
 }
 
+// The edit form is read-only until the record has filled it: typing into
+// it earlier would be overwritten by the record when it arrives.
+function setFormLoading(loading) {
+  const form = $('agent-form');
+  form.setAttribute('aria-busy', loading ? 'true' : 'false');
+  form.dataset.loading = loading ? 'yes' : 'no';
+  for (const el of form.elements) el.disabled = loading;
+  $('f-cancel').disabled = false;
+  if (!loading) {
+    $('f-name').disabled = editing !== null;
+    gate();
+  }
+}
+
 async function editAgent(name) {
-  const r = await api('GET', `/api/agents/${encodeURIComponent(name)}`);
-  if (!r.ok) { notice(r.data.error || 'cannot load the agent'); return; }
-  const a = r.data;
   editing = name;
+  $('form-h').textContent = `Edit ${name}`;
+  $('f-submit').textContent = 'Save changes';
+  $('f-cancel').hidden = false;
+  $('form-h').scrollIntoView();
+  setFormLoading(true);
+  const r = await api('GET', `/api/agents/${encodeURIComponent(name)}`);
+  if (!r.ok || editing !== name) {
+    if (editing === name) { notice(r.data.error || 'cannot load the agent'); resetForm(); }
+    return;
+  }
+  const a = r.data;
   clearErrors();
   $('form-h').textContent = `Edit ${name}`;
   $('f-submit').textContent = 'Save changes';
@@ -376,7 +417,8 @@ async function editAgent(name) {
   env.textContent = a.env_names && a.env_names.length
     ? `Environment variables (values are never shown here; edit them with the CLI): ${a.env_names.join(', ')}` : '';
   await loadSchema(a.backend, a.config || {});
-  $('form-h').scrollIntoView();
+  if (editing !== name) return;
+  setFormLoading(false);
   $('f-relay_url').focus();
 }
 

@@ -1,0 +1,379 @@
+//! Live presence on the Start page (spec I3 "a bounded wrong dot, never an
+//! indefinite one"; review b30b1a0 finding 8) and the event stream.
+//!
+//! One task owns one [`Tracker`] for every agent, and the page reads a
+//! snapshot of it. Three things feed the tracker:
+//!
+//! - one presence subscription per relay. A relay that cannot be reached
+//!   is retried with backoff ([`BACKOFF_FIRST`] doubling to
+//!   [`BACKOFF_MAX`]), and at once when the page starts a relay
+//!   ([`Presence::relay_started`], after `ensure_running` reported
+//!   `Started`): the first-run flow opens the page before its relay runs.
+//! - the page's own confirmations: the `online` a Start waited for, the
+//!   `offline` a Stop waited for ([`Presence::note`]). They enter the
+//!   tracker as reports timed now, so the TTL ages them like any other.
+//! - the clock: the tracker is ticked every step, so an agent that dies
+//!   without a word goes `offline` one TTL after its last report, whether
+//!   or not any relay is reachable.
+//!
+//! Subscriptions are reopened when the set of (relay, agent) pairs changes,
+//! not on every edit or start: a reopen is a short window without presence.
+
+use super::server::{S, Shared, emit, scrub_value};
+use crate::app;
+use crate::presence::{Change, Derived, Tracker};
+use crate::record::AgentRecord;
+use crate::relay::{self, PresenceFeed};
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use buzz_contract::presence::PresenceState;
+use futures::Stream;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, mpsc, watch};
+
+/// The first retry delay of a relay that could not be reached.
+pub const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+/// The longest retry delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long one round feeds the subscriptions before ticking.
+const STEP: Duration = Duration::from_millis(200);
+/// How long a connection attempt may take.
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// The last presence known for one pubkey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Snap {
+    pub(super) state: Derived,
+    pub(super) at: Option<u64>,
+    pub(super) run: Option<String>,
+}
+
+/// A state the page confirmed itself.
+#[derive(Debug)]
+pub(super) struct Note {
+    pubkey: String,
+    state: PresenceState,
+    run: Option<String>,
+}
+
+/// The page's side of the presence task.
+pub(super) struct Presence {
+    snaps: Mutex<BTreeMap<String, Snap>>,
+    notes: mpsc::UnboundedSender<Note>,
+    relay_gen: watch::Sender<u64>,
+}
+
+impl Presence {
+    /// A presence handle and the receiver its task consumes.
+    pub(super) fn new() -> (Presence, mpsc::UnboundedReceiver<Note>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Presence {
+                snaps: Mutex::new(BTreeMap::new()),
+                notes: tx,
+                relay_gen: watch::channel(0).0,
+            },
+            rx,
+        )
+    }
+
+    /// The last known presence of `pubkey`.
+    pub(super) fn snap(&self, pubkey: &str) -> Option<Snap> {
+        self.snaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(pubkey)
+            .cloned()
+    }
+
+    /// Feeds a state the page confirmed (timed now, aged by the TTL).
+    pub(super) fn note(&self, pubkey: &str, state: PresenceState, run: Option<String>) {
+        let _ = self.notes.send(Note {
+            pubkey: pubkey.to_string(),
+            state,
+            run,
+        });
+    }
+
+    /// Says a relay was just started: unreachable relays are retried at once.
+    pub(super) fn relay_started(&self) {
+        self.relay_gen.send_modify(|g| *g += 1);
+    }
+}
+
+/// Starts the presence task on a blocking thread of the runtime (the relay
+/// pumps take non-`Send` callbacks).
+pub(super) fn spawn(s: S, notes: mpsc::UnboundedReceiver<Note>) {
+    tokio::task::spawn_blocking(move || tokio::runtime::Handle::current().block_on(task(s, notes)));
+}
+
+/// A live subscription and its client.
+struct Live {
+    client: nostr_sdk::Client,
+    feed: PresenceFeed,
+}
+
+/// One relay's subscription, or when to try again.
+enum Link {
+    Up(Box<Live>),
+    Down { retry_at: Instant, backoff: Duration },
+}
+
+/// The next delay after a failed attempt (pure).
+pub fn next_backoff(previous: Duration) -> Duration {
+    (previous * 2).clamp(BACKOFF_FIRST, BACKOFF_MAX)
+}
+
+/// What a presence watch covers: every agent's relay and pubkey.
+fn watch_set(agents: &[AgentRecord]) -> BTreeSet<(String, String)> {
+    agents
+        .iter()
+        .map(|a| (a.relay_url.clone(), a.pubkey.clone()))
+        .collect()
+}
+
+fn by_relay(set: &BTreeSet<(String, String)>) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (url, pk) in set {
+        m.entry(url.clone()).or_default().push(pk.clone());
+    }
+    m
+}
+
+/// The task's state.
+struct Watcher {
+    s: S,
+    tracker: Tracker,
+    names: BTreeMap<String, String>,
+    covered: BTreeSet<(String, String)>,
+    links: BTreeMap<String, Link>,
+}
+
+impl Watcher {
+    fn publish(&self, c: &Change) {
+        let last = self.tracker.last(&c.pubkey);
+        let snap = Snap {
+            state: c.to,
+            at: last.map(|r| r.at),
+            run: last.and_then(|r| r.run.clone()),
+        };
+        let changed = {
+            let mut p = self.s.presence.snaps.lock().unwrap_or_else(|e| e.into_inner());
+            let prev = p.insert(c.pubkey.clone(), snap.clone());
+            prev.is_none_or(|o| o != snap)
+        };
+        if changed && let Some(name) = self.names.get(&c.pubkey) {
+            emit(
+                &self.s,
+                json!({"type": "presence", "name": name, "state": snap.state.as_str(), "last_seen": snap.at}),
+            );
+        }
+    }
+
+    /// Re-reads the agents; reopens every subscription when the set changed.
+    async fn reload(&mut self) {
+        let agents = self.s.store.agents().unwrap_or_default();
+        for a in &agents {
+            self.tracker.manage(&a.pubkey);
+        }
+        self.names = agents
+            .iter()
+            .map(|a| (a.pubkey.clone(), a.name.clone()))
+            .collect();
+        let set = watch_set(&agents);
+        if set == self.covered {
+            return;
+        }
+        self.covered = set;
+        for (_, link) in std::mem::take(&mut self.links) {
+            if let Link::Up(live) = link {
+                live.client.shutdown().await;
+            }
+        }
+        let now = Instant::now();
+        self.links = by_relay(&self.covered)
+            .into_keys()
+            .map(|url| {
+                (
+                    url,
+                    Link::Down {
+                        retry_at: now,
+                        backoff: Duration::ZERO,
+                    },
+                )
+            })
+            .collect();
+    }
+
+    /// Connects the relays that are due.
+    async fn connect_due(&mut self) {
+        let Ok(owner) = self.s.store.owner() else {
+            return;
+        };
+        let ttl = self.tracker_ttl();
+        let authors = by_relay(&self.covered);
+        for (url, link) in self.links.iter_mut() {
+            let Link::Down { retry_at, backoff } = link else {
+                continue;
+            };
+            if Instant::now() < *retry_at {
+                continue;
+            }
+            let pks = authors.get(url).cloned().unwrap_or_default();
+            let since = relay::unix_now().saturating_sub(ttl.as_secs());
+            let attempt = async {
+                let client = relay::connect(url, owner.clone(), CONNECT_WAIT).await?;
+                match relay::subscribe_presence(&client, url, &pks, since).await {
+                    Ok(feed) => Ok((client, feed)),
+                    Err(e) => {
+                        client.shutdown().await;
+                        Err(e)
+                    }
+                }
+            };
+            *link = match attempt.await {
+                Ok((client, feed)) => Link::Up(Box::new(Live { client, feed })),
+                Err(e) => {
+                    tracing::debug!(%url, "presence: relay not reachable ({e}); retrying");
+                    let b = next_backoff(*backoff);
+                    Link::Down {
+                        retry_at: Instant::now() + b,
+                        backoff: b,
+                    }
+                }
+            };
+        }
+    }
+
+    fn tracker_ttl(&self) -> Duration {
+        app::presence_ttl()
+    }
+
+    fn retry_now(&mut self) {
+        for link in self.links.values_mut() {
+            if let Link::Down { retry_at, backoff } = link {
+                *retry_at = Instant::now();
+                *backoff = Duration::ZERO;
+            }
+        }
+    }
+
+    fn apply_note(&mut self, n: Note) {
+        self.tracker.manage(&n.pubkey);
+        let now = relay::unix_now();
+        if let Some(c) = self.tracker.observe(&n.pubkey, n.state.as_str(), n.run, now, now) {
+            self.publish(&c);
+        }
+    }
+
+    /// Feeds every live subscription for about one step, then ticks.
+    async fn pump(&mut self) {
+        let ups = self.links.values().filter(|l| matches!(l, Link::Up(_))).count();
+        if ups == 0 {
+            tokio::time::sleep(STEP).await;
+        } else {
+            let step = STEP / ups as u32;
+            let mut changes = Vec::new();
+            for link in self.links.values_mut() {
+                if let Link::Up(live) = link {
+                    live.feed
+                        .pump(
+                            &mut self.tracker,
+                            step,
+                            &mut |c, _| changes.push(c.clone()),
+                            &|_| false,
+                        )
+                        .await;
+                }
+            }
+            for c in &changes {
+                self.publish(c);
+            }
+        }
+        for c in self.tracker.tick(relay::unix_now()) {
+            self.publish(&c);
+        }
+    }
+}
+
+async fn task(s: S, mut notes: mpsc::UnboundedReceiver<Note>) {
+    let mut agents_rx = s.agents_gen.subscribe();
+    let mut relay_rx = s.presence.relay_gen.subscribe();
+    let mut w = Watcher {
+        s: s.clone(),
+        tracker: Tracker::new(Vec::<String>::new(), app::presence_ttl()),
+        names: BTreeMap::new(),
+        covered: BTreeSet::new(),
+        links: BTreeMap::new(),
+    };
+    w.reload().await;
+    let mut last_secrets = Instant::now();
+    loop {
+        if agents_rx.has_changed().unwrap_or(false) {
+            agents_rx.borrow_and_update();
+            w.reload().await;
+        }
+        if relay_rx.has_changed().unwrap_or(false) {
+            relay_rx.borrow_and_update();
+            w.retry_now();
+        }
+        w.connect_due().await;
+        while let Ok(n) = notes.try_recv() {
+            w.apply_note(n);
+        }
+        w.pump().await;
+        // A change made outside the page (the CLI) reaches the redactor within a second.
+        if last_secrets.elapsed() >= Duration::from_secs(1) {
+            s.secrets.refresh(&s.store);
+            last_secrets = Instant::now();
+        }
+    }
+}
+
+/// `GET /api/events`: Server-Sent Events, every one scrubbed; when the
+/// secrets cannot be read an event is reduced to "refetch" (fail closed).
+pub(super) async fn events(State(s): State<S>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = s.events.subscribe();
+    let hello =
+        futures::stream::once(async { Ok(Event::default().data(json!({"type": "hello"}).to_string())) });
+    let rest = futures::stream::unfold((rx, s), |(mut rx, s)| async move {
+        let mut v = match rx.recv().await {
+            Ok(v) => v,
+            // Missed events: the page refetches everything.
+            Err(broadcast::error::RecvError::Lagged(_)) => json!({"type": "agents"}),
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        match s.secrets.redactor() {
+            Some(r) => scrub_value(&r, &mut v),
+            None => v = json!({"type": "agents"}),
+        }
+        Some((Ok(Event::default().data(v.to_string())), (rx, s)))
+    });
+    use futures::StreamExt;
+    Sse::new(hello.chain(rest)).keep_alive(KeepAlive::default())
+}
+
+/// Used by [`Shared`] users that only need the derived state.
+pub(super) fn state_of(s: &Shared, pubkey: &str) -> Derived {
+    s.presence.snap(pubkey).map_or(Derived::Unknown, |p| p.state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_from_one_second_up_to_thirty() {
+        let mut b = Duration::ZERO;
+        let mut seen = Vec::new();
+        for _ in 0..7 {
+            b = next_backoff(b);
+            seen.push(b.as_secs());
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30]);
+    }
+}

@@ -1,0 +1,311 @@
+//! Start, Stop and chat on the Start page: the CLI's `start` →
+//! [`app::start_provider`] / [`app::start_local_watched`]; `stop` →
+//! [`app::stop`] (spec §Stop: owner-signed `!shutdown`, then presence
+//! `offline`); `chat` → [`app::chat`].
+//!
+//! The order of a Start or Stop (review b30b1a0 findings 1 and 9, spec I4):
+//! 1. the record and the I4 check, off the runtime: a local agent whose
+//!    harness runs is left alone, and the answer says so (200,
+//!    `already_running`), as the CLI's `start` does;
+//! 2. the claim: one operation per agent at a time. A second Start while
+//!    one is in flight answers `already_starting` (200); anything else 409;
+//! 3. only then the embedded relay, through the one start-on-demand path
+//!    ([`crate::embedded::ensure_for`]) on the blocking pool. A relay that
+//!    was started makes the presence task retry its relays at once.
+//!
+//! "Running" ([`live_local`]): the recorded harness identity decides when
+//! there is one (it is exact); presence `online`/`away` from the recorded
+//! run decides only for a record without one (an older launcher's bare
+//! pid), since presence lags a crash by up to a TTL.
+
+use super::live::Snap;
+use super::server::{
+    LOCAL_ONLINE_WAIT, Op, S, Shared, agents_changed, app_status, emit, fail, fields_failed, off,
+    on_blocking_thread, parse, progress, reply, store_status,
+};
+use crate::app::{self, StartOptions};
+use crate::local::Running;
+use crate::presence::Derived;
+use crate::record::{AgentRecord, Backend, DeployState};
+use crate::response::sanitize_text;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use buzz_contract::presence::PresenceState;
+use serde_json::json;
+
+/// The live local harness of `rec`, if any (see the module doc).
+pub(super) fn live_local(s: &Shared, rec: &AgentRecord, st: &DeployState) -> Option<Running> {
+    if !matches!(rec.backend, Backend::Local) {
+        return None;
+    }
+    if st.local_process.is_some() {
+        return crate::local::running_from(&rec.name, st);
+    }
+    let pid = st.local_pid?;
+    let fresh = |p: &Snap| {
+        matches!(p.state, Derived::Online | Derived::Away) && p.run.is_some() && p.run == st.generation
+    };
+    s.presence.snap(&rec.pubkey).filter(fresh).map(|_| Running {
+        name: rec.name.clone(),
+        pid,
+        run: st.generation.clone(),
+    })
+}
+
+/// Marks `name` busy with `op`; the operation already running otherwise.
+fn claim(s: &Shared, name: &str, op: Op) -> Result<(), Op> {
+    let mut busy = s.busy.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(running) = busy.get(name) {
+        return Err(*running);
+    }
+    busy.insert(name.to_string(), op);
+    drop(busy);
+    emit(s, json!({"type": "busy", "name": name, "busy": true}));
+    Ok(())
+}
+
+fn release(s: &Shared, name: &str) {
+    s.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    emit(s, json!({"type": "busy", "name": name, "busy": false}));
+}
+
+/// Loads the record and the bookkeeping off the runtime.
+async fn load(s: &S, name: &str) -> Result<(AgentRecord, DeployState), Box<Response>> {
+    let n = name.to_string();
+    match off(s, move |s| {
+        s.store.agent(&n).and_then(|r| Ok((r, s.store.deploy_state(&n)?)))
+    })
+    .await?
+    {
+        Ok(x) => Ok(x),
+        Err(e) => Err(Box::new(fail(s, store_status(&e), e))),
+    }
+}
+
+/// Starts the embedded relay `rec` needs, if it needs it (off the runtime).
+async fn relay_ready(s: &S, rec: &AgentRecord) -> Result<(), Box<Response>> {
+    let rec = rec.clone();
+    let out = off(s, move |s| {
+        crate::embedded::ensure_for(&s.store, std::slice::from_ref(&rec))
+    })
+    .await?;
+    match out {
+        Ok(Some(crate::embedded::Ensured::Started { .. })) => {
+            s.presence.relay_started();
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(Box::new(fail(s, StatusCode::SERVICE_UNAVAILABLE, e))),
+    }
+}
+
+fn already_running(s: &Shared, r: &Running) -> Response {
+    reply(
+        s,
+        StatusCode::OK,
+        json!({"already_running": true, "pid": r.pid, "run": r.run, "message": r.to_string()}),
+    )
+}
+
+pub(super) async fn start_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+    let (rec, st) = match load(&s, &name).await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if let Some(r) = live_local(&s, &rec, &st) {
+        return already_running(&s, &r);
+    }
+    match claim(&s, &name, Op::Start) {
+        Ok(()) => {}
+        Err(Op::Start) => {
+            return reply(
+                &s,
+                StatusCode::OK,
+                json!({"already_starting": true, "message": format!("{name} is already starting")}),
+            );
+        }
+        Err(Op::Stop) => {
+            return fail(
+                &s,
+                StatusCode::CONFLICT,
+                format!("a stop of `{name}` is in progress"),
+            );
+        }
+    }
+    if let Err(r) = relay_ready(&s, &rec).await {
+        release(&s, &name);
+        return *r;
+    }
+    let task = s.clone();
+    tokio::spawn(async move {
+        let result = run_start(&task, &rec).await;
+        release(&task, &rec.name);
+        let (ok, message) = match result {
+            Ok(m) => (true, m),
+            Err(e) => (false, e),
+        };
+        emit(
+            &task,
+            json!({"type": "done", "op": "start", "name": rec.name, "ok": ok, "message": sanitize_text(&message)}),
+        );
+        agents_changed(&task);
+    });
+    reply(&s, StatusCode::ACCEPTED, json!({"started": name}))
+}
+
+/// The CLI's `start`, reporting progress as events instead of stderr lines.
+async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
+    let name = rec.name.clone();
+    match rec.backend {
+        Backend::Provider { .. } => {
+            progress(
+                s,
+                &name,
+                "discovering the provider, staging and checking it before any secret is sent",
+            );
+            let (s2, n2) = (s.clone(), name.clone());
+            let d = tokio::task::spawn_blocking(move || {
+                let opts = StartOptions::from_env(&s2.store)?;
+                app::start_provider(&s2.store, &n2, &opts, &mut |line| progress(&s2, &n2, line))
+            })
+            .await
+            .map_err(|e| format!("the start task failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+            Ok(format!(
+                "deployed: agent_id {} (provider {}, sha256 {})",
+                d.agent_id,
+                d.path.display(),
+                d.sha256
+            ))
+        }
+        Backend::Local => {
+            let harness = crate::local::harness_program();
+            progress(s, &name, &format!("spawning the harness {}", harness.display()));
+            let (s2, n2) = (s.clone(), name.clone());
+            let started = on_blocking_thread(move || async move {
+                let s3 = s2.clone();
+                let n3 = n2.clone();
+                app::start_local_watched(&s2.store, &n2, &harness, LOCAL_ONLINE_WAIT, &mut |pid, run| {
+                    progress(
+                        &s3,
+                        &n3,
+                        &format!("harness started (pid {pid}, run {run}); waiting for presence online"),
+                    );
+                    // The record now says "deployed" (a local pid): let the page show it.
+                    agents_changed(&s3);
+                })
+                .await
+            })
+            .await
+            .and_then(|r| r)
+            .map_err(|e| e.to_string())?;
+            let app::WatchedStart { child, nonce, online } = match started {
+                app::Watched::Started(w) => w,
+                app::Watched::AlreadyRunning(r) => return Ok(r.to_string()),
+            };
+            // Reap the harness when it exits; it is not supervised (as with the CLI).
+            std::thread::spawn(move || {
+                let mut child = child;
+                let _ = child.wait();
+            });
+            if !online {
+                return Err(format!(
+                    "{name} did not report presence online within {}s; see {}",
+                    LOCAL_ONLINE_WAIT.as_secs(),
+                    s.store.log_path(&name).display()
+                ));
+            }
+            s.presence.note(&rec.pubkey, PresenceState::Online, Some(nonce));
+            progress(s, &name, "online");
+            Ok(format!("{name} online"))
+        }
+    }
+}
+
+pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+    let (rec, _) = match load(&s, &name).await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if let Err(op) = claim(&s, &name, Op::Stop) {
+        let what = if op == Op::Start { "a start" } else { "a stop" };
+        return fail(
+            &s,
+            StatusCode::CONFLICT,
+            format!("{what} of `{name}` is in progress"),
+        );
+    }
+    if let Err(r) = relay_ready(&s, &rec).await {
+        release(&s, &name);
+        return *r;
+    }
+    progress(&s, &name, "sending !shutdown; waiting for presence offline");
+    let (s2, n2) = (s.clone(), name.clone());
+    let result = on_blocking_thread(move || async move {
+        let out = app::stop(&s2.store, &n2, crate::limits::STOP_WAIT).await;
+        let run = s2.store.deploy_state(&n2).ok().and_then(|st| st.generation);
+        (out, run)
+    })
+    .await;
+    let result = match result {
+        Ok((out, run)) => {
+            if out.is_ok() {
+                s.presence.note(&rec.pubkey, PresenceState::Offline, run);
+            }
+            out
+        }
+        Err(e) => Err(e),
+    };
+    release(&s, &name);
+    let (ok, message) = match &result {
+        Ok(()) => (true, format!("{name} offline")),
+        Err(e) => (false, e.to_string()),
+    };
+    emit(
+        &s,
+        json!({"type": "done", "op": "stop", "name": name, "ok": ok, "message": sanitize_text(&message)}),
+    );
+    agents_changed(&s);
+    match result {
+        Ok(()) => reply(&s, StatusCode::OK, json!({"stopped": name})),
+        Err(e) => fail(&s, app_status(&e), e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ChatBody {
+    text: String,
+}
+
+pub(super) async fn chat_agent(State(s): State<S>, Path(name): Path<String>, body: Bytes) -> Response {
+    let msg: ChatBody = match parse(&body) {
+        Ok(m) => m,
+        Err(e) => return fail(&s, StatusCode::BAD_REQUEST, e),
+    };
+    if msg.text.trim().is_empty() {
+        return fields_failed(
+            &s,
+            super::form::FieldErrors::from([("text".to_string(), "type a message".to_string())]),
+        );
+    }
+    let (rec, _) = match load(&s, &name).await {
+        Ok(x) => x,
+        Err(r) => return *r,
+    };
+    if let Err(r) = relay_ready(&s, &rec).await {
+        return *r;
+    }
+    let (s2, n2) = (s.clone(), name.clone());
+    let out = on_blocking_thread(move || async move {
+        app::chat(&s2.store, &n2, &msg.text, crate::limits::CHAT_WAIT).await
+    })
+    .await
+    .and_then(|r| r);
+    match out {
+        Ok(reply_text) => reply(&s, StatusCode::OK, json!({"reply": reply_text})),
+        Err(e) => fail(&s, app_status(&e), e),
+    }
+}

@@ -1,0 +1,425 @@
+//! The Start page's record and provider routes, over the CLI's own
+//! functions: `agent create/edit` → [`super::form::apply`] over [`Store`];
+//! `delete` → [`app::delete`]; `providers` → [`discovery::discover`],
+//! [`gate::stage`], [`Store::approve`]; the config form → [`gate::info`].
+//! Every handler's file I/O and provider call runs in [`off`].
+//!
+//! Fields that land in file names or in `agent list` (name, display name,
+//! relay URL, provider id) are refused when they hold a key of this state
+//! dir or look like one ([`Store::refuse_secret`]), keyed by form field.
+
+use super::form::{self, AgentForm, FieldErrors};
+use super::live::state_of;
+use super::server::{
+    Op, S, Shared, agents_changed, app_status, fail, fields_failed, off, parse, reply, store_status,
+};
+use crate::app::{self, AppError, StartOptions};
+use crate::discovery;
+use crate::gate::{self, GateError};
+use crate::presence;
+use crate::record::{AgentRecord, Backend};
+use crate::relay;
+use crate::response::sanitize_text;
+use crate::store::{Store, StoreError};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+pub(super) fn backend_label(b: &Backend) -> String {
+    match b {
+        Backend::Local => "local".into(),
+        Backend::Provider { id, .. } => format!("provider:{id}"),
+    }
+}
+
+/// The operation `name` is busy with.
+pub(super) fn op_of(s: &Shared, name: &str) -> Option<Op> {
+    s.busy
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .copied()
+}
+
+/// One agent as the page sees it: env *names* only, no key material.
+/// `running` is the I4 answer ([`super::ops::live_local`]): Start is
+/// refused (and disabled on the page) while it holds.
+pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreError> {
+    let st = s.store.deploy_state(&rec.name)?;
+    let snap = s.presence.snap(&rec.pubkey);
+    let restart_note = presence::drift(
+        snap.as_ref().and_then(|p| p.run.as_deref()),
+        st.generation.as_deref(),
+        &rec.launch_digest(),
+        st.record_digest.as_deref(),
+    )
+    .is_some();
+    let config = match &rec.backend {
+        Backend::Provider { config, .. } => Value::Object(config.clone()),
+        Backend::Local => Value::Object(Map::new()),
+    };
+    let op = op_of(s, &rec.name);
+    let running = super::ops::live_local(s, rec, &st).is_some();
+    Ok(json!({
+        "name": rec.name,
+        "pubkey": rec.pubkey,
+        "display_name": rec.display_name,
+        "relay_url": rec.relay_url,
+        "backend": backend_label(&rec.backend),
+        "deployed": app::is_live(&rec.name, &st),
+        "running": running,
+        "agent_id": st.agent_id,
+        "presence": state_of(s, &rec.pubkey).as_str(),
+        "last_seen": snap.and_then(|p| p.at),
+        "restart_note": restart_note,
+        "last_error": st.last_error,
+        "agent_command": rec.agent_command,
+        "agent_args": rec.agent_args,
+        "model": rec.model,
+        "provider": rec.provider,
+        "system_prompt": rec.system_prompt,
+        "env_names": rec.env.keys().collect::<Vec<_>>(),
+        "config": config,
+        "busy": op.is_some(),
+        "op": op.map(|o| match o {
+            Op::Start => "start",
+            Op::Stop => "stop",
+        }),
+    }))
+}
+
+pub(super) async fn list_agents(State(s): State<S>) -> Response {
+    off(&s, |s| {
+        let all = match s.store.agents() {
+            Ok(a) => a,
+            Err(e) => return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+        };
+        let mut out = Vec::new();
+        for rec in &all {
+            match agent_json(s, rec) {
+                Ok(v) => out.push(v),
+                Err(e) => return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+            }
+        }
+        reply(
+            s,
+            StatusCode::OK,
+            json!({"agents": out, "now": relay::unix_now()}),
+        )
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+pub(super) async fn show_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+    off(&s, move |s| {
+        match s.store.agent(&name).and_then(|r| agent_json(s, &r)) {
+            Ok(v) => reply(s, StatusCode::OK, v),
+            Err(e) => fail(s, store_status(&e), e),
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+/// The provider's `config_schema`, when the form targets a provider and it answers.
+fn schema_for(s: &Shared, backend: Option<&str>, agent: Option<&str>) -> Option<Value> {
+    let id = backend?.strip_prefix("provider:")?;
+    run_info(s, id, agent)
+        .ok()
+        .and_then(|o| o.info.get("config_schema").cloned())
+}
+
+/// The fields of `rec` that look like a secret, keyed by form field.
+fn secret_fields(s: &Shared, rec: &AgentRecord) -> Result<FieldErrors, StoreError> {
+    let mut errors = FieldErrors::new();
+    for f in crate::secrets::shown_fields(rec) {
+        match s.store.refuse_secret(f.label, f.value) {
+            Ok(()) => {}
+            Err(e @ StoreError::SecretShaped { .. }) => {
+                errors.insert(f.form_key.to_string(), e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(errors)
+}
+
+fn create(s: &Shared, mut form: AgentForm) -> Response {
+    let name = form.name.clone().unwrap_or_default().trim().to_string();
+    let mut relay_url = form.relay_url.clone().unwrap_or_default().trim().to_string();
+    if name.is_empty() {
+        return fields_failed(
+            s,
+            FieldErrors::from([("name".to_string(), "a name is required".to_string())]),
+        );
+    }
+    // As `agent create` without `--relay`: the embedded relay of this state dir.
+    if relay_url.is_empty() {
+        match crate::embedded::url(&s.store) {
+            Ok(u) => relay_url = u,
+            Err(e) => {
+                return fields_failed(s, FieldErrors::from([("relay_url".to_string(), e.to_string())]));
+            }
+        }
+        form.relay_url = Some(relay_url.clone());
+    }
+    let schema = schema_for(s, form.backend.as_deref(), None);
+    // Validate on a scratch record first: nothing is created when a field is wrong.
+    let mut scratch = AgentRecord::new(&name, &"0".repeat(64), &relay_url);
+    if let Err(errs) = form::apply(&mut scratch, &form, schema.as_ref()) {
+        return fields_failed(s, errs);
+    }
+    match secret_fields(s, &scratch) {
+        Ok(errs) if !errs.is_empty() => return fields_failed(s, errs),
+        Ok(_) => {}
+        Err(e) => return fail(s, store_status(&e), e),
+    }
+    let mut rec = match s.store.create_agent(&name, &relay_url) {
+        Ok(r) => r,
+        Err(e) => {
+            return fields_failed(s, FieldErrors::from([("name".to_string(), e.to_string())]));
+        }
+    };
+    if let Err(errs) = form::apply(&mut rec, &form, schema.as_ref()) {
+        let _ = s.store.delete_agent(&name);
+        return fields_failed(s, errs);
+    }
+    if let Err(e) = s.store.save_agent(&rec) {
+        let _ = s.store.delete_agent(&name);
+        return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
+    }
+    agents_changed(s);
+    match agent_json(s, &rec) {
+        Ok(v) => reply(s, StatusCode::CREATED, v),
+        Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+pub(super) async fn create_agent(State(s): State<S>, body: Bytes) -> Response {
+    let form: AgentForm = match parse(&body) {
+        Ok(f) => f,
+        Err(e) => return fail(&s, StatusCode::BAD_REQUEST, e),
+    };
+    off(&s, move |s| create(s, form)).await.unwrap_or_else(|r| *r)
+}
+
+fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
+    if form.name.as_deref().is_some_and(|n| n != name) {
+        return fields_failed(
+            s,
+            FieldErrors::from([("name".to_string(), "an agent cannot be renamed".to_string())]),
+        );
+    }
+    let mut rec = match s.store.agent(name) {
+        Ok(r) => r,
+        Err(e) => return fail(s, store_status(&e), e),
+    };
+    let backend = form.backend.clone().or_else(|| Some(backend_label(&rec.backend)));
+    let schema = schema_for(s, backend.as_deref(), Some(name));
+    if let Err(errs) = form::apply(&mut rec, &form, schema.as_ref()) {
+        return fields_failed(s, errs);
+    }
+    match secret_fields(s, &rec) {
+        Ok(errs) if !errs.is_empty() => return fields_failed(s, errs),
+        Ok(_) => {}
+        Err(e) => return fail(s, store_status(&e), e),
+    }
+    if let Err(e) = s.store.save_agent(&rec) {
+        return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
+    }
+    agents_changed(s);
+    let restart_note = s
+        .store
+        .deploy_state(name)
+        .ok()
+        .and_then(|st| st.record_digest)
+        .is_some_and(|d| d != rec.launch_digest());
+    match agent_json(s, &rec) {
+        Ok(mut v) => {
+            v["saved"] = json!(true);
+            v["applies_after_restart"] = json!(restart_note);
+            reply(s, StatusCode::OK, v)
+        }
+        Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+pub(super) async fn edit_agent(State(s): State<S>, Path(name): Path<String>, body: Bytes) -> Response {
+    let form: AgentForm = match parse(&body) {
+        Ok(f) => f,
+        Err(e) => return fail(&s, StatusCode::BAD_REQUEST, e),
+    };
+    off(&s, move |s| edit(s, &name, form))
+        .await
+        .unwrap_or_else(|r| *r)
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct DeleteQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+/// `DELETE`: 409 while an operation on the agent runs on this page or a
+/// start holds its lock (force or not), and without `force` while it is
+/// deployed or its local harness runs (review b30b1a0 finding 9).
+pub(super) async fn delete_agent(
+    State(s): State<S>,
+    Path(name): Path<String>,
+    Query(q): Query<DeleteQuery>,
+) -> Response {
+    if let Some(op) = op_of(&s, &name) {
+        let what = match op {
+            Op::Start => "a start",
+            Op::Stop => "a stop",
+        };
+        return reply(
+            &s,
+            StatusCode::CONFLICT,
+            json!({"error": format!("{what} of `{name}` is in progress; wait for it to end"), "busy": true}),
+        );
+    }
+    off(&s, move |s| match app::delete(&s.store, &name, q.force) {
+        Ok(()) => {
+            agents_changed(s);
+            reply(s, StatusCode::OK, json!({"deleted": name}))
+        }
+        Err(e @ (AppError::Deployed(..) | AppError::LiveLocal(_))) => reply(
+            s,
+            StatusCode::CONFLICT,
+            json!({"error": sanitize_text(&e.to_string()), "needs_force": true}),
+        ),
+        Err(e @ AppError::Busy(_)) => reply(
+            s,
+            StatusCode::CONFLICT,
+            json!({"error": sanitize_text(&e.to_string()), "busy": true}),
+        ),
+        Err(e) => fail(s, app_status(&e), e),
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+// ---- providers ---------------------------------------------------------------------------
+
+fn providers_json(store: &Store) -> Result<Value, AppError> {
+    let d = discovery::discover(&discovery::dirs_from_env());
+    let opts = StartOptions::from_env(store)?;
+    let list: Vec<Value> = d
+        .selected
+        .iter()
+        .map(|(id, path)| {
+            let (digest, stage_error) = match gate::stage(path) {
+                Ok(st) => (Some(st.sha256.clone()), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            let approved = digest.is_some() && opts.gate.approvals.get(id) == digest.as_ref();
+            json!({"id": id, "path": path.display().to_string(), "sha256": digest,
+                   "stage_error": stage_error, "approved": approved,
+                   "diagnostics": d.diagnostics_for(id)})
+        })
+        .collect();
+    Ok(json!({
+        "strict": opts.gate.strict,
+        "override_note": discovery::override_note(&discovery::override_dirs_from_env()),
+        "providers": list,
+        "shadowed": d.shadowed.iter().map(|x| json!({"id": x.id, "path": x.path.display().to_string(), "by": x.by.display().to_string()})).collect::<Vec<_>>(),
+        "rejected": d.rejected.iter().map(|x| json!({"path": x.path.display().to_string(), "reason": x.reason})).collect::<Vec<_>>(),
+    }))
+}
+
+pub(super) async fn providers(State(s): State<S>) -> Response {
+    off(&s, |s| match providers_json(&s.store) {
+        Ok(v) => reply(s, StatusCode::OK, v),
+        Err(e) => fail(s, app_status(&e), e),
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+/// `info` through the gate (sealed copy, strict mode honoured). Runs in the
+/// agent's workdir, or a private scratch dir for a form without an agent yet.
+fn run_info(s: &Shared, id: &str, agent: Option<&str>) -> Result<gate::InfoOutcome, AppError> {
+    let d = discovery::discover(&discovery::dirs_from_env());
+    let res = d.resolve(id, None)?;
+    let wd = match agent.map(|n| s.store.agent(n)).transpose()? {
+        Some(AgentRecord { workdir: Some(w), .. }) => w,
+        Some(rec) => s.store.default_workdir(&rec.name)?,
+        None => {
+            let dir = s.store.root().join("work").join(".ui-info");
+            std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                action: "create",
+                path: dir.clone(),
+                source,
+            })?;
+            dir
+        }
+    };
+    let opts = StartOptions::from_env(&s.store)?;
+    Ok(gate::info(
+        &res,
+        &s.store.staging_root(),
+        &wd,
+        &opts.gate,
+        &mut |_| {},
+    )?)
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct SchemaQuery {
+    agent: Option<String>,
+}
+
+pub(super) async fn provider_schema(
+    State(s): State<S>,
+    Path(id): Path<String>,
+    Query(q): Query<SchemaQuery>,
+) -> Response {
+    off(&s, move |s| match run_info(s, &id, q.agent.as_deref()) {
+        Ok(o) => {
+            let text = |k: &str| o.info.get(k).and_then(Value::as_str).map(sanitize_text);
+            let fields = form::fields_from_schema(o.info.get("config_schema"));
+            reply(
+                s,
+                StatusCode::OK,
+                json!({"id": id, "path": o.path.display().to_string(), "sha256": o.sha256,
+                       "name": text("name"), "version": text("version"), "description": text("description"),
+                       "fields": fields}),
+            )
+        }
+        Err(e) => {
+            let needs_approval = matches!(e, AppError::GateRefused(GateError::NotApproved { .. }));
+            reply(
+                s,
+                app_status(&e),
+                json!({"error": sanitize_text(&e.to_string()), "needs_approval": needs_approval}),
+            )
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+pub(super) async fn approve_provider(State(s): State<S>, Path(id): Path<String>) -> Response {
+    off(&s, move |s| {
+        let out = (|| -> Result<Value, AppError> {
+            let d = discovery::discover(&discovery::dirs_from_env());
+            let res = d.resolve(&id, None)?;
+            let staged = gate::stage(&res.path).map_err(|source| GateError::Stage {
+                path: res.path.clone(),
+                source,
+            })?;
+            s.store.approve(&id, &staged.sha256)?;
+            Ok(json!({"approved": id, "path": res.path.display().to_string(), "sha256": staged.sha256}))
+        })();
+        match out {
+            Ok(v) => reply(s, StatusCode::OK, v),
+            Err(e) => fail(s, app_status(&e), e),
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
