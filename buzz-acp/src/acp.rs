@@ -16,60 +16,34 @@
 //! of each session. A failed
 //! `session/new` or `session/prompt` carries the agent's error message, and
 //! the hint of any `authMethods` it advertised, back to the pool.
+//!
+//! This file is the slot (spawn, respawn, the connection, `initialize`);
+//! `acp/turn.rs` runs one turn, `acp/forms.rs` holds the pure forms each
+//! agent reads. A turn's streamed text is bounded at the reply bound as it
+//! arrives ([`crate::events::TurnText`]; review b30b1a0 #15).
+
+mod forms;
+mod turn;
 
 use crate::backoff::respawn_delay;
+use crate::events::TurnText;
 use crate::procs::{ProcessTable, signal_group};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AuthMethod, CancelNotification, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
-    McpServer, McpServerStdio, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionId, SessionNotification, SessionUpdate, StopReason, SystemPrompt, TextContent,
+    ContentBlock, Implementation, InitializeRequest, RequestPermissionRequest, RequestPermissionResponse,
+    SessionId, SessionNotification, SessionUpdate,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
+use forms::choose_permission;
+pub use forms::{Adapter, AgentInfo, connection_lost, failure_text, new_session_request, prompt_blocks};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-
-/// How a known agent takes the system prompt and the model, in the forms
-/// it documents and reads (ACP's own fields are not read by all of them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Adapter {
-    /// `claude-code-acp` / `claude-agent-acp`: `session/new`
-    /// `_meta.systemPrompt = {"append": …}` (kept on top of Claude Code's own
-    /// preset) and `_meta.claudeCode.options.model`; both fields of its source.
-    ClaudeCode,
-    /// `goose acp`: the model as the `GOOSE_MODEL` environment variable of
-    /// the agent process (as the launcher's runtime table names it).
-    Goose,
-    /// Any other agent (including `codex-acp`): ACP `systemPrompt` when
-    /// advertised, else the first prompt's leading text; `_meta.model`.
-    Generic,
-}
-
-impl Adapter {
-    /// The adapter of an agent command, by its file name.
-    pub fn for_command(command: &str) -> Adapter {
-        let base = std::path::Path::new(command)
-            .file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or(command);
-        match base {
-            "claude-code-acp" | "claude-agent-acp" => Adapter::ClaudeCode,
-            "goose" => Adapter::Goose,
-            _ => Adapter::Generic,
-        }
-    }
-
-    /// True when `session/new` carries the system prompt for this agent.
-    pub fn system_prompt_on_new_session(self, info: &AgentInfo) -> bool {
-        self == Adapter::ClaudeCode || info.system_prompt
-    }
-}
+use turn::{Fate, run_turn};
 
 /// What every slot spawns and how it runs turns.
 #[derive(Debug, Clone)]
@@ -201,25 +175,18 @@ async fn slot_main(
     }
 }
 
-/// The turn currently streaming on this connection.
+/// The turn currently streaming on this connection. Its text is bounded at
+/// the reply bound as it streams (review b30b1a0 #15).
 #[derive(Default)]
 struct Sink {
     session: Option<SessionId>,
-    text: String,
+    text: TurnText,
     last_update: Option<Instant>,
 }
 
 struct Shared {
     sink: Mutex<Sink>,
     updated: Notify,
-}
-
-fn choose_permission(req: &RequestPermissionRequest) -> RequestPermissionOutcome {
-    [PermissionOptionKind::AllowOnce, PermissionOptionKind::RejectOnce]
-        .iter()
-        .find_map(|k| req.options.iter().find(|o| o.kind == *k))
-        .map(|o| RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone())))
-        .unwrap_or(RequestPermissionOutcome::Cancelled)
 }
 
 async fn run_once(
@@ -248,17 +215,13 @@ async fn run_once(
     if let (Adapter::Goose, Some(m)) = (spec.adapter, &spec.model) {
         command.env("GOOSE_MODEL", m);
     }
-    let mut child = match command.spawn() {
-        Ok(c) => c,
+    let (mut child, pid, exited_tx) = match procs.spawn_registered(|| command.spawn()) {
+        Ok(spawned) => spawned,
         Err(e) => {
             tracing::error!(slot, command = %spec.command, error = %e, "cannot spawn the agent");
             return Once::Died { had_success: false };
         }
     };
-    let Some(pid) = child.id().map(|p| p as i32) else {
-        return Once::Died { had_success: false };
-    };
-    let exited_tx = procs.register(pid);
     if procs.is_closed() {
         // Shutdown began while spawning: this agent never gets work.
         signal_group(pid, libc::SIGKILL);
@@ -295,7 +258,7 @@ async fn run_once(
                     if let SessionUpdate::AgentMessageChunk(chunk) = &n.update
                         && let ContentBlock::Text(t) = &chunk.content
                     {
-                        sink.text.push_str(&t.text);
+                        sink.text.push(&t.text);
                     }
                     drop(sink);
                     on_update.updated.notify_waiters();
@@ -339,118 +302,6 @@ async fn run_once(
         signal_group(pid, libc::SIGKILL);
     }
     once
-}
-
-/// What `initialize` told us about the agent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AgentInfo {
-    /// `sessionCapabilities.systemPrompt` was advertised.
-    pub system_prompt: bool,
-    /// A short hint naming the advertised `authMethods`, if any.
-    pub auth_hint: Option<String>,
-}
-
-impl AgentInfo {
-    /// Reads the `initialize` response.
-    pub fn from_initialize(r: &InitializeResponse) -> AgentInfo {
-        let hints: Vec<String> = r
-            .auth_methods
-            .iter()
-            .map(|m| match m {
-                AuthMethod::Terminal(t) => {
-                    let args = t.args.join(" ");
-                    let run = if args.is_empty() {
-                        t.name.clone()
-                    } else {
-                        format!("{} ({args})", t.name)
-                    };
-                    t.description
-                        .clone()
-                        .map_or(run.clone(), |d| format!("{run}: {d}"))
-                }
-                AuthMethod::Agent(a) => a
-                    .description
-                    .clone()
-                    .map_or(a.name.clone(), |d| format!("{}: {d}", a.name)),
-                _ => String::new(),
-            })
-            .filter(|h| !h.trim().is_empty())
-            .collect();
-        AgentInfo {
-            system_prompt: r.agent_capabilities.session_capabilities.system_prompt.is_some(),
-            auth_hint: (!hints.is_empty())
-                .then(|| format!("the agent needs authentication: {}", hints.join("; "))),
-        }
-    }
-}
-
-/// Whether a request failed because the connection to the agent ended (its
-/// stdout closed or the connection was torn down), as opposed to an error the
-/// live agent answered with.
-pub fn connection_lost(error: &agent_client_protocol::Error) -> bool {
-    agent_client_protocol::is_incoming_transport_closed(error)
-        || agent_client_protocol::is_connection_terminated(error)
-}
-
-/// The error text of a failed request, with the authentication hint.
-pub fn failure_text(error: &agent_client_protocol::Error, info: &AgentInfo) -> String {
-    let msg = error.message.trim();
-    let msg = if msg.is_empty() { "the agent failed" } else { msg };
-    match &info.auth_hint {
-        Some(h) => format!("{msg} ({h})"),
-        None => msg.to_string(),
-    }
-}
-
-/// The first prompt of a session, led by the system prompt when the agent
-/// could not take it on `session/new`.
-pub fn prompt_blocks(lead: Option<&str>, text: &str) -> Vec<ContentBlock> {
-    let mut v = Vec::new();
-    if let Some(l) = lead {
-        v.push(ContentBlock::Text(TextContent::new(l.to_string())));
-    }
-    v.push(ContentBlock::Text(TextContent::new(text.to_string())));
-    v
-}
-
-/// The `session/new` request. The system prompt goes on it only when the
-/// agent advertised `sessionCapabilities.systemPrompt`.
-pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequest {
-    let mut req = NewSessionRequest::new(spec.cwd.clone());
-    if let Some(cmd) = &spec.mcp_command {
-        req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
-    }
-    let mut meta = serde_json::Map::new();
-    match spec.adapter {
-        Adapter::ClaudeCode => {
-            if let Some(p) = &spec.system_prompt {
-                meta.insert("systemPrompt".into(), serde_json::json!({ "append": p }));
-            }
-            if let Some(m) = &spec.model {
-                meta.insert(
-                    "claudeCode".into(),
-                    serde_json::json!({ "options": { "model": m } }),
-                );
-            }
-        }
-        Adapter::Goose | Adapter::Generic => {
-            if let Some(p) = spec.system_prompt.as_ref().filter(|_| info.system_prompt) {
-                req = req.system_prompt(SystemPrompt::new(vec![ContentBlock::Text(TextContent::new(
-                    p.clone(),
-                ))]));
-            }
-        }
-    }
-    if let Some(m) = &spec.model {
-        meta.insert("model".into(), serde_json::Value::String(m.clone()));
-    }
-    if let Some(t) = &spec.session_title {
-        meta.insert("title".into(), serde_json::Value::String(t.clone()));
-    }
-    if !meta.is_empty() {
-        req = req.meta(meta);
-    }
-    req
 }
 
 /// Per-connection bookkeeping that outlives [`serve`].
@@ -525,290 +376,5 @@ async fn serve(
                 });
             }
         }
-    }
-}
-
-enum Fate {
-    Continue,
-    Shutdown,
-    Dead,
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn run_turn(
-    spec: &AgentSpec,
-    info: &AgentInfo,
-    cx: &ConnectionTo<Agent>,
-    shared: &Shared,
-    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
-    exited: &mut watch::Receiver<bool>,
-    sessions: &mut HashMap<String, SessionId>,
-    job: &TurnJob,
-) -> (TurnOutcome, Fate) {
-    let mut lead = None;
-    let session = match sessions.get(&job.channel) {
-        Some(s) => s.clone(),
-        None => {
-            let bound = spec.start_bound();
-            // A hung session/new must not hold the slot: bounded, and the
-            // owner's !cancel (or a shutdown) ends the wait too.
-            let created = tokio::select! {
-                r = tokio::time::timeout(bound, cx.send_request(new_session_request(spec, info)).block_task()) => match r {
-                    Ok(r) => r,
-                    Err(_) => {
-                        tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer session/new in time; killing it");
-                        return (TurnOutcome::Failed { error: Some("the agent did not start a session in time".into()) }, Fate::Dead);
-                    }
-                },
-                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed { error: None }, Fate::Dead),
-                c = cmds.recv() => {
-                    let why = match c {
-                        Some(SlotCmd::Cancel) => "cancel",
-                        _ => "shutdown",
-                    };
-                    tracing::info!(reason = why, "session/new abandoned; stopping the agent");
-                    let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
-                    return (TurnOutcome::Cancelled { why }, fate);
-                }
-            };
-            match created {
-                Ok(r) => {
-                    sessions.insert(job.channel.clone(), r.session_id.clone());
-                    if !spec.adapter.system_prompt_on_new_session(info) {
-                        lead = spec.system_prompt.as_deref();
-                    }
-                    r.session_id
-                }
-                Err(e) if connection_lost(&e) => {
-                    tracing::warn!(error = %e, "session/new failed: the agent is gone");
-                    return (TurnOutcome::Failed { error: None }, Fate::Dead);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "session/new failed");
-                    return (
-                        TurnOutcome::Failed {
-                            error: Some(failure_text(&e, info)),
-                        },
-                        Fate::Continue,
-                    );
-                }
-            }
-        }
-    };
-    let started = Instant::now();
-    {
-        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
-        *sink = Sink {
-            session: Some(session.clone()),
-            text: String::new(),
-            last_update: Some(started),
-        };
-    }
-    let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead, &job.text));
-    let response = cx.send_request(prompt).block_task();
-    tokio::pin!(response);
-    let hard_deadline = started + spec.max_turn;
-    let mut cancelled: Option<(&'static str, Instant)> = None;
-    let mut shutdown_requested = false;
-    let result = loop {
-        let last = shared
-            .sink
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last_update
-            .unwrap_or(started);
-        let next_deadline = match cancelled {
-            Some((_, grace_end)) => grace_end,
-            None => (last + spec.idle_timeout).min(hard_deadline),
-        };
-        let mut cancel_now: Option<&'static str> = None;
-        tokio::select! {
-            r = &mut response => break Some(r),
-            _ = exited.wait_for(|e| *e) => break None,
-            () = shared.updated.notified() => continue,
-            _ = tokio::time::sleep_until(next_deadline.into()) => {
-                if cancelled.is_some() {
-                    tracing::warn!("agent ignored session/cancel; killing it");
-                    break None;
-                }
-                // Re-read the last update: a wake-up may have been missed.
-                let now = Instant::now();
-                let last = shared.sink.lock().unwrap_or_else(|p| p.into_inner()).last_update.unwrap_or(started);
-                if now >= hard_deadline {
-                    cancel_now = Some("max turn duration");
-                } else if now >= last + spec.idle_timeout {
-                    cancel_now = Some("idle timeout");
-                }
-            }
-            c = cmds.recv() => match c {
-                Some(SlotCmd::Cancel) => cancel_now = Some("cancel"),
-                None | Some(SlotCmd::Shutdown) => {
-                    shutdown_requested = true;
-                    cancel_now = Some("shutdown");
-                }
-                Some(SlotCmd::Prompt(_)) => tracing::error!("prompt dispatched to a busy slot; dropped"),
-            },
-        }
-        if let Some(why) = cancel_now
-            && cancelled.is_none()
-        {
-            tracing::info!(reason = why, "cancelling turn");
-            let _ = cx.send_notification(CancelNotification::new(session.clone()));
-            cancelled = Some((why, Instant::now() + spec.cancel_grace));
-        }
-    };
-    let text = {
-        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
-        let text = std::mem::take(&mut sink.text);
-        *sink = Sink::default();
-        text
-    };
-    let fate_after = |alive: bool| match (alive, shutdown_requested) {
-        (false, _) => Fate::Dead,
-        (true, true) => Fate::Shutdown,
-        (true, false) => Fate::Continue,
-    };
-    match result {
-        None => (
-            cancelled.map_or(TurnOutcome::Failed { error: None }, |(why, _)| {
-                TurnOutcome::Cancelled { why }
-            }),
-            if shutdown_requested {
-                Fate::Shutdown
-            } else {
-                Fate::Dead
-            },
-        ),
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "session/prompt failed");
-            // A closed transport is the agent's death even before its exit is
-            // reaped: a crash is not an answer the asker should be shown.
-            let alive = !*exited.borrow() && !connection_lost(&e);
-            let error = (cancelled.is_none() && alive).then(|| failure_text(&e, info));
-            (TurnOutcome::Failed { error }, fate_after(alive))
-        }
-        Some(Ok(r)) => {
-            let outcome = if cancelled.is_some() || r.stop_reason == StopReason::Cancelled {
-                TurnOutcome::Cancelled {
-                    why: cancelled.map_or("agent", |(w, _)| w),
-                }
-            } else {
-                TurnOutcome::Completed {
-                    text,
-                    stop_reason: format!("{:?}", r.stop_reason),
-                }
-            };
-            (outcome, fate_after(true))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use agent_client_protocol::v1::schema::{PermissionOption, ToolCallUpdate, ToolCallUpdateFields};
-
-    fn req(kinds: &[(&str, PermissionOptionKind)]) -> RequestPermissionRequest {
-        let options = kinds
-            .iter()
-            .map(|(id, k)| PermissionOption::new(id.to_string(), *id, *k))
-            .collect();
-        RequestPermissionRequest::new(
-            "s",
-            ToolCallUpdate::new("t", ToolCallUpdateFields::new()),
-            options,
-        )
-    }
-
-    fn selected(o: RequestPermissionOutcome) -> Option<String> {
-        match o {
-            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
-            _ => None,
-        }
-    }
-
-    fn spec(command: &str) -> AgentSpec {
-        AgentSpec {
-            command: command.into(),
-            adapter: Adapter::for_command(command),
-            args: vec![],
-            cwd: PathBuf::from("/w"),
-            system_prompt: Some("be brief".into()),
-            model: Some("m1".into()),
-            session_title: None,
-            mcp_command: None,
-            idle_timeout: Duration::from_secs(1),
-            max_turn: Duration::from_secs(2),
-            cancel_grace: Duration::from_secs(1),
-            respawn_backoff: Duration::from_secs(1),
-            max_failures: 1,
-        }
-    }
-
-    #[test]
-    fn adapters_by_command_name() {
-        assert_eq!(
-            Adapter::for_command("/opt/bin/claude-code-acp"),
-            Adapter::ClaudeCode
-        );
-        assert_eq!(Adapter::for_command("claude-agent-acp"), Adapter::ClaudeCode);
-        assert_eq!(Adapter::for_command("goose"), Adapter::Goose);
-        assert_eq!(Adapter::for_command("codex-acp"), Adapter::Generic);
-        assert_eq!(Adapter::for_command("my-agent"), Adapter::Generic);
-    }
-
-    #[test]
-    fn session_new_carries_each_agents_forms() {
-        let plain = AgentInfo::default();
-        let advertised = AgentInfo {
-            system_prompt: true,
-            auth_hint: None,
-        };
-        let claude = serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain)).unwrap();
-        assert_eq!(
-            claude["_meta"]["systemPrompt"],
-            serde_json::json!({"append": "be brief"})
-        );
-        assert_eq!(claude["_meta"]["claudeCode"]["options"]["model"], "m1");
-        assert!(claude.get("systemPrompt").is_none());
-        let generic = serde_json::to_value(new_session_request(&spec("x"), &plain)).unwrap();
-        assert!(generic.get("systemPrompt").is_none(), "not advertised: not sent");
-        assert_eq!(generic["_meta"]["model"], "m1");
-        let generic = serde_json::to_value(new_session_request(&spec("x"), &advertised)).unwrap();
-        assert!(generic.get("systemPrompt").is_some(), "advertised: sent");
-        assert!(Adapter::ClaudeCode.system_prompt_on_new_session(&plain));
-        assert!(!Adapter::Generic.system_prompt_on_new_session(&plain));
-    }
-
-    #[test]
-    fn failure_text_carries_the_auth_hint() {
-        let info = AgentInfo {
-            system_prompt: false,
-            auth_hint: Some("the agent needs authentication: run `claude /login`".into()),
-        };
-        let e = agent_client_protocol::Error::auth_required();
-        assert_eq!(
-            failure_text(&e, &info),
-            format!(
-                "{} (the agent needs authentication: run `claude /login`)",
-                e.message
-            )
-        );
-        assert_eq!(failure_text(&e, &AgentInfo::default()), e.message);
-    }
-
-    #[test]
-    fn permission_prefers_allow_once_then_reject_once() {
-        use PermissionOptionKind::*;
-        let r = req(&[("a", AllowAlways), ("r", RejectOnce), ("o", AllowOnce)]);
-        assert_eq!(selected(choose_permission(&r)), Some("o".into()));
-        let r = req(&[("a", AllowAlways), ("r", RejectOnce)]);
-        assert_eq!(
-            selected(choose_permission(&r)),
-            Some("r".into()),
-            "never allow_always"
-        );
-        let r = req(&[("a", AllowAlways)]);
-        assert_eq!(selected(choose_permission(&r)), None);
     }
 }

@@ -41,6 +41,9 @@ fn fresh_nonce() -> String {
 
 /// Runs the harness process and exits with its code; never returns.
 pub fn main() -> ! {
+    // First, before anything reads the environment: as the container's PID 1,
+    // no other process of the container may read it (pid1.rs, "Sealing").
+    let sealed = crate::pid1::seal();
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == buzz_contract::env::BUILTIN_ECHO_ARG)
@@ -76,6 +79,11 @@ pub fn main() -> ! {
     }
     if !cfg.presence {
         tracing::warn!("presence suppressed by BUZZ_ACP_NO_PRESENCE (never do this for a remote agent)");
+    }
+    if crate::pid1::is_pid1() && !sealed {
+        tracing::warn!(
+            "could not make PID 1 non-dumpable; its environment stays readable to the container's processes"
+        );
     }
     tracing::info!(
         agent = %cfg.identity.pubkey,

@@ -1,6 +1,10 @@
 //! Outbound event shapes (wire-facts §2 NIP-42, §3 presence, §4 replies,
 //! typing and the queued reaction). Tag construction is pure; signing uses
 //! the agent keys only.
+//!
+//! [`TurnText`] holds a turn's streamed answer within the reply bound from
+//! the first chunk on (review b30b1a0 #15): a chatty or hostile agent cannot
+//! grow the harness's memory through a turn, and a cut answer says so.
 
 use crate::inbound::InboundEvent;
 use buzz_contract::nip_oa::AuthTag;
@@ -23,6 +27,60 @@ pub fn clamp_content(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// What a reply cut at [`MAX_CONTENT_BYTES`] ends with.
+pub const CUT_MARKER: &str = "\n\n[the answer was longer than 64 KiB and was cut here]";
+
+/// The text of one turn, never longer than [`MAX_CONTENT_BYTES`]: chunks are
+/// appended until the next one would not fit, then the text is cut on a
+/// character boundary, ends in [`CUT_MARKER`] and takes nothing more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnText {
+    text: String,
+    cut: bool,
+}
+
+impl TurnText {
+    /// Appends a streamed chunk within the bound.
+    pub fn push(&mut self, chunk: &str) {
+        if self.cut {
+            return;
+        }
+        if self.text.len() + chunk.len() <= MAX_CONTENT_BYTES {
+            self.text.push_str(chunk);
+            return;
+        }
+        let room = MAX_CONTENT_BYTES - CUT_MARKER.len();
+        // Keep what fits before the marker: first of the text so far, then of the chunk.
+        if self.text.len() > room {
+            let end = floor_char_boundary(&self.text, room);
+            self.text.truncate(end);
+        } else {
+            let end = floor_char_boundary(chunk, room - self.text.len());
+            self.text.push_str(&chunk[..end]);
+        }
+        self.text.push_str(CUT_MARKER);
+        self.cut = true;
+    }
+
+    /// True once the text was cut.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// The text (with the marker when cut).
+    pub fn into_string(self) -> String {
+        self.text
+    }
+}
+
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut end = at.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 /// Reply tags: `h`, NIP-10 marked `e` tags and the asker's `p` tag.
@@ -151,6 +209,7 @@ mod tests {
             kind: 9,
             content: "hi".into(),
             tags,
+            created_at: 0,
         }
     }
 
@@ -233,5 +292,35 @@ mod tests {
         let s = "é".repeat(40_000);
         let c = clamp_content(&s);
         assert!(c.len() <= MAX_CONTENT_BYTES && c.is_char_boundary(c.len()));
+    }
+
+    #[test]
+    fn turn_text_stays_within_the_reply_bound_and_says_it_was_cut() {
+        let mut t = TurnText::default();
+        t.push("hello ");
+        t.push("world");
+        assert!(!t.is_cut());
+        assert_eq!(t.clone().into_string(), "hello world");
+        // A chatty agent: 10 000 chunks of 100 bytes with multi-byte characters.
+        let chunk = "é".repeat(50);
+        for _ in 0..10_000 {
+            t.push(&chunk);
+        }
+        assert!(t.is_cut());
+        let s = t.into_string();
+        assert!(s.len() <= MAX_CONTENT_BYTES, "{}", s.len());
+        assert!(s.starts_with("hello world"));
+        assert!(s.ends_with(CUT_MARKER));
+        assert_eq!(clamp_content(&s), s, "publishing never cuts the marker off");
+        // One oversized chunk at once is cut the same way.
+        let mut t = TurnText::default();
+        t.push(&"x".repeat(3 * MAX_CONTENT_BYTES));
+        let s = t.into_string();
+        assert_eq!(s.len(), MAX_CONTENT_BYTES);
+        assert!(s.ends_with(CUT_MARKER));
+        // Exactly the bound fits uncut.
+        let mut t = TurnText::default();
+        t.push(&"y".repeat(MAX_CONTENT_BYTES));
+        assert!(!t.is_cut());
     }
 }

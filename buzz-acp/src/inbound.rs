@@ -1,6 +1,17 @@
 //! Inbound decisions (wire-facts §4; spec §Stop and Delete): addressing,
-//! self-authored drop, owner control before the channel scope and the
-//! respond-to gate, the gate itself, and event-id de-duplication. Pure: plain data in, a decision out.
+//! self-authored drop, the run-start floor, owner control before the channel
+//! scope and the respond-to gate, the gate itself, and event-id
+//! de-duplication. Pure: plain data in, a decision out.
+//!
+//! The run-start floor (review b30b1a0 #3): an event created before this run
+//! started belongs to an earlier run and is dropped, whatever it says. The
+//! subscription already asks the relay for nothing older (`since` is never
+//! below the start, [`crate::relay::resubscribe_since`]); the gate makes the
+//! rule hold even for a relay that ignores `since`, so the previous run's
+//! stored `!shutdown` can never stop this one. The floor is the same instant
+//! the subscription uses, so it adds no clock-skew exposure of its own; an
+//! event created in the start's own second passes (the launcher waits out the
+//! second of its `!shutdown` before the next start).
 
 use buzz_contract::gate::{self, RespondTo};
 use buzz_contract::presence::{CANCEL_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND};
@@ -19,6 +30,8 @@ pub struct InboundEvent {
     pub content: String,
     /// Tags as string arrays.
     pub tags: Vec<Vec<String>>,
+    /// `created_at`, unix seconds (set by the author, signed).
+    pub created_at: u64,
 }
 
 impl InboundEvent {
@@ -30,6 +43,7 @@ impl InboundEvent {
             kind: e.kind.as_u16(),
             content: e.content.clone(),
             tags: e.tags.iter().map(|t| t.as_slice().to_vec()).collect(),
+            created_at: e.created_at.as_secs(),
         }
     }
 
@@ -72,6 +86,8 @@ pub enum DropReason {
     WrongKind,
     SelfAuthored,
     NotAddressed,
+    /// Created before this run started: an earlier run's event.
+    BeforeRun,
     OtherChannel,
     Gated,
 }
@@ -102,6 +118,8 @@ pub struct Policy {
     pub allowlist: Vec<String>,
     /// Channel scope; empty = every channel.
     pub channels: Vec<String>,
+    /// This run's start, unix seconds: older events are dropped.
+    pub run_start: u64,
 }
 
 /// Decides an inbound event. Owner control comes before the gate; a
@@ -115,6 +133,9 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
     }
     if !ev.addresses(&policy.agent) {
         return Decision::Drop(DropReason::NotAddressed);
+    }
+    if ev.created_at < policy.run_start {
+        return Decision::Drop(DropReason::BeforeRun);
     }
     let channel = ev.channel().unwrap_or_default().to_string();
     // Owner control is never channel-scoped: the scope limits work, not stops.
@@ -190,6 +211,7 @@ mod tests {
             respond_to: mode,
             allowlist: vec![hex('1')],
             channels: vec![],
+            run_start: 1000,
         }
     }
 
@@ -200,6 +222,7 @@ mod tests {
             kind: 9,
             content: content.into(),
             tags: vec![vec!["h".into(), "chan".into()], vec!["p".into(), hex('a')]],
+            created_at: 1000,
         }
     }
 
@@ -292,6 +315,36 @@ mod tests {
             decide(&p, &ev(&hex('2'), "!shutdown")),
             Decision::Drop(DropReason::OtherChannel)
         );
+    }
+
+    #[test]
+    fn events_from_before_the_run_are_dropped_owner_control_included() {
+        let p = policy(RespondTo::Anyone);
+        let at = |author: char, content: &str, t: u64| {
+            let mut e = ev(&hex(author), content);
+            e.created_at = t;
+            e
+        };
+        // The previous run's stored !shutdown, replayed after a reconnect.
+        assert_eq!(
+            decide(&p, &at('0', "!shutdown", 999)),
+            Decision::Drop(DropReason::BeforeRun)
+        );
+        assert_eq!(
+            decide(&p, &at('0', "!cancel", 999)),
+            Decision::Drop(DropReason::BeforeRun)
+        );
+        assert_eq!(
+            decide(&p, &at('2', "hi", 3)),
+            Decision::Drop(DropReason::BeforeRun)
+        );
+        // The start's own second and later belong to this run.
+        assert_eq!(decide(&p, &at('0', "!shutdown", 1000)), Decision::Shutdown);
+        assert_eq!(decide(&p, &at('0', "!shutdown", 5000)), Decision::Shutdown);
+        assert!(matches!(
+            decide(&p, &at('2', "hi", 1000)),
+            Decision::Dispatch { .. }
+        ));
     }
 
     #[test]

@@ -17,6 +17,24 @@
 //!
 //! Outside PID 1 (a laptop, a VPS) none of this runs: the harness must never
 //! signal processes it did not start.
+//!
+//! **Sealing** (review b30b1a0 #13). PID 1's environment holds the agent's
+//! key, its auth tag and every user env value, and every process of the
+//! container runs as the same uid: while PID 1 is dumpable, each of them
+//! passes the kernel's same-uid `PTRACE_MODE_READ` check on
+//! `/proc/1/environ` (and `mem`, `maps`, …). As its first act, the harness
+//! as PID 1 makes itself non-dumpable ([`seal`], `prctl(PR_SET_DUMPABLE, 0)`):
+//! its `/proc` files then belong to root and a same-uid read gets `EACCES`.
+//! Every agent is spawned after that, and `execve` gives each child its own
+//! dumpable state, so agents and their tools are unaffected. What remains:
+//! the entrypoint starts the image's sidecars (image code, under `env -i`) a
+//! moment before `exec buzz-acp`, so only they exist during that moment. The
+//! trade-off, chosen over a separate sidecar uid (which the image and the pod
+//! security context would both have to carry): the collector can no longer
+//! read PID 1's own `smaps_rollup` or `fd/` (it records those as absent; its
+//! `status` and the cgroup totals still count PID 1), and PID 1 writes no
+//! core dump. Outside PID 1 nothing is sealed: on a laptop or a VPS the
+//! harness keeps the platform's defaults (debuggers, core dumps).
 
 use crate::procs::{self, ProcessTable};
 use std::collections::HashSet;
@@ -87,6 +105,23 @@ pub fn is_pid1() -> bool {
     std::process::id() == 1
 }
 
+/// As PID 1, makes this process non-dumpable so that no other process of
+/// the container can read its environment or memory. Returns whether the
+/// process is now sealed (`false` outside PID 1, where nothing changes).
+pub fn seal() -> bool {
+    is_pid1() && make_non_dumpable()
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`; true when the kernel reports it took.
+fn make_non_dumpable() -> bool {
+    // SAFETY: prctl with PR_SET_DUMPABLE/PR_GET_DUMPABLE takes plain integers
+    // and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+            && libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+    }
+}
+
 /// Forwards the stop to the container's other processes and reaps them:
 /// SIGTERM now, SIGKILL at `kill_at`, give up at `give_up`. Processes that
 /// appear while it runs get the same treatment. Returns how many were still
@@ -150,6 +185,14 @@ mod tests {
         );
         assert_eq!(parse_stat("42 (x) Z 1"), None);
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn sealing_is_a_no_op_outside_pid1() {
+        // The test runner is never PID 1: nothing changes, the process stays dumpable.
+        assert!(!seal());
+        // SAFETY: PR_GET_DUMPABLE reads a flag.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 1);
     }
 
     #[test]

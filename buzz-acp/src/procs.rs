@@ -7,6 +7,21 @@
 //! path signal all groups at once and wait for all of them concurrently.
 //! As PID 1 the harness also reaps orphaned zombies that are not its own
 //! tracked children (those are awaited by their tokio `Child`).
+//!
+//! Spawning and the orphan sweep are serialised on the table's lock
+//! ([`ProcessTable::spawn_registered`], [`reap_orphans`]; review b30b1a0
+//! #15): an agent that exits at once is already tracked when the sweep can
+//! next look, so the sweep never reaps it in place of its tokio `Child`
+//! (whose `wait` would then fail with `ECHILD` and lose the exit).
+//!
+//! A group is signalled by its leader's pid. Linux does not hand out a pid
+//! while a live process still uses it as its process group id, so a group
+//! with members left can only be the agent's; a SIGKILL to the group of a
+//! leader that was reaped and left no member reaches nobody unless the pid
+//! was reused in between, which needs a full pid wrap-around within the
+//! moments between the reap and the sweep. That remaining window is not
+//! closed here: closing it means keeping each leader a zombie until its
+//! group is swept (`waitid(WNOWAIT)` instead of tokio's reaping wait).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,11 +62,22 @@ impl ProcessTable {
         self.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Registers a spawned leader; the returned sender is set when it exits.
-    pub fn register(&self, pid: i32) -> watch::Sender<bool> {
+    /// Spawns a leader with `spawn` and registers its pid under the table's
+    /// lock, which the orphan sweep also holds: the sweep sees the child
+    /// either not at all or as tracked. Returns the child, its pid and the
+    /// sender to set when it exits.
+    pub fn spawn_registered(
+        &self,
+        spawn: impl FnOnce() -> std::io::Result<tokio::process::Child>,
+    ) -> std::io::Result<(tokio::process::Child, i32, watch::Sender<bool>)> {
+        let mut table = self.lock();
+        let child = spawn()?;
+        let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+            return Err(std::io::Error::other("the spawned agent has no pid"));
+        };
         let (tx, rx) = watch::channel(false);
-        self.lock().insert(pid, Entry { exited: rx });
-        tx
+        table.insert(pid, Entry { exited: rx });
+        Ok((child, pid, tx))
     }
 
     /// Forgets an exited leader.
@@ -107,9 +133,11 @@ impl ProcessTable {
 
 /// Reaps zombie children of this process that the table does not track
 /// (orphans re-parented to PID 1). Linux `/proc` scan; a no-op elsewhere.
+/// Holds the table's lock throughout, so no agent is spawned mid-sweep.
 pub fn reap_orphans(table: &ProcessTable) -> usize {
     let me = std::process::id() as i32;
-    let tracked = table.pids();
+    let guard = table.lock();
+    let tracked: Vec<i32> = guard.keys().copied().collect();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -141,5 +169,6 @@ pub fn reap_orphans(table: &ProcessTable) -> usize {
             }
         }
     }
+    drop(guard);
     reaped
 }

@@ -469,10 +469,14 @@ pub async fn run(cfg: Config) -> Exit {
     };
     let mut sigchld = signal(SignalKind::child()).ok();
     let pid1 = pid1::is_pid1();
+    // One instant for the subscription's `since` floor and the gate's
+    // run-start floor (review b30b1a0 #3).
+    let start = nostr_sdk::prelude::Timestamp::now();
 
     let (relay_tx, mut relay_rx, relay_task) = relay::spawn(RelaySettings {
         url: cfg.relay_url.clone(),
         keys: keys.clone(),
+        start,
         auth_tag: cfg.identity.auth_tag.clone(),
         agent,
         owner,
@@ -506,6 +510,7 @@ pub async fn run(cfg: Config) -> Exit {
         respond_to: cfg.respond_to,
         allowlist: cfg.allowlist.clone(),
         channels: cfg.channels.clone(),
+        run_start: start.as_secs(),
     };
     let n = cfg.agents;
     let mut h = Harness {

@@ -99,6 +99,8 @@ pub trait Cluster {
         selector: &str,
     ) -> Result<(Vec<Secret>, Option<SystemTime>), ClusterError>;
     async fn secret_exists(&self, name: &str) -> Result<bool, ClusterError>;
+    /// A quorum read of a Secret's metadata (`None` when the Secret is absent).
+    async fn secret_meta(&self, name: &str) -> Result<Option<ObjectMeta>, ClusterError>;
     /// A quorum read of a Secret's data (`None` when the Secret is absent).
     async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError>;
     async fn create_secret(&self, s: &Secret) -> Result<Created<Secret>, ClusterError>;
@@ -302,6 +304,15 @@ impl Cluster for KubeCluster {
             .await
             .map_err(classify_error)?
             .is_some())
+    }
+
+    async fn secret_meta(&self, name: &str) -> Result<Option<ObjectMeta>, ClusterError> {
+        Ok(self
+            .secrets
+            .get_metadata_opt(name)
+            .await
+            .map_err(classify_error)?
+            .map(|m| m.metadata))
     }
 
     async fn secret_data(&self, name: &str) -> Result<Option<BTreeMap<String, Vec<u8>>>, ClusterError> {

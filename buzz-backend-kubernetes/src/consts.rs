@@ -37,6 +37,12 @@ pub const CONTAINER: &str = "agent";
 pub const WORKSPACE_VOLUME: &str = "workspace";
 /// `HOME` and working directory inside the pod (§Entrypoint "Working directory").
 pub const HOME: &str = "/home/agent";
+/// The collector's spool directory: on the workspace `emptyDir`, so unshipped
+/// windows, OOM events and `state/alive` survive an `OnFailure` container
+/// restart (collector-design §5 "an emptyDir (survives container restarts,
+/// not pod replacement)", §8; review b30b1a0 #7). The collector's own default
+/// is on the container's writable layer, which a restart discards.
+pub const COLLECTOR_SPOOL_DIR: &str = "/home/agent/.runtime-agent";
 /// Fixed non-root UID/GID (§Pod shape, hardening defaults): the sprig image's
 /// `agent` user (images/sprig/Containerfile).
 pub const RUN_AS: i64 = 10001;

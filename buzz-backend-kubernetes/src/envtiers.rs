@@ -12,6 +12,20 @@
 //! user key can collide with or reconstruct a reserved one; the provider never
 //! maps `provider`/`model` or the tier-1 knobs itself. `BUZZ_ACP_NO_PRESENCE`
 //! in any tier is refused outright (I3).
+//!
+//! The collector sidecar's deployer-only names (`POD_*`, `NODE_NAME`,
+//! `CONTAINER_NAME`, `IMAGE_REF`, `IMAGE_DIGEST`, every `RUNTIME_AGENT_*`;
+//! [`buzz_contract::sidecar::is_deployer_only`]) are refused outright in any
+//! tier too (review b30b1a0 #6). The user tiers travel in the Secret's
+//! `envFrom`, which the container's plain `env` overrides only where the
+//! provider writes a name; a user value under a name the provider leaves
+//! unset (an unpinned image's `IMAGE_DIGEST`, everything without
+//! `telemetry_url`) would reach the collector as the deployer's word — a
+//! forged digest passing the digest gate, an ingest URL never validated.
+//! Refusing (rather than silently stripping, as for the harness's reserved
+//! keys) tells the user why a value they set does nothing; the provider also
+//! writes an explicit empty `IMAGE_DIGEST` for an unpinned image
+//! ([`crate::telemetry::collector_env`]), so the rule holds twice.
 
 use crate::consts::MCP_COMMAND;
 use crate::error::{DeployError, Refusal, RefusalRule};
@@ -68,6 +82,11 @@ fn lower_tier(tier: &BTreeMap<String, String>, name: &str) -> Result<BTreeMap<St
             return Err(refused_env(format!(
                 "{} is set in {name}; presence is the only status of a remote agent (I3), so it may not be suppressed — remove it",
                 names::NO_PRESENCE
+            )));
+        }
+        if buzz_contract::sidecar::is_deployer_only(k) {
+            return Err(refused_env(format!(
+                "{k} is set in {name}; it is the image collector's pod, image or ingest setting, which only the provider writes (a user value could forge the image digest or redirect usage data) — remove it"
             )));
         }
         if names::is_reserved(k) || names::is_host_resolved(k) {
@@ -250,6 +269,44 @@ mod tests {
     }
 
     #[test]
+    fn the_collectors_deployer_only_names_are_refused_in_every_tier() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        for key in [
+            "IMAGE_DIGEST",
+            "IMAGE_REF",
+            "RUNTIME_AGENT_INGEST_URL",
+            "RUNTIME_AGENT_SPOOL_DIR",
+            "RUNTIME_AGENT_ANY_FUTURE_KNOB",
+            "POD_UID",
+            "POD_NAME",
+            "POD_NAMESPACE",
+            "NODE_NAME",
+            "CONTAINER_NAME",
+        ] {
+            for (p, e) in [
+                (vec![(key, digest.as_str())], vec![]),
+                (vec![], vec![(key, digest.as_str())]),
+            ] {
+                let err = assemble(&with_launch(&p, &e), &auth()).unwrap_err();
+                assert!(
+                    matches!(&err, DeployError::Refused(r) if r.rule == RefusalRule::Env),
+                    "{key}: {err}"
+                );
+                let text = err.to_string();
+                assert!(text.contains(key), "the error names the key: {text}");
+                assert!(!text.contains(&digest), "never the value: {text}");
+            }
+            let mut legacy = with_launch(&[], &[]);
+            legacy.launch = None;
+            legacy.env_vars.insert(key.into(), "x".into());
+            assert!(assemble(&legacy, &auth()).is_err(), "{key} in env_vars");
+        }
+        // Ordinary process env the sidecar also gets stays the user's.
+        let env = assemble(&with_launch(&[], &[("TZ", "UTC"), ("LANG", "C")]), &auth()).unwrap();
+        assert_eq!((env["TZ"].as_str(), env["LANG"].as_str()), ("UTC", "C"));
+    }
+
+    #[test]
     fn non_posix_keys_are_refused() {
         let a = with_launch(&[], &[("BUZZ_AUTH_TAG=x", "y")]);
         let e = assemble(&a, &auth()).unwrap_err().to_string();
@@ -263,8 +320,8 @@ mod tests {
             proptest::sample::select(buzz_contract::env::HOST_RESOLVED_KEYS.to_vec())
                 .prop_map(str::to_string),
         ]
-        .prop_filter("presence knob is refused, tested separately", |k| {
-            k != "BUZZ_ACP_NO_PRESENCE"
+        .prop_filter("refused keys are tested separately", |k| {
+            k != "BUZZ_ACP_NO_PRESENCE" && !buzz_contract::sidecar::is_deployer_only(k)
         })
     }
 

@@ -339,6 +339,47 @@ mod tests {
         assert!(!serde_json::to_string(&s).unwrap().contains("ingest.example.com"));
     }
 
+    /// Review b30b1a0 #7: the collector's spool (unshipped windows, OOM
+    /// events, `state/alive`) must survive an `OnFailure` container restart,
+    /// so it lies under a mounted `emptyDir`, never on the writable layer.
+    #[test]
+    fn the_collector_spool_lies_on_a_mounted_empty_dir() {
+        let mut i = intent();
+        i.telemetry_url = Some("https://ingest.example.com".into());
+        i.restart_policy = "OnFailure".into();
+        let spec = pod_spec(&i, "s");
+        let c = &spec.containers[0];
+        let spool = c
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|e| e.name == "RUNTIME_AGENT_SPOOL_DIR")
+            .and_then(|e| e.value.clone())
+            .expect("the provider sets the collector's spool dir");
+        let spool = std::path::Path::new(&spool);
+        assert!(spool.is_absolute());
+        let volumes = spec.volumes.unwrap();
+        let mount = c
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|m| spool.starts_with(&m.mount_path))
+            .expect("the spool dir is under a volume mount");
+        assert!(
+            volumes
+                .iter()
+                .any(|v| v.name == mount.name && v.empty_dir.is_some()),
+            "that mount is an emptyDir"
+        );
+        assert_ne!(
+            spool,
+            std::path::Path::new(&mount.mount_path),
+            "a subdirectory, not the workspace itself"
+        );
+    }
+
     #[test]
     fn a_changed_default_image_changes_it() {
         let d1 = format!("ghcr.io/block/buzz-sprig@sha256:{}", "1".repeat(64));

@@ -19,18 +19,17 @@
 //!    Secret and pod creates, the watch, the GET that sees the container
 //!    running, and the best-effort image-ID patch.
 //!
-//! One create attempt per call; the create loser deletes only its own Secret
-//! and adopts the winner; deadline expiry reports "startup not confirmed"
-//! with the latest condition and cleans up nothing.
+//! One create attempt per call ([`attempt`]); the create loser deletes only
+//! its own Secret and adopts the winner, while a create whose committed
+//! reply was lost recognises its own object; deadline expiry reports
+//! "startup not confirmed" with the latest condition and cleans up nothing.
 //!
 //! The budget is measured from process start ([`crate::timing`]): acting stops
 //! a margin before the deadline; an attempt caught between its Secret create
 //! and its pod create drops its own Secret in the first half of the margin.
 
-use crate::classify::{
-    Action, CallState, Context, classify, decide, payload_matches, referenced_secrets, still_starting,
-};
-use crate::cluster::{Cluster, ClusterError, Created, Deleted, NamespaceCreate};
+use crate::classify::{Action, CallState, Context, classify, decide, payload_matches, still_starting};
+use crate::cluster::{Cluster, ClusterError, Deleted, NamespaceCreate};
 use crate::consts::*;
 use crate::diag;
 use crate::envtiers::{self, Authoritative};
@@ -43,6 +42,8 @@ use k8s_openapi::api::core::v1::Pod;
 use std::cell::Cell;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+mod attempt;
 
 /// Everything a deploy needs, validated before any cluster contact.
 #[derive(Debug, Clone)]
@@ -253,176 +254,6 @@ impl<'a, C: Cluster> Loop<'a, C> {
             diag::line(&format!("gc: Secret {} {}", s.name, outcome_word(outcome)));
         }
         Ok(())
-    }
-
-    /// Creates the namespace a namespaced create found missing.
-    async fn ensure_namespace(&self) -> Result<(), DeployError> {
-        let namespace = self.plan.namespace.clone();
-        match self.create_namespace().await? {
-            NamespaceCreate::Created | NamespaceCreate::Exists => Ok(()),
-            NamespaceCreate::Forbidden => Err(ClusterFailure::NamespaceMissing { namespace }.into()),
-        }
-    }
-
-    /// True while a missing ServiceAccount `name` may still appear: the
-    /// namespace-`default` admission race, or the ServiceAccount this pod names
-    /// while the namespace this call created is younger than [`NAMED_SA_GRACE`].
-    fn service_account_may_appear(&self, name: &str) -> bool {
-        let named = self.plan.intent.service_account.as_deref();
-        if name == "default" && named.is_none_or(|n| n == "default") {
-            return true;
-        }
-        named == Some(name)
-            && self
-                .namespace_created
-                .get()
-                .is_some_and(|at| at.elapsed() < NAMED_SA_GRACE)
-    }
-
-    /// Mints a generation, writes its Secret, creates the pod.
-    /// Returns the pod as the apiserver stored it when this call created it.
-    async fn create_attempt(&self, st: &mut CallState) -> Result<Option<Pod>, DeployError> {
-        if self.remaining().is_zero() {
-            return Err(self.out_of_time("create the agent Secret"));
-        }
-        let generation = podspec::new_generation();
-        let mut auth = self.plan.authoritative.clone();
-        auth.generation = generation.clone();
-        let env = envtiers::assemble(&self.plan.agent, &auth)?;
-        let secret = podspec::secret(&self.plan.pubkey, &generation, env);
-        let created = loop {
-            if self.remaining().is_zero() {
-                return Err(self.out_of_time("create the agent Secret"));
-            }
-            match self
-                .retry("create the agent Secret", || self.cluster.create_secret(&secret))
-                .await?
-            {
-                Created::Created(s) => break s,
-                Created::NamespaceMissing => self.ensure_namespace().await?,
-                Created::AlreadyExists => return Err(ClusterFailure::GenerationTaken.into()),
-                Created::ServiceAccountMissing { .. } => {
-                    return Err(ClusterFailure::Internal {
-                        what: "a Secret create was refused for a ServiceAccount".into(),
-                    }
-                    .into());
-                }
-            }
-        };
-        let own_secret = Fenced {
-            name: created.metadata.name.clone().unwrap_or_default(),
-            uid: created.metadata.uid.clone().unwrap_or_default(),
-            resource_version: created.metadata.resource_version.clone().unwrap_or_default(),
-        };
-        let pod = podspec::pod(&self.plan.pubkey, &self.plan.intent, &generation);
-        let mut announced = false;
-        loop {
-            if self.remaining().is_zero() {
-                self.drop_own_secret(&own_secret).await;
-                return Err(self.out_of_time("create the agent pod"));
-            }
-            let outcome = match self
-                .retry_until(self.act_until, || self.cluster.create_pod(&pod))
-                .await
-            {
-                Ok(o) => o,
-                Err(ClusterError::OutOfTime) => {
-                    // The create is unanswered: keep the Secret only if a pod references it.
-                    return match self.pod_referencing(&own_secret.name).await {
-                        Some(uid) => {
-                            st.created_uid = Some(uid);
-                            Ok(None)
-                        }
-                        None => {
-                            self.drop_own_secret(&own_secret).await;
-                            Err(self.out_of_time("create the agent pod"))
-                        }
-                    };
-                }
-                Err(e) => {
-                    self.drop_own_secret(&own_secret).await;
-                    return Err(self.cluster_err("create the agent pod", e));
-                }
-            };
-            match outcome {
-                Created::Created(p) => {
-                    st.created_uid = p.metadata.uid.clone();
-                    diag::line(&format!(
-                        "created pod {} (generation {generation})",
-                        self.plan.agent_id
-                    ));
-                    return Ok(Some(p));
-                }
-                Created::AlreadyExists => {
-                    // Lost the race: clean up only our own Secret and adopt the winner.
-                    self.drop_own_secret(&own_secret).await;
-                    st.adopting = true;
-                    diag::line(&format!(
-                        "another deploy created {} first; adopting it",
-                        self.plan.agent_id
-                    ));
-                    return Ok(None);
-                }
-                Created::ServiceAccountMissing { name } if self.service_account_may_appear(&name) => {
-                    if self.remaining() <= Duration::from_millis(300) {
-                        self.drop_own_secret(&own_secret).await;
-                        return Err(ClusterFailure::DefaultServiceAccountLate {
-                            namespace: self.plan.namespace.clone(),
-                        }
-                        .into());
-                    }
-                    if !announced {
-                        diag::line(&format!(
-                            "waiting for the ServiceAccount {name} of namespace {}",
-                            self.plan.namespace
-                        ));
-                        announced = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Created::ServiceAccountMissing { name } => {
-                    self.drop_own_secret(&own_secret).await;
-                    return Err(DeployError::ServiceAccountMissing {
-                        namespace: self.plan.namespace.clone(),
-                        name,
-                    });
-                }
-                Created::NamespaceMissing => {
-                    self.drop_own_secret(&own_secret).await;
-                    return Err(ClusterFailure::DefaultServiceAccountLate {
-                        namespace: self.plan.namespace.clone(),
-                    }
-                    .into());
-                }
-            }
-        }
-    }
-
-    /// The UID of the pod at our name if it references `secret` (a quorum
-    /// read bounded by the cleanup point; `None` when absent or unknown).
-    async fn pod_referencing(&self, secret: &str) -> Option<String> {
-        let read =
-            tokio::time::timeout_at(self.cleanup_until, self.cluster.get_pod(&self.plan.agent_id)).await;
-        match read {
-            Ok(Ok(Some(p))) if referenced_secrets(&p).iter().any(|s| s == secret) => p.metadata.uid,
-            _ => None,
-        }
-    }
-
-    /// Deletes this attempt's own Secret (ownership, not age, is the safety
-    /// argument), bounded by the cleanup point.
-    async fn drop_own_secret(&self, s: &Fenced) {
-        match tokio::time::timeout_at(self.cleanup_until, self.cluster.delete_secret(s)).await {
-            Ok(Ok(_)) => diag::line(&format!("removed this attempt's Secret {}", s.name)),
-            Ok(Err(e)) => diag::line(&format!(
-                "could not delete this attempt's Secret {}: {e}; GC reaps it later",
-                s.name
-            )),
-            Err(_) => diag::line(&format!(
-                "no time left to delete this attempt's Secret {}; GC reaps it later",
-                s.name
-            )),
-        }
     }
 
     /// A read or watch of the pod; running out of time ends observation.

@@ -7,12 +7,17 @@
 //!   bytes. Checked in [`crate::config::ProviderConfig::parse`], before any cluster
 //!   contact, so a malformed one creates nothing.
 //! - [`collector_env`]: the collector's plain env, set on the container when the URL
-//!   is: `RUNTIME_AGENT_INGEST_URL`, the pod identity through the Downward API
+//!   is: `RUNTIME_AGENT_INGEST_URL`, `RUNTIME_AGENT_SPOOL_DIR` (on the workspace
+//!   `emptyDir`, [`COLLECTOR_SPOOL_DIR`], so the spool survives an `OnFailure`
+//!   restart; review b30b1a0 #7), the pod identity through the Downward API
 //!   (`POD_NAME`, `POD_NAMESPACE`, `POD_UID`, `NODE_NAME`), `CONTAINER_NAME` and
-//!   `IMAGE_REF` as literals, and `IMAGE_DIGEST` when the image is digest-pinned
-//!   (never inferred from a tag). None of it is secret and none of it goes into the
-//!   per-attempt Secret; the image's entrypoint hands exactly these names to the
-//!   collector under `env -i`.
+//!   `IMAGE_REF` as literals, and `IMAGE_DIGEST`: the digest when the image is
+//!   digest-pinned, else explicitly empty (never inferred from a tag; the collector
+//!   reads empty as unset, and the explicit value overrides anything of that name
+//!   in `envFrom`; review b30b1a0 #6). None of it is secret and none of it goes into
+//!   the per-attempt Secret; the image's entrypoint hands these names (the
+//!   contract's [`buzz_contract::sidecar::SIDECAR_ENV_ALLOWLIST`]) to the collector
+//!   under `env -i`, and user env may set none of them ([`crate::envtiers`]).
 //! - No ingest credential exists: the contract's current stage is plain HTTP(S) with
 //!   no client identity (contract §3), so nothing telemetry-related travels in the
 //!   Secret.
@@ -20,6 +25,8 @@
 //!   fingerprint (a changed URL is a changed intent); the Downward API references are
 //!   constant text.
 
+use crate::consts::COLLECTOR_SPOOL_DIR;
+use buzz_contract::sidecar as names;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
 
 /// The longest URL accepted.
@@ -94,19 +101,17 @@ pub fn pinned_digest(image: &str) -> Option<&str> {
 
 /// The collector's plain env for a pod running `image` in `container`.
 pub fn collector_env(url: &str, container: &str, image: &str) -> Vec<EnvVar> {
-    let mut env = vec![
-        literal("RUNTIME_AGENT_INGEST_URL", url),
-        field("POD_NAME", "metadata.name"),
-        field("POD_NAMESPACE", "metadata.namespace"),
-        field("POD_UID", "metadata.uid"),
-        field("NODE_NAME", "spec.nodeName"),
-        literal("CONTAINER_NAME", container),
-        literal("IMAGE_REF", image),
-    ];
-    if let Some(d) = pinned_digest(image) {
-        env.push(literal("IMAGE_DIGEST", d));
-    }
-    env
+    vec![
+        literal(names::INGEST_URL, url),
+        literal(names::SPOOL_DIR, COLLECTOR_SPOOL_DIR),
+        field(names::POD_NAME, "metadata.name"),
+        field(names::POD_NAMESPACE, "metadata.namespace"),
+        field(names::POD_UID, "metadata.uid"),
+        field(names::NODE_NAME, "spec.nodeName"),
+        literal(names::CONTAINER_NAME, container),
+        literal(names::IMAGE_REF, image),
+        literal(names::IMAGE_DIGEST, pinned_digest(image).unwrap_or("")),
+    ]
 }
 
 #[cfg(test)]
@@ -176,6 +181,7 @@ mod tests {
             names,
             [
                 "RUNTIME_AGENT_INGEST_URL",
+                "RUNTIME_AGENT_SPOOL_DIR",
                 "POD_NAME",
                 "POD_NAMESPACE",
                 "POD_UID",
@@ -186,7 +192,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            env[3]
+            env[4]
                 .value_from
                 .as_ref()
                 .unwrap()
@@ -196,15 +202,22 @@ mod tests {
                 .field_path,
             "metadata.uid"
         );
-        assert_eq!(env[7].value.as_deref(), Some(digest.as_str()));
+        assert_eq!(env[8].value.as_deref(), Some(digest.as_str()));
+        // Every name is on the sidecar allowlist and deployer-only.
+        for n in &names {
+            assert!(names::SIDECAR_ENV_ALLOWLIST.contains(n), "{n}");
+            assert!(names::is_deployer_only(n), "{n}");
+        }
         assert!(
             env.iter()
                 .all(|e| e.value_from.as_ref().is_none_or(|v| v.secret_key_ref.is_none()))
         );
         let tagged = collector_env("https://i.example.com", "agent", "r.test/sprig:v1");
-        assert!(
-            !tagged.iter().any(|e| e.name == "IMAGE_DIGEST"),
-            "never inferred from a tag"
+        let digest_of_tagged = tagged.iter().find(|e| e.name == "IMAGE_DIGEST");
+        assert_eq!(
+            digest_of_tagged.and_then(|e| e.value.as_deref()),
+            Some(""),
+            "never inferred from a tag, and explicitly empty so nothing in envFrom can fill it"
         );
         assert_eq!(pinned_digest("r.test/sprig:v1@sha256:ABC"), None);
     }

@@ -12,6 +12,8 @@
 //!   secret-safe payload parser (spec §Provider Protocol, wire-facts §7).
 //! - [`i2`]: `provider_config` validation (spec I2).
 //! - [`redact`]: secret scrubbing of text shown or stored (spec §Provider Output Is Untrusted).
+//! - [`sidecar`]: the sidecars' env allowlist and its deployer-only names,
+//!   shared by the image entrypoint, the collector and the provider.
 
 pub mod env;
 pub mod gate;
@@ -20,4 +22,5 @@ pub mod keys;
 pub mod nip_oa;
 pub mod presence;
 pub mod redact;
+pub mod sidecar;
 pub mod wire;

@@ -1,6 +1,9 @@
-//! The container node's faithfulness (`testenv/container_node.rs`): what the
-//! Start path suite relies on, pinned against the real apiserver with the
-//! product image. The harness exits 3 (identity refusal, spec I1) when its
+//! The container node's faithfulness (`testenv/container_node.rs`), pinned
+//! against the real apiserver with the product image. The Start path runs
+//! on the real node (`e2e_real_node`); the container node stays because it
+//! plays the kubelet through the API, so a test can script what a real
+//! kubelet cannot be told to do on demand, and the image benchmark's podman
+//! figures run on it. The harness exits 3 (identity refusal, spec I1) when its
 //! Secret names no key, which gives a real non-zero exit to report.
 
 use buzz_conformance::container::sprig_image;
@@ -70,7 +73,7 @@ async fn a_missing_secret_waits_then_the_real_exit_code_is_reported() {
     let client = env.admin_client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client, &ns);
-    pods.create(&PostParams::default(), &pod("p", "s", "Never", &image.reference))
+    pods.create(&PostParams::default(), &pod("p", "s", "Never", &image.pinned()))
         .await
         .unwrap();
     let waiting = wait_for_pod(&pods, "p", "CreateContainerConfigError", |p| {
@@ -169,5 +172,75 @@ async fn on_failure_restarts_a_non_zero_exit_with_backoff() {
         looping.status.as_ref().unwrap().phase.as_deref(),
         Some("Running"),
         "a crash-looping pod stays in phase Running"
+    );
+}
+
+/// Review b30b1a0 #7: an `OnFailure` restart is a new container, as a
+/// kubelet makes one — a fresh writable layer, the pod's volumes kept. The
+/// container's script tells the runs apart by exit code: the first writes a
+/// marker in `/tmp` (the writable layer) and one in the workspace volume and
+/// exits 1; a restart exits 7 if the `/tmp` marker survived (restart in
+/// place), 1 again if the volume's was lost, and 0 only on a fresh layer over
+/// the kept volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_failure_restart_gets_a_fresh_writable_layer_and_keeps_the_volume() {
+    let image = sprig_image().clone();
+    let env = TestEnv::shared();
+    let ns = env.create_namespace("node").await.unwrap();
+    let node = env
+        .kubelet()
+        .await
+        .unwrap()
+        .run_containers(
+            &ns,
+            ContainerNodeConfig {
+                restart_backoff: Duration::from_millis(500),
+                max_backoff: Duration::from_secs(2),
+            },
+        )
+        .unwrap();
+    let client = env.admin_client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    secrets
+        .create(&PostParams::default(), &keyless_secret("s"))
+        .await
+        .unwrap();
+    let script = "if [ -e /tmp/layer-marker ]; then exit 7; fi; \
+                  if [ -e /home/agent/volume-marker ]; then exit 0; fi; \
+                  touch /tmp/layer-marker /home/agent/volume-marker; exit 1";
+    let mut p = pod("p", "s", "OnFailure", &image.reference);
+    p.spec.as_mut().unwrap().containers[0].command =
+        Some(vec!["/bin/bash".into(), "-c".into(), script.into()]);
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let done = wait_for_pod(&pods, "p", "a terminal phase after one restart", |p| {
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        let restarts = status(p).map_or(0, |c| c.restart_count);
+        matches!(phase, Some("Succeeded" | "Failed")) || restarts >= 2
+    })
+    .await;
+    let cs = status(&done).unwrap();
+    let last = cs
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .expect("lastState: the first run's termination");
+    assert_eq!(last.exit_code, 1, "the first run wrote its markers and failed");
+    let now = cs
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .map(|t| t.exit_code);
+    assert_eq!(
+        now,
+        Some(0),
+        "exit 7: the writable layer survived the restart; exit 1: the volume was lost"
+    );
+    assert_eq!(cs.restart_count, 1);
+    assert_eq!(done.status.as_ref().unwrap().phase.as_deref(), Some("Succeeded"));
+    assert_eq!(
+        node.containers().len(),
+        2,
+        "one container per attempt, the dead one kept"
     );
 }

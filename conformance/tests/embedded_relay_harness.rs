@@ -5,7 +5,9 @@
 //! owner's `!shutdown` with presence offline and exit 0 — once with the
 //! scripted `acp-test-agent` (as `tests/harness/` runs it on
 //! `nostr-relay-builder`'s relay) and once with the built-in echo agent;
-//! plus reconnection across a relay restart.
+//! plus reconnection across a relay restart, and (review b30b1a0 #3) a run
+//! started right after a stop that survives a relay restart: its
+//! re-subscription must not replay the previous run's stored `!shutdown`.
 //!
 //! The observer is an owner-authenticated nostr-sdk client (the embedded
 //! relay serves nobody else), not the launcher's relay code.
@@ -24,30 +26,46 @@ const AGENT: &str = env!("CARGO_BIN_EXE_acp-test-agent");
 const WAIT: Duration = Duration::from_secs(20);
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn serve(owner: &Keys, listen: &str) -> Running {
-    relayd::serve(RelayConfig {
+fn relay_config(owner: &Keys, listen: &str, data: Option<&std::path::Path>) -> RelayConfig {
+    RelayConfig {
         listen: listen.parse().unwrap(),
         allow_public: false,
-        data: None,
+        data: data.map(std::path::Path::to_path_buf),
         owner_hex: owner.public_key().to_hex(),
         limits: Limits::default(),
-    })
-    .await
-    .expect("embedded relay serves")
+    }
 }
 
 struct World {
-    relay: Running,
+    /// `None` only while a restart waits for the old relay to let go.
+    relay: Option<Running>,
     owner: Keys,
     agent: Keys,
     client: Client,
     seen: Arc<Mutex<Vec<Event>>>,
+    /// The relay's event log, when it keeps one (it then survives restarts).
+    data: Option<tempfile::TempDir>,
 }
 
 impl World {
     async fn new() -> World {
+        World::start(None).await
+    }
+
+    /// A relay that keeps its event log on disk: stored events survive a restart.
+    async fn persistent() -> World {
+        World::start(Some(tempfile::tempdir().expect("relay data dir"))).await
+    }
+
+    async fn start(data: Option<tempfile::TempDir>) -> World {
         let owner = Keys::generate();
-        let relay = serve(&owner, "127.0.0.1:0").await;
+        let relay = relayd::serve(relay_config(
+            &owner,
+            "127.0.0.1:0",
+            data.as_ref().map(|d| d.path()),
+        ))
+        .await
+        .expect("embedded relay serves");
         let client = Client::builder()
             .signer(owner.clone())
             .opts(ClientOptions::new().automatic_authentication(true))
@@ -88,11 +106,58 @@ impl World {
             .await
             .expect("subscribed");
         World {
-            relay,
+            relay: Some(relay),
             owner,
             agent: Keys::generate(),
             client,
             seen,
+            data,
+        }
+    }
+
+    fn relay(&self) -> &Running {
+        self.relay.as_ref().expect("a running relay")
+    }
+
+    /// Stops the relay and serves again on the same port (and data dir).
+    async fn restart_relay(&mut self) {
+        let old = self.relay.take().expect("a running relay");
+        let addr = old.addr().to_string();
+        old.shutdown();
+        // Dropped before serving again: the data dir stays locked while it lives.
+        drop(old);
+        let data = self.data.as_ref().map(|d| d.path().to_path_buf());
+        let mut again = None;
+        for _ in 0..100 {
+            match relayd::serve(relay_config(&self.owner, &addr, data.as_deref())).await {
+                Ok(x) => {
+                    again = Some(x);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        self.relay = Some(again.expect("the relay restarts on its port"));
+    }
+
+    /// Waits until the agent's `online` count exceeds `before`, re-sending
+    /// the observer's REQ meanwhile. The observer is a plain nostr-sdk
+    /// client: after a relay restart it may re-send its REQ before its own
+    /// NIP-42 AUTH completes, and the relay rightly closes that subscription
+    /// (`auth-required:`). It asks again until it hears the agent (presence
+    /// is republished every second in these tests and never replayed).
+    async fn wait_online_after(&self, before: usize, what: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while self.presence("online") <= before {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            let _ = self
+                .client
+                .subscribe(Filter::new().kinds([Kind::from(9), Kind::from(20001)]), None)
+                .await;
+            let _ = wait_until(Duration::from_secs(3), || {
+                (self.presence("online") > before).then_some(())
+            })
+            .await;
         }
     }
 
@@ -102,7 +167,7 @@ impl World {
             .to_json();
         let mut e = HashMap::new();
         for (k, v) in [
-            ("BUZZ_RELAY_URL", self.relay.url()),
+            ("BUZZ_RELAY_URL", self.relay().url()),
             ("BUZZ_PRIVATE_KEY", self.agent.secret_key().to_bech32().unwrap()),
             ("BUZZ_AUTH_TAG", tag),
             ("BUZZ_ACP_AGENT_COMMAND", command.to_string()),
@@ -204,8 +269,12 @@ async fn an_agent_without_the_owners_tag_is_refused_and_never_online() {
     );
     let mut h = HarnessProc::spawn(harness_command(HARNESS, &env));
     let code = h.wait_exit(WAIT).await;
-    assert_ne!(code, Some(0), "a refused agent is not an intentional stop");
-    assert!(code.is_some(), "a terminal restricted: ends the harness");
+    assert_eq!(
+        code,
+        Some(buzz_acp::exit::Exit::AuthDenied.code()),
+        "a terminal restricted: ends the harness with the relay-denied-auth code: {}",
+        h.stderr()
+    );
     assert!(h.stderr().contains("restricted:"), "{}", h.stderr());
     assert_eq!(w.presence("online"), 0);
 }
@@ -221,53 +290,75 @@ async fn the_harness_reconnects_and_reannounces_after_an_embedded_relay_restart(
     env.insert("BUZZ_ACP_PRESENCE_INTERVAL_SECS".into(), "1".into());
     let mut h = HarnessProc::spawn(harness_command(HARNESS, &env));
     w.wait_presence("online", 1).await;
-    let addr = w.relay.addr().to_string();
-    w.relay.shutdown();
-    drop(std::mem::replace(&mut w.relay, {
-        let mut r = None;
-        for _ in 0..100 {
-            match relayd::serve(RelayConfig {
-                listen: addr.parse().unwrap(),
-                allow_public: false,
-                data: None,
-                owner_hex: w.owner.public_key().to_hex(),
-                limits: Limits::default(),
-            })
-            .await
-            {
-                Ok(x) => {
-                    r = Some(x);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
-        r.expect("the relay restarts on its port")
-    }));
-    // Re-authenticated, re-subscribed and online again. The observer is a
-    // plain nostr-sdk client: on reconnect it may re-send its REQ before its
-    // own NIP-42 AUTH completes, and the relay rightly closes that
-    // subscription (`auth-required:`). It asks again until it hears the
-    // agent (presence is republished every second and never replayed).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while w.presence("online") < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "presence online #2 from the agent after the restart"
-        );
-        let _ = w
-            .client
-            .subscribe(Filter::new().kinds([Kind::from(9), Kind::from(20001)]), None)
-            .await;
-        let _ = wait_until(Duration::from_secs(3), || {
-            (w.presence("online") >= 2).then_some(())
-        })
+    let before = w.presence("online");
+    w.restart_relay().await;
+    // Re-authenticated, re-subscribed and online again.
+    w.wait_online_after(before, "presence online from the agent after the restart")
         .await;
-    }
     let m = w.mention("after the restart").await;
     assert_eq!(w.wait_reply(&m).await.content, "after the restart");
     w.mention("!shutdown").await;
     w.wait_presence("offline", 1).await;
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    w.client.shutdown().await;
+}
+
+/// Review b30b1a0 #3: `stop`, an immediate `start` (within a second), a
+/// mention in the new run's first seconds, then a relay restart. The new
+/// run's re-subscription must not reach back below its own start, where the
+/// relay keeps the previous run's `!shutdown`: the harness stays up, comes
+/// back online and still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_started_right_after_a_stop_survives_a_relay_restart() {
+    let _g = SERIAL.lock().await;
+    let mut w = World::persistent().await;
+    let mut env = w.env("builtin:echo", "");
+    env.insert("BUZZ_ACP_PRESENCE_INTERVAL_SECS".into(), "1".into());
+
+    // The first run, stopped by the owner: the relay stores the !shutdown.
+    let mut first = HarnessProc::spawn(harness_command(HARNESS, &env));
+    w.wait_presence("online", 1).await;
+    let shutdown = w.mention("!shutdown").await;
+    assert_eq!(first.wait_exit(WAIT).await, Some(0), "{}", first.stderr());
+
+    // The next run starts as soon as the !shutdown's second is over (what
+    // the launcher's stop waits for), so within a second of the stop.
+    let second = shutdown.created_at.as_secs() + 1;
+    let now = std::time::SystemTime::now();
+    let wait = (std::time::UNIX_EPOCH + Duration::from_secs(second))
+        .duration_since(now)
+        .unwrap_or_default();
+    tokio::time::sleep(wait).await;
+    let before = w.presence("online");
+    let mut h = HarnessProc::spawn(harness_command(HARNESS, &env));
+    w.wait_online_after(before, "the second run goes online").await;
+
+    // A mention accepted in the run's first seconds: without the floor, the
+    // re-subscription's `since` (this event − 5 s) reaches below the start.
+    let m = w.mention("right after the start").await;
+    assert!(
+        m.created_at.as_secs() < shutdown.created_at.as_secs() + 5,
+        "the mention must be within the overlap of the stored !shutdown"
+    );
+    assert_eq!(w.wait_reply(&m).await.content, "right after the start");
+
+    let before = w.presence("online");
+    w.restart_relay().await;
+    w.wait_online_after(before, "presence online from the second run after the restart")
+        .await;
+    let m = w.mention("after the restart").await;
+    assert_eq!(w.wait_reply(&m).await.content, "after the restart");
+    assert!(
+        h.child.try_wait().expect("try_wait").is_none(),
+        "the second run must still be running: {}",
+        h.stderr()
+    );
+    assert!(
+        !h.stderr().contains("owner !shutdown received"),
+        "the previous run's !shutdown was replayed: {}",
+        h.stderr()
+    );
+    w.mention("!shutdown").await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0), "{}", h.stderr());
     w.client.shutdown().await;
 }

@@ -31,13 +31,22 @@ fn check(ev: &InboundEvent) {
                 respond_to: mode,
                 allowlist: vec![ev.author.clone()],
                 channels,
+                run_start: 1_000_000,
             };
             let d = decide(&policy, ev);
             if ev.author == AGENT {
                 assert!(matches!(d, Decision::Drop(_)), "self-authored events are dropped");
             }
-            // The owner's exact !shutdown, addressed to the agent, always stops it.
+            // Nothing from before the run's start has any effect.
+            if ev.created_at < policy.run_start {
+                assert!(
+                    matches!(d, Decision::Drop(_)),
+                    "an earlier run's event is dropped"
+                );
+            }
+            // The owner's exact !shutdown of this run, addressed to the agent, always stops it.
             if ev.kind == 9
+                && ev.created_at >= policy.run_start
                 && ev.author == policy.owner
                 && ev.author != AGENT
                 && ev.addresses(AGENT)

@@ -6,6 +6,9 @@
 #   sidecar-exited     just before it exits, a moment after the stop
 #   orphan-done        written by an orphan it leaves behind: a process whose
 #                      parent exits at once, so PID 1 must reap it when it ends
+#   environ-probe      once the test creates `probe-environ`: the exit status
+#                      and error of reading /proc/1/environ (PID 1 is sealed:
+#                      EACCES), then of reading its own environ (the control)
 out=${HOME:-/tmp}
 echo "$$" >"$out/sidecar-started"
 on_term() {
@@ -19,4 +22,16 @@ trap on_term TERM
 rm -f "$out/.sidecar-fifo"; mkfifo "$out/.sidecar-fifo"
 # The orphan: its parent subshell exits at once; it ends after a second.
 ( bash -c 'read -r -t 1 <>"$1/.sidecar-fifo"; echo done >"$1/orphan-done"' _ "$out" & )
-while :; do read -r -t 0.2 <>"$out/.sidecar-fifo" || true; done
+probe() {
+  local rc err
+  err=$(cat /proc/1/environ 2>&1 >/dev/null) && rc=0 || rc=$?
+  {
+    echo "pid1 $rc ${err##*: }"
+    cat /proc/self/environ >/dev/null 2>&1 && echo "self 0" || echo "self $?"
+  } >"$out/.environ-probe"
+  mv "$out/.environ-probe" "$out/environ-probe"
+}
+while :; do
+  read -r -t 0.2 <>"$out/.sidecar-fifo" || true
+  if [[ -e $out/probe-environ && ! -e $out/environ-probe ]]; then probe; fi
+done

@@ -43,6 +43,9 @@ pub enum ContainerError {
     /// `podman inspect` printed something unexpected.
     #[error("podman inspect: unexpected output {0:?}")]
     Inspect(String),
+    /// A run spec podman cannot be given.
+    #[error("container spec: {0}")]
+    Spec(String),
 }
 
 type Result<T, E = ContainerError> = std::result::Result<T, E>;
@@ -261,6 +264,18 @@ pub struct RunSpec {
 impl RunSpec {
     /// Starts the container detached; returns its id.
     pub fn start(&self, podman: &Podman) -> Result<String> {
+        self.start_as(podman, None, None)
+    }
+
+    /// Starts the container detached with a pod container's `command` (it
+    /// replaces the image's entrypoint) and `args` (they replace its cmd),
+    /// as a kubelet does; returns its id.
+    pub fn start_as(
+        &self,
+        podman: &Podman,
+        command: Option<&[String]>,
+        args: Option<&[String]>,
+    ) -> Result<String> {
         let mut c = podman.command();
         c.args(["run", "-d", "--network=host", "--cap-drop", "ALL"])
             .args(["--security-opt", "no-new-privileges"])
@@ -285,7 +300,15 @@ impl RunSpec {
         for (k, v) in &self.labels {
             c.arg("--label").arg(format!("{k}={v}"));
         }
+        if let Some(command) = command {
+            // A JSON array: each element one argv word, nothing re-split.
+            let json = serde_json::to_string(command).map_err(|e| ContainerError::Spec(e.to_string()))?;
+            c.arg("--entrypoint").arg(json);
+        }
         c.arg(&self.image);
+        if let Some(args) = args {
+            c.args(args);
+        }
         Ok(output_of(&mut c)?.trim().to_string())
     }
 }

@@ -13,6 +13,18 @@
 //!   `Failed`); `OnFailure` restarts a non-zero exit after a doubling back-off
 //!   (waiting `CrashLoopBackOff`, `restartCount` raised, `lastState` holding
 //!   the real termination) and completes the pod on 0;
+//! - a restart is a **new container** from the same spec, as a kubelet makes
+//!   one: a fresh writable layer (whatever the last run wrote outside its
+//!   volumes is gone) with the pod's volumes kept (review b30b1a0 #7: a
+//!   restart in place kept `/tmp` and hid a spool lost on a real node). The
+//!   dead container stays, as a kubelet keeps it for `--previous` logs, until
+//!   the node is dropped; exit events of an earlier container are ignored;
+//! - the container's `command` replaces the image's entrypoint and `args`
+//!   its cmd;
+//! - the env a kubelet builds: `envFrom` Secrets first, then `env` over them
+//!   (an entry without a value sets the empty string, review b30b1a0 #6),
+//!   with the Downward API fields `metadata.name`, `metadata.namespace`,
+//!   `metadata.uid` and `spec.nodeName` resolved;
 //! - a graceful delete sends SIGTERM to the container's PID 1, waits up to
 //!   the pod's grace period, then SIGKILL (`podman stop -t`), reports the real
 //!   termination and finalises the deletion with a grace-0 delete.
@@ -131,6 +143,18 @@ enum NodeEvent {
 
 fn now_time() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// The Downward API `fieldRef` values a kubelet resolves that this node
+/// supports (the ones the provider uses); `None` for any other path.
+fn downward_field(pod: &Pod, path: &str) -> Option<String> {
+    match path {
+        "metadata.name" => pod.metadata.name.clone(),
+        "metadata.namespace" => pod.metadata.namespace.clone(),
+        "metadata.uid" => pod.metadata.uid.clone(),
+        "spec.nodeName" => pod.spec.as_ref()?.node_name.clone(),
+        _ => None,
+    }
 }
 
 fn first_container(pod: &Pod) -> Option<&Container> {
@@ -293,6 +317,16 @@ impl Node {
             Some(i) => &repo[..last_slash + i],
             None => repo,
         };
+        // A pod that pins a digest the running image answers to gets that
+        // digest, as a kubelet reports the reference it resolved (one image
+        // ID may carry several digests: podman's own and the OCI archive's).
+        if let Some((_, wanted)) = image.split_once('@') {
+            let running = self.podman.inspect(container, "{{.Image}}").unwrap_or_default();
+            let pinned = self.podman.inspect(&image, "{{.Id}}").unwrap_or_default();
+            if !running.is_empty() && running.trim() == pinned.trim() {
+                return format!("{repo}@{wanted}");
+            }
+        }
         match self.podman.inspect(container, "{{.ImageDigest}}") {
             Ok(d) if d.starts_with("sha256:") => format!("{repo}@{d}"),
             _ => String::new(),
@@ -352,10 +386,19 @@ impl Node {
             }
         }
         for e in c.env.iter().flatten() {
-            if let Some(v) = &e.value {
-                env.retain(|(k, _)| k != &e.name);
-                env.push((e.name.clone(), v.clone()));
-            }
+            // As a kubelet: an entry without a value is the empty string, and
+            // it overrides envFrom; the Downward API fields the provider uses
+            // are resolved from the pod.
+            let value = match e.value_from.as_ref().and_then(|f| f.field_ref.as_ref()) {
+                Some(f) => match downward_field(pod, &f.field_path) {
+                    Some(v) => v,
+                    None => continue,
+                },
+                None if e.value_from.is_some() => continue,
+                None => e.value.clone().unwrap_or_default(),
+            };
+            env.retain(|(k, _)| k != &e.name);
+            env.push((e.name.clone(), value));
         }
         let sc = pod
             .spec
@@ -368,6 +411,7 @@ impl Node {
             return Ok(());
         };
         let volume = run.volume.clone();
+        let attempt = run.restart_count;
         prepare_volume(&volume, uid_n, gid_n)?;
         let image = c.image.clone().unwrap_or_default();
         if !self.podman.image_exists(&image) {
@@ -386,8 +430,9 @@ impl Node {
             .unwrap_or(30);
         let spec = RunSpec {
             image,
+            // One container per attempt, as a kubelet names them.
             name: format!(
-                "k8s-{}-{}",
+                "k8s-{}-{}-{attempt}",
                 pod.metadata.name.clone().unwrap_or_default(),
                 &uid[..8.min(uid.len())]
             ),
@@ -406,7 +451,7 @@ impl Node {
             stop_timeout: grace.max(0) as u32,
             labels: vec![("io.kubernetes.pod.uid".into(), uid.clone())],
         };
-        match spec.start(&self.podman) {
+        match spec.start_as(&self.podman, c.command.as_deref(), c.args.as_deref()) {
             Ok(id) => {
                 self.containers
                     .lock()
@@ -499,23 +544,15 @@ impl Node {
             }
             return self.create(pod, tx).await;
         }
-        if let (Some(at), Some(id)) = (run.restart_at, run.container.clone())
+        if let Some(at) = run.restart_at
             && Instant::now() >= at
         {
+            // A new container: a fresh writable layer, the same volume. Until
+            // it exists (its Secret may be gone meanwhile) the pod has none,
+            // and the next tick reports why.
             run.restart_at = None;
-            match self.podman.run(["start", id.as_str()]) {
-                Ok(_) => {
-                    self.watch_exit(&uid, &id, tx);
-                    self.report_running(pod, &id).await?;
-                }
-                Err(e) => {
-                    if let Some(run) = self.pods.get_mut(&uid) {
-                        run.restart_at = Some(Instant::now() + run.backoff);
-                    }
-                    self.report_waiting(pod, "CreateContainerError", &e.to_string())
-                        .await?;
-                }
-            }
+            run.container = None;
+            return self.create(pod, tx).await;
         }
         Ok(())
     }
@@ -542,6 +579,9 @@ impl Node {
             .map_err(|e| TestEnvError::Start(e.to_string()))?;
         if state.running {
             return Ok(()); // a stale wait: the container was restarted since
+        }
+        if self.pods.get(&uid).and_then(|r| r.container.as_deref()) != Some(container.as_str()) {
+            return Ok(()); // an earlier attempt's container
         }
         let image_id = self.image_id(&pod, &container);
         let deleting = pod.metadata.deletion_timestamp.is_some();

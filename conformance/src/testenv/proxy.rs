@@ -5,6 +5,9 @@
 //! - run a hook *before forwarding* a matching request (e.g. make a container
 //!   run just before the DELETE that was authorised by an older observation);
 //! - delay, fail (5xx) or reset chosen requests;
+//! - forward a request, then fail (5xx) or reset its reply: the apiserver has
+//!   committed the write, the client never hears it (review b30b1a0 #10, the
+//!   apiserver side of the ingest's `drop_after_commit`);
 //! - count requests by verb and resource (zero-mutation no-op proofs);
 //! - keep the body of every DELETE (precondition and grace-period proofs).
 //!
@@ -178,6 +181,18 @@ pub enum DateMode {
 enum Action {
     Hook(Hook),
     Delay(Duration),
+    Fail(u16),
+    Reset,
+    /// Forward, wait for the whole upstream answer, then answer this status.
+    FailAfterForward(u16),
+    /// Forward, wait for the whole upstream answer, then drop the connection.
+    ResetAfterForward,
+}
+
+/// What happens to the reply once the request was forwarded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterForward {
+    Pass,
     Fail(u16),
     Reset,
 }
@@ -357,6 +372,16 @@ impl FaultProxy {
     pub fn reset(&self, matcher: Matcher, times: Option<u32>) {
         self.push(matcher, Action::Reset, times);
     }
+    /// Forwards matching requests, lets the apiserver answer in full (a
+    /// write is committed), then answers the client `status` instead.
+    pub fn fail_after_forward(&self, matcher: Matcher, status: u16, times: Option<u32>) {
+        self.push(matcher, Action::FailAfterForward(status), times);
+    }
+    /// Forwards matching requests, lets the apiserver answer in full, then
+    /// drops the client's connection without a reply.
+    pub fn reset_after_forward(&self, matcher: Matcher, times: Option<u32>) {
+        self.push(matcher, Action::ResetAfterForward, times);
+    }
     /// Removes every rule.
     pub fn clear_rules(&self) {
         lock(&self.state.rules).clear();
@@ -449,17 +474,15 @@ async fn handle(
         }
         out
     };
+    let mut after = AfterForward::Pass;
     for action in actions {
         match action {
             Action::Hook(h) => h(info.clone()).await,
             Action::Delay(d) => tokio::time::sleep(d).await,
             Action::Fail(code) => return Ok(status_body(code)),
-            Action::Reset => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    "injected reset",
-                ));
-            }
+            Action::Reset => return Err(injected_reset()),
+            Action::FailAfterForward(code) => after = AfterForward::Fail(code),
+            Action::ResetAfterForward => after = AfterForward::Reset,
         }
     }
 
@@ -478,6 +501,15 @@ async fn handle(
         Ok(r) => r,
         Err(e) => return Ok(status_body_msg(502, &e.to_string())),
     };
+    if after != AfterForward::Pass {
+        // The whole answer first: the write is committed before the client
+        // is told otherwise.
+        let _ = resp.into_body().collect().await;
+        return match after {
+            AfterForward::Fail(code) => Ok(status_body(code)),
+            _ => Err(injected_reset()),
+        };
+    }
     let (mut parts, body) = resp.into_parts();
     let mode = *lock(&state.date);
     match mode {
@@ -505,6 +537,10 @@ async fn handle(
         }
     }
     Ok(Response::from_parts(parts, body.boxed()))
+}
+
+fn injected_reset() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "injected reset")
 }
 
 fn status_body_msg(code: u16, msg: &str) -> Response<ProxyBody> {

@@ -393,8 +393,9 @@ async fn a_malformed_telemetry_url_is_refused_before_any_request() {
 }
 
 /// With `telemetry_url`, the pod spec carries the collector's plain env (the URL,
-/// the Downward API identity, the container and image) and the Secret carries none
-/// of it.
+/// the spool dir on the workspace volume, the Downward API identity, the
+/// container and image, and an explicitly empty digest for a tag) and the Secret
+/// carries none of it.
 #[tokio::test]
 async fn a_telemetry_url_is_plain_pod_env_and_never_in_the_secret() {
     let c = case("p-telemetry").await;
@@ -428,9 +429,17 @@ async fn a_telemetry_url_is_plain_pod_env_and_never_in_the_secret() {
     }
     assert_eq!(value("CONTAINER_NAME").value.as_deref(), Some("agent"));
     assert_eq!(value("IMAGE_REF").value.as_deref(), Some(IMAGE));
+    // An empty value: the apiserver stores the entry without one, and a
+    // kubelet sets the variable to "" over anything of that name in envFrom.
+    let digest = value("IMAGE_DIGEST");
     assert!(
-        !env_vars.iter().any(|e| e.name == "IMAGE_DIGEST"),
-        "a tag never yields a digest"
+        digest.value.unwrap_or_default().is_empty() && digest.value_from.is_none(),
+        "a tag never yields a digest, and the explicit empty value beats envFrom (review b30b1a0 #6)"
+    );
+    assert_eq!(
+        value("RUNTIME_AGENT_SPOOL_DIR").value.as_deref(),
+        Some("/home/agent/.runtime-agent"),
+        "the spool survives a container restart on the workspace emptyDir (review b30b1a0 #7)"
     );
     let secret = Api::<Secret>::namespaced(c.client.clone(), &c.ns)
         .get(&secret_ref(&pod))

@@ -18,6 +18,7 @@ mod concurrency;
 mod gc;
 mod hardening;
 mod lifecycle;
+mod lost_reply;
 mod ownership;
 
 fn provider() -> Provider {

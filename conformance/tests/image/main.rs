@@ -9,6 +9,12 @@
 //!
 //! Every process is observed from the host's `/proc`, never through
 //! `podman exec` (an exec'd process would carry the container's environment).
+//!
+//! This file: PID 1, the stop, reaping, the sealed environment (review
+//! b30b1a0 #13) and the entrypoint script; [`collector`]: the usage collector
+//! as a sidecar, with the provider's own plain env (review b30b1a0 #6).
+
+mod collector;
 
 use buzz_conformance::container::entrypoint::{self, EntrypointError};
 use buzz_conformance::container::host::{self, HostProc, env_value};
@@ -84,6 +90,17 @@ impl Boxed {
     /// Starts the test image with the test agent in `mode` and `plain_env` beside
     /// `HOME` (the pod spec's plain env, as the provider sets it for the collector).
     async fn start_with_env(mode: &str, plain_env: Vec<(String, String)>) -> Boxed {
+        Boxed::start_with(mode, plain_env, BTreeMap::new()).await
+    }
+
+    /// As [`Boxed::start_with_env`], with `secret_extra` added to the
+    /// Secret-shaped env file after the provider built it (a Secret holding
+    /// names the provider's own tiers would refuse).
+    async fn start_with(
+        mode: &str,
+        plain_env: Vec<(String, String)>,
+        secret_extra: BTreeMap<String, String>,
+    ) -> Boxed {
         let podman = Podman::from_env();
         let image = test_image(&podman, sprig_image(), Path::new(AGENT_BIN)).expect("the test image");
         let relay = TestRelay::start().await;
@@ -96,10 +113,9 @@ impl Boxed {
         let volume = tmp.path().join("home");
         prepare_volume(&volume, 10001, 10001).unwrap();
         let env_file = tmp.path().join("secret.env");
-        write_env_file(
-            &env_file,
-            &secret_env(&relay.url, &agent, &auth_tag, &owner, mode),
-        );
+        let mut secret = secret_env(&relay.url, &agent, &auth_tag, &owner, mode);
+        secret.extend(secret_extra);
+        write_env_file(&env_file, &secret);
         let spec = RunSpec {
             image,
             name: format!("image-test-{}", &agent.public_key().to_hex()[..12]),
@@ -312,8 +328,11 @@ async fn a_sidecar_gets_the_stop_and_is_gone_before_the_container_exits() {
     );
 }
 
+/// What each process holds (its own environ) and what it can read: PID 1
+/// is sealed (non-dumpable, review b30b1a0 #13), so a same-uid process of the
+/// container reading `/proc/1/environ` gets EACCES.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_process_but_buzz_acp_sees_the_key_or_the_auth_tag() {
+async fn no_process_but_buzz_acp_holds_or_can_read_the_key_or_the_auth_tag() {
     let b = Boxed::start("echo").await;
     b.wait_presence("online").await;
     // A turn makes sure the agent process exists.
@@ -365,129 +384,24 @@ async fn no_process_but_buzz_acp_sees_the_key_or_the_auth_tag() {
             }
         }
     }
-}
-
-/// The usage collector (`runtime-agent`, a sidecar of the image) runs beside
-/// buzz-acp with the provider's plain env, ships to a reference ingest on loopback,
-/// holds no secret and no user env in its `/proc/<pid>/environ`, gets the stop from
-/// PID 1 and makes its final shipping round before the container exits — and
-/// presence `offline` is still published.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_collector_ships_beside_buzz_acp_and_makes_its_final_round_at_the_stop() {
-    let db_dir = tempfile::tempdir().unwrap();
-    let state = std::sync::Arc::new(runtime_ingest::server::State {
-        store: std::sync::Mutex::new(
-            runtime_ingest::store::Store::open(&db_dir.path().join("ingest.db")).unwrap(),
-        ),
-        script: std::sync::Mutex::new(runtime_ingest::faults::Script::default()),
-        received: std::sync::Mutex::new(Vec::new()),
-        source_id: "image-test".into(),
-        admin: false,
-        decoded_cap: runtime_ingest::DECODED_CAP,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(runtime_ingest::server::serve(
-        listener,
-        std::sync::Arc::clone(&state),
-    ));
-    let pod_uid = "7c1e2f30-aaaa-bbbb-cccc-0123456789ab";
-    let plain = |k: &str, v: &str| (k.to_string(), v.to_string());
-    let b = Boxed::start_with_env(
-        "echo",
-        vec![
-            plain("RUNTIME_AGENT_INGEST_URL", &url),
-            plain("RUNTIME_AGENT_INTERVAL_SECS", "1"),
-            plain("RUNTIME_AGENT_SHIP_INTERVAL_SECS", "1"),
-            plain("POD_NAME", "image-test"),
-            plain("POD_NAMESPACE", "image-test"),
-            plain("POD_UID", pod_uid),
-            plain("CONTAINER_NAME", "agent"),
-            plain("IMAGE_REF", "localhost/buzz-sprig-test:contract"),
-        ],
-    )
-    .await;
-    b.wait_presence("online").await;
-    let delivered = |state: &runtime_ingest::server::State| {
-        state
-            .received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.status == 204)
-            .count()
-    };
-    wait_until(WAIT, || (delivered(&state) >= 2).then_some(()))
-        .await
-        .unwrap_or_else(|| panic!("nothing shipped; container log:\n{}", b.podman.logs(&b.id)));
-
-    // The collector's environment: the allowlist only — no key, no tag, no user env.
-    let tree = host::tree(b.init_pid());
-    let collector = tree
-        .iter()
-        .find(|p| p.comm.starts_with("10-runtime-age") && p.stat.state != 'Z')
-        .unwrap_or_else(|| {
-            panic!(
-                "no collector in {:?}",
-                tree.iter().map(|p| &p.comm).collect::<Vec<_>>()
-            )
-        });
-    assert_eq!(
-        env_value(&collector.environ, "POD_UID"),
-        Some(pod_uid),
-        "positive control"
-    );
-    let nsec = b.agent.secret_key().to_bech32().unwrap();
-    let joined = collector.environ.join("\n");
-    for (what, secret) in [
-        ("the key", nsec.as_str()),
-        ("the auth tag", b.auth_tag.as_str()),
-        ("a user env value", USER_CANARY),
-    ] {
-        assert!(!joined.contains(secret), "{what} is visible to the collector");
-    }
-    for name in [
-        "BUZZ_PRIVATE_KEY",
-        "NOSTR_PRIVATE_KEY",
-        "BUZZ_AUTH_TAG",
-        "MY_SERVICE_TOKEN",
-    ] {
-        assert!(
-            env_value(&collector.environ, name).is_none(),
-            "{name} visible to the collector"
-        );
-    }
-
-    let stop_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    b.stop();
-    assert_eq!(b.wait_exit(WAIT).await, 0);
-    b.wait_presence("offline").await;
-    // The final flush's coverage (captured after the stop) arrived: the final round
-    // ran before PID 1 exited.
-    let coverage = state
-        .store
-        .lock()
-        .unwrap()
-        .records(Some("collection_coverage"), Some(pod_uid))
-        .unwrap();
-    assert_eq!(coverage.len(), 1);
-    let cov: serde_json::Value = serde_json::from_str(&coverage[0].payload).unwrap();
-    let captured = cov["captured_at"].as_str().unwrap();
-    let captured_secs = runtime_agent::time::parse_rfc3339(captured).unwrap();
+    // Readability, from inside: the test sidecar (uid 10001, like the agent
+    // and the collector) reads /proc/1/environ once asked, and its own
+    // environ as the control that the probe itself works.
+    std::fs::write(b.volume.join("probe-environ"), "").unwrap();
+    let probe = wait_until(WAIT, || {
+        std::fs::read_to_string(b.volume.join("environ-probe")).ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("the sidecar never probed; log:\n{}", b.podman.logs(&b.id)));
     assert!(
-        captured_secs >= stop_at,
-        "the last coverage ({captured}) predates the stop: no final round"
+        probe.lines().any(|l| l == "self 0"),
+        "control: the sidecar reads its own environ: {probe}"
     );
-    // Nothing the ingest received holds a secret or a user env value.
-    for r in state.received.lock().unwrap().iter() {
-        for secret in [nsec.as_str(), b.auth_tag.as_str(), USER_CANARY] {
-            assert!(!r.body.contains(secret), "a secret reached the ingest");
-        }
-    }
-    server.abort();
+    let pid1 = probe.lines().find(|l| l.starts_with("pid1 ")).unwrap_or_default();
+    assert!(
+        !pid1.starts_with("pid1 0") && pid1.ends_with("Permission denied"),
+        "a same-uid process must get EACCES on /proc/1/environ: {pid1:?}"
+    );
 }
 
 #[test]
@@ -515,12 +429,12 @@ fn the_image_starts_the_entrypoint_and_its_script_ends_in_exec_buzz_acp() {
     ]);
     let script = podman.run(args).unwrap();
     assert_eq!(entrypoint::check(&script), Ok(()));
-    assert_eq!(script, include_str!("../../images/sprig/entrypoint.sh"));
+    assert_eq!(script, include_str!("../../../images/sprig/entrypoint.sh"));
 }
 
 #[test]
 fn an_entrypoint_fixture_without_exec_is_named() {
-    let bad = include_str!("../images/negative/entrypoint-no-exec.sh");
+    let bad = include_str!("../../images/negative/entrypoint-no-exec.sh");
     match entrypoint::check(bad) {
         Err(EntrypointError::NotExec { line, text }) => {
             assert_eq!(text, "buzz-acp");
@@ -528,6 +442,6 @@ fn an_entrypoint_fixture_without_exec_is_named() {
         }
         other => panic!("the fixture must be named as NotExec, got {other:?}"),
     }
-    let none = include_str!("../images/negative/entrypoint-no-harness.sh");
+    let none = include_str!("../../images/negative/entrypoint-no-harness.sh");
     assert_eq!(entrypoint::check(none), Err(EntrypointError::NoHarness));
 }

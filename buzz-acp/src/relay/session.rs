@@ -1,0 +1,226 @@
+//! One connected relay session (wire-facts §2, §3; spec I3): the REQ, the
+//! NIP-42 answer, `auth-required:` resends, EOSE as the moment presence
+//! `online` goes out and the outbox drains, the presence interval, the live
+//! deadline, de-duplicated inbound events and the bounded stop.
+
+use super::rules::{AuthOutcome, classify_auth_ok};
+use super::{OUTBOX_CAP, RelayCmd, RelayEvent, SUB_ID, SessionEnd, StopReq, Task, requeue_unacknowledged};
+use crate::events;
+use crate::exit::Exit;
+use buzz_contract::presence::{OFFLINE, ONLINE};
+use nostr_sdk::prelude::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+impl Task {
+    /// One connected session. Events sent but not acknowledged when it ends
+    /// go back to the front of the outbox and are resent on the next live
+    /// session (relays de-duplicate by id); presence is not resent stale.
+    pub(super) async fn session(
+        &mut self,
+        client: &Client,
+        relay: &Relay,
+        notes: tokio::sync::broadcast::Receiver<RelayNotification>,
+        attempt: &mut u32,
+        down_since: &mut Instant,
+    ) -> SessionEnd {
+        let mut pending: HashMap<EventId, (Event, bool)> = HashMap::new();
+        let end = self
+            .session_inner(client, relay, notes, attempt, down_since, &mut pending)
+            .await;
+        if matches!(end, SessionEnd::Disconnected) {
+            let unacked: Vec<Event> = pending.into_values().map(|(e, _)| e).collect();
+            let n = requeue_unacknowledged(&mut self.outbox, unacked, OUTBOX_CAP);
+            if n > 0 {
+                tracing::info!(events = n, "unacknowledged events kept for resending");
+            }
+        }
+        end
+    }
+
+    async fn session_inner(
+        &mut self,
+        client: &Client,
+        relay: &Relay,
+        mut notes: tokio::sync::broadcast::Receiver<RelayNotification>,
+        attempt: &mut u32,
+        down_since: &mut Instant,
+        pending: &mut HashMap<EventId, (Event, bool)>,
+    ) -> SessionEnd {
+        let sub = SubscriptionId::new(SUB_ID);
+        // `pending`: sent, not yet acknowledged events; `true` = refused with
+        // auth-required, resend after AUTH.
+        let mut auth_id: Option<EventId> = None;
+        let mut resub_after_auth = false;
+        let mut live = false;
+        if relay
+            .send_msg(ClientMessage::req(sub.clone(), self.filters()))
+            .is_err()
+        {
+            return SessionEnd::Disconnected;
+        }
+        let mut tick = tokio::time::interval(self.s.presence_interval);
+        tick.reset();
+        let live_deadline = tokio::time::sleep(self.s.live_timeout);
+        tokio::pin!(live_deadline);
+        loop {
+            tokio::select! {
+                note = notes.recv() => {
+                    let note = match note {
+                        Ok(n) => n,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(skipped = n, "relay notifications lagged");
+                            continue;
+                        }
+                        Err(_) => return SessionEnd::Disconnected,
+                    };
+                    match note {
+                        RelayNotification::Message { message } => match message {
+                            RelayMessage::Auth { challenge } => {
+                                let ev = events::auth(&self.s.keys, &self.s.url, &challenge, self.s.auth_tag.as_ref());
+                                auth_id = Some(ev.id);
+                                tracing::info!("answering NIP-42 challenge");
+                                if relay.send_msg(ClientMessage::auth(ev)).is_err() {
+                                    return SessionEnd::Disconnected;
+                                }
+                            }
+                            RelayMessage::Ok { event_id, status, message } => {
+                                if Some(event_id) == auth_id {
+                                    match classify_auth_ok(status, &message) {
+                                        AuthOutcome::Accepted => {
+                                            tracing::info!("authenticated to relay");
+                                            // Re-send the REQ if it was refused, or if the relay may
+                                            // have ignored it before authentication (not live yet).
+                                            if (std::mem::take(&mut resub_after_auth) || !live)
+                                                && relay.send_msg(ClientMessage::req(sub.clone(), self.filters())).is_err()
+                                            {
+                                                return SessionEnd::Disconnected;
+                                            }
+                                            for (e, refused) in pending.values_mut() {
+                                                if *refused {
+                                                    *refused = false;
+                                                    let _ = relay.send_msg(ClientMessage::event(e.clone()));
+                                                }
+                                            }
+                                        }
+                                        AuthOutcome::Terminal => {
+                                            tracing::error!(reason = %message, "relay denied authentication");
+                                            return SessionEnd::Fatal(Exit::AuthDenied);
+                                        }
+                                        AuthOutcome::Transient => {
+                                            tracing::warn!(reason = %message, "relay authentication failed transiently");
+                                            return SessionEnd::Disconnected;
+                                        }
+                                    }
+                                } else if let Some((_, refused)) = pending.get_mut(&event_id) {
+                                    if status {
+                                        pending.remove(&event_id);
+                                    } else if message.starts_with("auth-required:") {
+                                        *refused = true;
+                                    } else {
+                                        tracing::warn!(reason = %message, "relay refused an event");
+                                        pending.remove(&event_id);
+                                    }
+                                }
+                            }
+                            RelayMessage::Closed { subscription_id, message } if *subscription_id == sub => {
+                                if message.starts_with("auth-required:") {
+                                    resub_after_auth = true;
+                                } else {
+                                    tracing::warn!(reason = %message, "relay closed the subscription");
+                                    return SessionEnd::Disconnected;
+                                }
+                            }
+                            RelayMessage::EndOfStoredEvents(id) if *id == sub && !live => {
+                                live = true;
+                                *attempt = 0;
+                                *down_since = Instant::now();
+                                tracing::info!("subscription live");
+                                if self.s.presence {
+                                    let e = self.presence_event(ONLINE);
+                                    pending.insert(e.id, (e.clone(), false));
+                                    let _ = relay.send_msg(ClientMessage::event(e));
+                                    tick.reset();
+                                }
+                                while let Some(e) = self.outbox.pop_front() {
+                                    pending.insert(e.id, (e.clone(), false));
+                                    let _ = relay.send_msg(ClientMessage::event(e));
+                                }
+                                let _ = self.out.send(RelayEvent::Live);
+                            }
+                            RelayMessage::Event { subscription_id, event } if *subscription_id == sub => {
+                                let event = event.into_owned();
+                                if self.seen.insert(&event.id.to_hex()) {
+                                    let _ = self.out.send(RelayEvent::Inbound(Box::new(event)));
+                                } else {
+                                    tracing::debug!(id = %event.id, "duplicate event dropped");
+                                }
+                            }
+                            _ => {}
+                        },
+                        RelayNotification::RelayStatus { status } => {
+                            if matches!(status, RelayStatus::Disconnected | RelayStatus::Terminated | RelayStatus::Banned) {
+                                tracing::warn!(?status, "relay connection lost");
+                                return SessionEnd::Disconnected;
+                            }
+                        }
+                        RelayNotification::Shutdown => return SessionEnd::Disconnected,
+                        _ => {}
+                    }
+                }
+                () = &mut live_deadline, if !live => {
+                    tracing::warn!(
+                        timeout_ms = self.s.live_timeout.as_millis() as u64,
+                        "subscription did not go live in time; reconnecting"
+                    );
+                    return SessionEnd::Disconnected;
+                }
+                _ = tick.tick(), if live && self.s.presence => {
+                    let e = self.presence_event(ONLINE);
+                    pending.insert(e.id, (e.clone(), false));
+                    let _ = relay.send_msg(ClientMessage::event(e));
+                }
+                cmd = self.cmds.recv() => match cmd {
+                    Some(RelayCmd::Accepted(t)) => self.accepted(t),
+                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) if !live => {
+                        return SessionEnd::StopNotLive(StopReq { offline_bound, close_bound, done });
+                    }
+                    Some(RelayCmd::Publish(e)) => {
+                        if live {
+                            pending.insert(e.id, ((*e).clone(), false));
+                            let _ = relay.send_msg(ClientMessage::event(*e));
+                        } else {
+                            self.queue(*e);
+                        }
+                    }
+                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) => {
+                        if self.s.presence && live {
+                            let e = self.presence_event(OFFLINE);
+                            let id = e.id;
+                            let sent = relay.send_msg(ClientMessage::event(e)).is_ok();
+                            let waited = sent && tokio::time::timeout(offline_bound, wait_ok(&mut notes, id)).await.is_ok();
+                            tracing::info!(acknowledged = waited, "presence offline published");
+                        }
+                        let closed = tokio::time::timeout(close_bound, client.shutdown()).await.is_ok();
+                        tracing::info!(closed, "relay closed");
+                        let _ = done.send(());
+                        return SessionEnd::Stopped;
+                    }
+                    None => return SessionEnd::Stopped,
+                },
+            }
+        }
+    }
+}
+
+async fn wait_ok(notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>, id: EventId) {
+    loop {
+        match notes.recv().await {
+            Ok(RelayNotification::Message {
+                message: RelayMessage::Ok { event_id, .. },
+            }) if event_id == id => return,
+            Ok(RelayNotification::Shutdown) | Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            _ => {}
+        }
+    }
+}
