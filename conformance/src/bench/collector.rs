@@ -30,7 +30,7 @@ use runtime_agent::payload::Kind;
 use runtime_agent::ship::{Outcome, Transport};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the collector runs at its default cadence.
@@ -66,14 +66,13 @@ fn collector_bin() -> anyhow::Result<PathBuf> {
 }
 
 fn state(dir: &Path) -> anyhow::Result<Arc<runtime_ingest::server::State>> {
-    Ok(Arc::new(runtime_ingest::server::State {
-        store: Mutex::new(runtime_ingest::store::Store::open(&dir.join("ingest.db"))?),
-        script: Mutex::new(runtime_ingest::faults::Script::default()),
-        received: Mutex::new(Vec::new()),
-        source_id: "bench".into(),
-        admin: false,
-        decoded_cap: runtime_ingest::DECODED_CAP,
-    }))
+    Ok(Arc::new(runtime_ingest::server::State::new(
+        runtime_ingest::store::Store::open(&dir.join("ingest.db"))?,
+        runtime_ingest::server::Options {
+            source_id: "bench".into(),
+            ..Default::default()
+        },
+    )))
 }
 
 /// utime + stime of `pid` in clock ticks, and its VmHWM in bytes.

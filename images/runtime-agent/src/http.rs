@@ -2,7 +2,10 @@
 //! "Transport").
 //!
 //! `POST {base}/v1/ingest/{kind}` over HTTP/1.1 (`https://` through rustls with the
-//! compiled-in web PKI roots, or plain `http://`), one payload per request:
+//! compiled-in web PKI roots or, for an embedder, pinned roots ([`TlsRoots`]), or plain
+//! `http://`), one payload per request, directly or through the egress proxy the
+//! environment names ([`crate::proxy`]: `CONNECT` for `https://`, a forward proxy
+//! for `http://`, [`crate::connect`] dials):
 //!
 //! - the body is always gzip (level 6) with `Content-Type: application/json`,
 //!   `Content-Encoding: gzip` and the same [`crate::ship::user_agent`] on every request;
@@ -21,14 +24,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderValue, RETRY_AFTER, USER_AGENT};
+use hyper::header::{
+    CONTENT_ENCODING, CONTENT_TYPE, HeaderValue, PROXY_AUTHORIZATION, RETRY_AFTER, USER_AGENT,
+};
 use hyper::{Request, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
 
+use crate::connect::{Connector, Mode};
 use crate::payload::Kind;
+use crate::proxy::{ProxySettings, Route};
 use crate::ship::{Outcome, Response, Transport, classify};
 
 /// Response bytes read (and ignored) before the connection is dropped.
@@ -43,6 +51,8 @@ pub enum TransportError {
     BadUrl,
     #[error("the TLS configuration could not be built")]
     Tls,
+    #[error("the proxy address cannot be dialled")]
+    BadProxy,
     #[error("the async runtime could not be started: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -69,20 +79,76 @@ pub fn gzip(payload: &[u8]) -> Vec<u8> {
     enc.finish().unwrap_or_default()
 }
 
+/// Which TLS trust anchors an `https://` ingest is checked against.
+#[derive(Debug, Clone, Default)]
+pub enum TlsRoots {
+    /// The compiled-in web PKI roots.
+    #[default]
+    WebPki,
+    /// Exactly these anchors (a backend's private CA, contract §3; tests).
+    Pinned(Vec<CertificateDer<'static>>),
+}
+
 /// The binary's transport.
 pub struct HttpTransport {
     runtime: tokio::runtime::Runtime,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<HttpsConnector<Connector>, Full<Bytes>>,
     base: String,
     user_agent: HeaderValue,
+    /// Sent on every request when it goes to a forward proxy with credentials.
+    proxy_authorization: Option<HeaderValue>,
+}
+
+/// The connector mode for `base` under `proxy`, and the header a forward proxy wants.
+fn mode_for(base: &Uri, proxy: &ProxySettings) -> Result<(Mode, Option<HeaderValue>), TransportError> {
+    let scheme = base.scheme_str().unwrap_or("http");
+    let host = base.host().ok_or(TransportError::BadUrl)?;
+    let port = base
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    let dial = |p: &crate::proxy::Proxy| {
+        format!("http://{}", p.authority())
+            .parse::<Uri>()
+            .map_err(|_| TransportError::BadProxy)
+    };
+    let header = |p: &crate::proxy::Proxy| {
+        p.authorization()
+            .map(|a| HeaderValue::from_str(a).map_err(|_| TransportError::BadProxy))
+            .transpose()
+    };
+    Ok(match proxy.route(scheme, host, port) {
+        Route::Direct => (Mode::Direct, None),
+        Route::Tunnel(p) => (
+            Mode::Tunnel {
+                proxy: dial(p)?,
+                authorization: p.authorization().map(str::to_owned),
+            },
+            None,
+        ),
+        Route::Forward(p) => (Mode::Forward { proxy: dial(p)? }, header(p)?),
+    })
 }
 
 impl HttpTransport {
-    /// A transport posting under `base` with this User-Agent.
+    /// A transport posting under `base` with this User-Agent, directly, checking TLS
+    /// against the web PKI.
     pub fn new(base: &str, user_agent: &str) -> Result<Self, TransportError> {
+        Self::with(base, user_agent, &ProxySettings::none(), TlsRoots::WebPki)
+    }
+
+    /// A transport posting under `base` through `proxy` (when it routes `base`), with
+    /// these TLS roots.
+    pub fn with(
+        base: &str,
+        user_agent: &str,
+        proxy: &ProxySettings,
+        roots: TlsRoots,
+    ) -> Result<Self, TransportError> {
         if !valid_base_url(base) {
             return Err(TransportError::BadUrl);
         }
+        let base_uri = base.parse::<Uri>().map_err(|_| TransportError::BadUrl)?;
+        let (mode, proxy_authorization) = mode_for(&base_uri, proxy)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .max_blocking_threads(1)
@@ -93,12 +159,28 @@ impl HttpTransport {
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         http.set_nodelay(true);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .map_err(|_| TransportError::Tls)?
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = match roots {
+            TlsRoots::WebPki => builder
+                .with_provider_and_webpki_roots(provider)
+                .map_err(|_| TransportError::Tls)?,
+            TlsRoots::Pinned(certs) => {
+                let mut store = rustls::RootCertStore::empty();
+                for cert in certs {
+                    store.add(cert).map_err(|_| TransportError::Tls)?;
+                }
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|_| TransportError::Tls)?
+                    .with_root_certificates(store)
+                    .with_no_client_auth();
+                builder.with_tls_config(config)
+            }
+        };
+        let connector = builder
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(Connector::new(http, mode));
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(1)
             .pool_idle_timeout(Duration::from_secs(60))
@@ -109,6 +191,7 @@ impl HttpTransport {
             base: base.trim_end_matches('/').to_owned(),
             user_agent: HeaderValue::from_str(user_agent)
                 .unwrap_or(HeaderValue::from_static("runtime-agent")),
+            proxy_authorization,
         })
     }
 }
@@ -128,12 +211,14 @@ impl Transport for HttpTransport {
         };
         let body = gzip(payload);
         let transmitted_bytes = body.len() as u64;
-        let Ok(request) = Request::post(uri)
+        let mut builder = Request::post(uri)
             .header(CONTENT_TYPE, "application/json")
             .header(CONTENT_ENCODING, "gzip")
-            .header(USER_AGENT, self.user_agent.clone())
-            .body(Full::new(Bytes::from(body)))
-        else {
+            .header(USER_AGENT, self.user_agent.clone());
+        if let Some(auth) = &self.proxy_authorization {
+            builder = builder.header(PROXY_AUTHORIZATION, auth.clone());
+        }
+        let Ok(request) = builder.body(Full::new(Bytes::from(body))) else {
             return Response::of(Outcome::Deferred);
         };
         let client = &self.client;

@@ -20,16 +20,20 @@
 //! - [`config`]: settings from the allowlisted environment (design §1).
 //! - [`ship`]: shipping rounds, status classes, backoff (design §6, §9).
 //! - [`http`]: the gzip HTTP/1.1 transport (contract §3).
+//! - [`proxy`]: the egress proxy settings and the route to the ingest (contract §3).
+//! - [`connect`]: dialling directly, through a `CONNECT` tunnel or a forward proxy.
 //! - [`time`]: clock readings and RFC 3339 instants.
 
 pub mod cgroup;
 pub mod collector;
 pub mod config;
+pub mod connect;
 pub mod gate;
 pub mod grid;
 pub mod http;
 pub mod payload;
 pub mod procfs;
+pub mod proxy;
 pub mod rollup;
 pub mod ship;
 pub mod spool;

@@ -13,7 +13,8 @@
 //! `.tmp` behind, removed at the next start).
 //!
 //! With `RUNTIME_AGENT_INGEST_URL` set, a second thread ships the spool
-//! ([`runtime_agent::ship`] over [`runtime_agent::http`]): a round at start, then
+//! ([`runtime_agent::ship`] over [`runtime_agent::http`], through the egress proxy
+//! `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` name, [`runtime_agent::proxy`]): a round at start, then
 //! every `RUNTIME_AGENT_SHIP_INTERVAL_SECS` or after the backoff. The spool is shared
 //! behind one mutex, held only for file operations, never across a request, so a
 //! hanging ingest never delays a poll. After the final flush the shipper makes one
@@ -21,8 +22,10 @@
 //! flight counts against it) and the process exits 0 when it is done or the budget is
 //! spent: at most 1 s + 4 s after the signal (design §9).
 //!
-//! Exit codes: 0 after a signal; 1 when the spool cannot be opened; 2 for a missing or
-//! invalid setting.
+//! Exit codes: 0 after a signal; 1 when the spool directories cannot be created or
+//! listed; 2 for a missing or invalid setting (a proxy variable included). Any other spool failure at start (a
+//! full disk: `state/alive` unwritable, a promotion or quarantine that fails) is
+//! logged and the collector runs on (`spool::recover`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,9 +36,10 @@ use runtime_agent::cgroup::{self, Layout, Roots};
 use runtime_agent::collector::{Collector, PollInput, RunFacts, SpoolOp};
 use runtime_agent::config::Settings;
 use runtime_agent::gate::DigestGate;
-use runtime_agent::http::HttpTransport;
+use runtime_agent::http::{HttpTransport, TlsRoots};
 use runtime_agent::payload::ShippingCoverage;
 use runtime_agent::procfs;
+use runtime_agent::proxy::ProxySettings;
 use runtime_agent::ship::{
     BACKOFF_CAP, BACKOFF_FIRST, Backoff, FINAL_ROUND_BUDGET, RoundEnd, Shipper, user_agent,
 };
@@ -101,11 +105,13 @@ struct ShipperHandle {
 /// Start the shipping thread (design §6).
 fn start_shipper(
     base: &str,
+    proxy: &ProxySettings,
     ship_interval: Duration,
     spool: Arc<Mutex<Spool>>,
     coverage: Arc<Mutex<ShippingCoverage>>,
 ) -> Option<ShipperHandle> {
-    let mut transport = match HttpTransport::new(base, &user_agent(env!("CARGO_PKG_VERSION"))) {
+    let ua = user_agent(env!("CARGO_PKG_VERSION"));
+    let mut transport = match HttpTransport::with(base, &ua, proxy, TlsRoots::WebPki) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("runtime-agent: shipping disabled: {e}");
@@ -216,6 +222,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let proxy = match ProxySettings::from_lookup(|name| std::env::var(name).ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("runtime-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // SAFETY: nice() has no memory-safety preconditions; failure leaves the priority as is.
     unsafe { libc::nice(10) };
     // SAFETY: sysconf has no preconditions.
@@ -237,11 +250,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    for degraded in &recovery.degraded {
+        eprintln!("runtime-agent: spool: {degraded}");
+    }
     let spool = Arc::new(Mutex::new(spool));
     let shipping = Arc::new(Mutex::new(ShippingCoverage::default()));
     let shipper = settings.ingest_url.as_deref().and_then(|base| {
         start_shipper(
             base,
+            &proxy,
             Duration::from_secs(settings.ship_interval_secs),
             Arc::clone(&spool),
             Arc::clone(&shipping),

@@ -256,6 +256,10 @@ pub struct ShippingCoverage {
     pub unreadable: u64,
     pub halted: bool,
     pub rejected: Rejected,
+    /// Versions held after [`crate::ship::HOLD_AFTER_DEFERRALS`] deferred rounds in
+    /// which the backend answered other payloads.
+    #[serde(default)]
+    pub held_after_deferrals: u64,
     pub payload_bytes: u64,
     pub transmitted_bytes: u64,
 }

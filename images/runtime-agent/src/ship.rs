@@ -7,7 +7,21 @@
 //! [`Outcome`]; [`crate::http::HttpTransport`] is the transport the binary uses.
 //!
 //! - One request in flight overall (contract §4 asks ≤ 1 per natural key; design §6 is
-//!   stricter), oldest mtime first; a deferral ends the round.
+//!   stricter), oldest mtime first. A deferral is followed by one **probe**: the next
+//!   file is offered. If the probe is deferred too (or the deferral carried a
+//!   `Retry-After`), the backend is down or asked for a pause, and the round ends with
+//!   a backoff, as the design says. If the probe gets an answer (2xx, 400, 413), the
+//!   backend is up and refused only that payload: the round goes on, and that version
+//!   counts one deferral against it.
+//! - **Hold after N deferrals** ([`HOLD_AFTER_DEFERRALS`]; review b30b1a0 finding 15):
+//!   a version deferred in that many rounds whose probe was answered is held like a
+//!   400 — not offered again by this process while that version stays on disk, a
+//!   newer version of its key is offered, the age bound sweeps it — and counted
+//!   `shipping.held_after_deferrals` (contract §5 "hold-and-alert"). Without the probe,
+//!   a payload the backend always 5xx's would block every file behind it until the
+//!   24 h eviction; counting plain deferrals instead would hold every file during an
+//!   outage, losing final windows that are written once. The probe tells the two
+//!   apart at the cost of one request per deferred round.
 //! - [`classify`]: 2xx delivered (the file is deleted only if it is still the version
 //!   sent: [`crate::spool::Spool::acknowledge`]); 400 and 413 held — never re-offered
 //!   by this process while that version stays on disk, a newer version of the key is
@@ -42,6 +56,9 @@ pub const FINAL_ROUND_BUDGET: Duration = Duration::from_secs(4);
 pub const BACKOFF_FIRST: Duration = Duration::from_secs(5);
 /// Default backoff ceiling (design §6).
 pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// Rounds in which one version may be deferred while its probe is answered before it
+/// is held.
+pub const HOLD_AFTER_DEFERRALS: u8 = 5;
 
 /// What one request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,10 +197,13 @@ pub enum RoundEnd {
     SpoolUnavailable,
 }
 
-/// The shipper's state: held files, the halt, the backoff and the coverage counters.
+/// The shipper's state: held files, deferral counts, the halt, the backoff and the
+/// coverage counters.
 #[derive(Debug)]
 pub struct Shipper {
     held: HashMap<String, FileIdentity>,
+    /// Versions deferred while a probe was answered, and how many rounds so.
+    suspects: HashMap<String, (FileIdentity, u8)>,
     halted: bool,
     backoff: Backoff,
     coverage: ShippingCoverage,
@@ -199,6 +219,7 @@ impl Shipper {
     pub fn new(backoff: Backoff) -> Self {
         Self {
             held: HashMap::new(),
+            suspects: HashMap::new(),
             halted: false,
             backoff,
             coverage: ShippingCoverage::default(),
@@ -215,9 +236,25 @@ impl Shipper {
         self.halted
     }
 
-    /// One round: offer the spool oldest first until it is drained, a deferral, a
-    /// halt, `deadline`, or `stop()` (checked between requests). Each request gets
-    /// [`REQUEST_TIMEOUT`] or what is left before `deadline`, whichever is shorter.
+    /// A deferred version's probe was answered: one more round against it; held once
+    /// it reaches [`HOLD_AFTER_DEFERRALS`].
+    fn deferred_while_up(&mut self, name: String, identity: FileIdentity) {
+        let slot = self.suspects.entry(name.clone()).or_insert((identity, 0));
+        if slot.0 != identity {
+            *slot = (identity, 0);
+        }
+        slot.1 = slot.1.saturating_add(1);
+        if slot.1 >= HOLD_AFTER_DEFERRALS {
+            self.suspects.remove(&name);
+            self.held.insert(name, identity);
+            self.coverage.held_after_deferrals += 1;
+        }
+    }
+
+    /// One round: offer the spool oldest first until it is drained, a deferral whose
+    /// probe is deferred too (see the module doc), a halt, `deadline`, or `stop()`
+    /// (checked between requests). Each request gets [`REQUEST_TIMEOUT`] or what is
+    /// left before `deadline`, whichever is shorter.
     pub fn round(
         &mut self,
         spool: &Mutex<Spool>,
@@ -235,6 +272,10 @@ impl Shipper {
         // Forget holds on names that are gone (swept or replaced and delivered).
         self.held
             .retain(|name, _| entries.iter().any(|e| &e.name == name));
+        self.suspects
+            .retain(|name, _| entries.iter().any(|e| &e.name == name));
+        // A deferred version waiting for its probe's answer.
+        let mut awaiting_probe: Option<(String, FileIdentity)> = None;
         for entry in entries {
             if stop() {
                 return RoundEnd::Interrupted;
@@ -281,6 +322,13 @@ impl Shipper {
             let response = transport.post(loaded.kind, &loaded.bytes, remaining.min(REQUEST_TIMEOUT));
             self.coverage.payload_bytes += loaded.bytes.len() as u64;
             self.coverage.transmitted_bytes += response.transmitted_bytes;
+            let answered = matches!(
+                response.outcome,
+                Outcome::Delivered | Outcome::Malformed | Outcome::TooLarge
+            );
+            if answered && let Some((name, identity)) = awaiting_probe.take() {
+                self.deferred_while_up(name, identity);
+            }
             match response.outcome {
                 Outcome::Delivered => {
                     self.coverage.delivered += 1;
@@ -305,9 +353,18 @@ impl Shipper {
                 }
                 Outcome::Deferred => {
                     self.coverage.deferred += 1;
-                    return RoundEnd::Deferred(self.backoff.defer(response.retry_after));
+                    // The probe was deferred too, or the backend said when to return:
+                    // an outage or a pause, not this payload.
+                    if awaiting_probe.is_some() || response.retry_after.is_some() {
+                        return RoundEnd::Deferred(self.backoff.defer(response.retry_after));
+                    }
+                    awaiting_probe = Some((entry.name, loaded.identity));
                 }
             }
+        }
+        if awaiting_probe.is_some() {
+            // Nothing was left to probe with.
+            return RoundEnd::Deferred(self.backoff.defer(None));
         }
         RoundEnd::Drained
     }

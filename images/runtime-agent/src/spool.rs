@@ -20,11 +20,13 @@
 //!   belongs to another pod, is moved to `quarantine/`, counted `damaged`, and never
 //!   offered for shipping ([`Spool::load`]); the quarantine is bounded by the same age
 //!   bound and [`QUARANTINE_MAX_FILES`].
-//! - **Startup** ([`Spool::open`]): remove stale `.tmp`; quarantine damaged files;
-//!   hand back unended-window snapshots for the rollup to merge; promote snapshots whose
-//!   window ended meanwhile to `usage_window` (unless the window's final file exists,
-//!   which beats them); report `previous_run` from `state/alive` and `state/clean`
-//!   (`state/` is never shipped).
+//! - **Startup** ([`Spool::open`], in [`recover`]): remove stale `.tmp`; quarantine
+//!   files that do not parse (never one that only failed to read); hand back
+//!   unended-window snapshots for the rollup to merge; promote snapshots whose window
+//!   ended meanwhile to `usage_window` (unless the window's final file exists, which
+//!   beats them); report `previous_run` from `state/alive` and `state/clean` (`state/`
+//!   is never shipped). Only creating or listing the directories is fatal; every other
+//!   failure (a full disk) degrades and is reported in [`Recovery::degraded`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -32,7 +34,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use crate::payload::{self, Kind, PreviousRun, SpoolCoverage, Spooled, UsagePayload};
+use crate::payload::{self, Kind, SpoolCoverage};
+
+mod recover;
+
+pub use recover::{AtOpen, Degraded, Recovery, Step, at_open};
 
 /// Temp-file suffix.
 pub const TMP_SUFFIX: &str = ".tmp";
@@ -122,18 +128,6 @@ pub struct Loaded {
     pub identity: FileIdentity,
 }
 
-/// What [`Spool::open`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovery {
-    pub previous_run: PreviousRun,
-    /// Snapshots of windows that have not ended: merge them back into the rollup.
-    pub resumed: Vec<UsagePayload>,
-    /// Snapshots whose window ended while no collector ran, promoted to `usage_window`.
-    pub promoted: u64,
-    pub stale_tmp_removed: u64,
-    pub damaged: u64,
-}
-
 /// A write that reached disk as `<name>.tmp` and awaits its rename.
 #[derive(Debug)]
 pub struct Staged {
@@ -182,91 +176,6 @@ fn remove_if_present(path: &Path) -> Result<bool, SpoolError> {
 }
 
 impl Spool {
-    /// Open (creating) the spool at `dir` for the pod `pod_uid` and recover it at
-    /// `now_secs`.
-    pub fn open(
-        dir: &Path,
-        pod_uid: &str,
-        bounds: Bounds,
-        now_secs: u64,
-    ) -> Result<(Self, Recovery), SpoolError> {
-        for sub in ["", "state", "quarantine"] {
-            let path = dir.join(sub);
-            fs::create_dir_all(&path).map_err(io_err(&path))?;
-        }
-        let mut spool = Spool {
-            dir: dir.to_owned(),
-            pod_uid: pod_uid.to_owned(),
-            bounds,
-            evicted: 0,
-            damaged: 0,
-            write_errors: 0,
-        };
-        let state = dir.join("state");
-        let previous_run = match (state.join("alive").exists(), state.join("clean").exists()) {
-            (false, _) => PreviousRun::None,
-            (true, true) => PreviousRun::Clean,
-            (true, false) => PreviousRun::Unclean,
-        };
-        remove_if_present(&state.join("clean"))?;
-        spool.write_raw(&state, "alive", b"")?;
-
-        let mut recovery = Recovery {
-            previous_run,
-            resumed: Vec::new(),
-            promoted: 0,
-            stale_tmp_removed: 0,
-            damaged: 0,
-        };
-        let mut names: Vec<String> = spool.top_level_files()?.into_iter().map(|(n, _)| n).collect();
-        names.sort();
-        for name in names {
-            let path = dir.join(&name);
-            if name.ends_with(TMP_SUFFIX) {
-                remove_if_present(&path)?;
-                recovery.stale_tmp_removed += 1;
-                continue;
-            }
-            let parsed = if valid_name(&name) {
-                fs::read(&path)
-                    .ok()
-                    .and_then(|b| payload::parse_spooled(&name, &b, pod_uid).ok())
-            } else {
-                None
-            };
-            match parsed {
-                None => {
-                    spool.quarantine(&name)?;
-                    recovery.damaged += 1;
-                }
-                Some(Spooled::Usage(p)) if p.kind == Kind::UsageSnapshot => {
-                    let start = crate::time::parse_rfc3339(&p.window_start).unwrap_or_default();
-                    if start.saturating_add(p.window_seconds) > now_secs {
-                        recovery.resumed.push(p);
-                        continue;
-                    }
-                    let final_name = payload::usage_file_name(Kind::UsageWindow, start, p.window_seconds);
-                    if !dir.join(&final_name).exists() {
-                        let promoted = UsagePayload {
-                            kind: Kind::UsageWindow,
-                            ..p
-                        };
-                        let bytes = serde_json::to_vec(&promoted).map_err(|e| SpoolError::Io {
-                            path: path.clone(),
-                            source: io::Error::new(io::ErrorKind::InvalidData, e),
-                        })?;
-                        spool.write(&final_name, &bytes)?;
-                        recovery.promoted += 1;
-                    }
-                    spool.remove(&name)?;
-                }
-                Some(_) => {}
-            }
-        }
-        spool.sweep(now_secs)?;
-        Ok((spool, recovery))
-    }
-
     /// The spool directory.
     pub fn dir(&self) -> &Path {
         &self.dir

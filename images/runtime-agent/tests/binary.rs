@@ -153,3 +153,47 @@ fn a_missing_identity_setting_exits_2_naming_it() {
         "nothing is created before the settings are valid"
     );
 }
+
+#[test]
+fn a_spool_whose_state_cannot_be_written_degrades_instead_of_exiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    // `state/alive` cannot be written (its temp name is a directory), as on a full
+    // disk: the collector says so and keeps collecting.
+    fs::create_dir_all(spool.join("state/alive.tmp")).unwrap();
+    let mut child = command(&spool).spawn().unwrap();
+    let start = Instant::now();
+    while !spool.join("coverage.json").exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "runtime-agent exited instead of degrading"
+        );
+        assert!(start.elapsed() < Duration::from_secs(30), "no coverage.json");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child we spawned.
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM) },
+        0
+    );
+    let status = wait_with_deadline(&mut child, Duration::from_secs(8));
+    assert_eq!(status.code(), Some(0));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("state/alive"),
+        "the degraded start is not logged: {stderr:?}"
+    );
+}
+
+#[test]
+fn an_unusable_proxy_setting_exits_2_naming_it_and_not_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = command(&dir.path().join("spool"));
+    cmd.env("HTTPS_PROXY", format!("socks5://user:{CANARY}@proxy:1080"));
+    let output = cmd.output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("HTTPS_PROXY is invalid"), "{stderr}");
+    assert!(!stderr.contains(CANARY), "the proxy credentials leaked: {stderr}");
+}

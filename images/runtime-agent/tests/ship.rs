@@ -139,16 +139,17 @@ fn a_round_offers_oldest_first_one_at_a_time_and_deletes_what_was_acknowledged()
 }
 
 #[test]
-fn a_deferral_keeps_the_file_ends_the_round_and_backs_off() {
+fn a_deferral_and_a_deferred_probe_keep_the_files_end_the_round_and_back_off() {
     let dir = tempfile::tempdir().unwrap();
     let spool = spool_with_three(dir.path());
-    let (mut t, sent) = Scripted::new(&[Outcome::Deferred, Outcome::Deferred]);
+    let (mut t, sent) = Scripted::new(&[Outcome::Deferred; 4]);
     let mut s = shipper();
     let RoundEnd::Deferred(first) = s.round(&spool, &mut t, far(), &|| false) else {
         panic!("not deferred")
     };
     assert!(first >= Duration::from_millis(2500) && first <= Duration::from_secs(5));
-    assert_eq!(sent.borrow().len(), 1);
+    // The oldest, then one probe of the next: both deferred, so the round ends.
+    assert_eq!(sent.borrow().len(), 2);
     assert_eq!(files(dir.path()).len(), 3);
     let RoundEnd::Deferred(second) = s.round(&spool, &mut t, far(), &|| false) else {
         panic!("not deferred")
@@ -157,12 +158,119 @@ fn a_deferral_keeps_the_file_ends_the_round_and_backs_off() {
     // The oldest again, then everything once the ingest answers 2xx.
     assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
     let sent = sent.borrow();
-    assert_eq!(sent.len(), 5);
-    assert_eq!(sent[0].1, sent[1].1);
-    assert_eq!(sent[1].1, sent[2].1);
+    assert_eq!(sent.len(), 7);
+    assert_eq!(sent[0].1, usage("usage_snapshot", T10, 2));
+    assert_eq!(sent[1].1, usage("usage_snapshot", T10 + 3600, 3));
+    assert_eq!((&sent[2].1, &sent[3].1), (&sent[0].1, &sent[1].1));
+    assert_eq!(sent[4].1, sent[0].1);
     assert!(files(dir.path()).is_empty());
-    assert_eq!(s.coverage().deferred, 2);
+    assert_eq!(s.coverage().deferred, 4);
     assert_eq!(s.coverage().delivered, 3);
+    assert_eq!(s.coverage().held_after_deferrals, 0, "an outage holds nothing");
+}
+
+/// Answers by payload: `poison` is always deferred, everything else delivered.
+struct Poisoned {
+    poison: Vec<u8>,
+    sent: Sent,
+}
+
+impl Transport for Poisoned {
+    fn post(&mut self, kind: Kind, payload: &[u8], _timeout: Duration) -> Response {
+        self.sent.borrow_mut().push((kind, payload.to_vec()));
+        Response::of(if payload == self.poison {
+            Outcome::Deferred
+        } else {
+            Outcome::Delivered
+        })
+    }
+}
+
+#[test]
+fn a_payload_deferred_while_others_are_delivered_is_held_after_n_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let poison = usage("usage_snapshot", T10, 2);
+    let sent: Sent = Rc::new(RefCell::new(Vec::new()));
+    let mut t = Poisoned {
+        poison: poison.clone(),
+        sent: Rc::clone(&sent),
+    };
+    let mut s = shipper();
+    let n = runtime_agent::ship::HOLD_AFTER_DEFERRALS;
+    for round in 0..n {
+        // A fresh file each round, as the collector writes them.
+        let start = T10 + (10 + u64::from(round)) * 3600;
+        spool
+            .lock()
+            .unwrap()
+            .write(&snap(start), &usage("usage_snapshot", start, 50))
+            .unwrap();
+        set_mtime(&dir.path().join(snap(start)), start);
+        // The poison never blocks the files behind it.
+        assert_eq!(
+            s.round(&spool, &mut t, far(), &|| false),
+            RoundEnd::Drained,
+            "round {round}"
+        );
+        assert_eq!(files(dir.path()), vec![snap(T10)], "round {round}");
+    }
+    assert_eq!(s.coverage().held_after_deferrals, 1);
+    let offered = |sent: &Sent| sent.borrow().iter().filter(|(_, b)| *b == poison).count();
+    assert_eq!(offered(&sent), usize::from(n));
+    // Held: not offered again while that version stays on disk.
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(offered(&sent), usize::from(n));
+    assert_eq!(files(dir.path()), vec![snap(T10)], "held, not deleted");
+    // A rewrite of the key is a new version: offered (and delivered) again.
+    spool
+        .lock()
+        .unwrap()
+        .write(&snap(T10), &usage("usage_snapshot", T10, 99))
+        .unwrap();
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert!(files(dir.path()).is_empty());
+}
+
+#[test]
+fn in_an_outage_nothing_is_held_however_long_it_lasts() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let rounds = usize::from(runtime_agent::ship::HOLD_AFTER_DEFERRALS) * 3;
+    let (mut t, sent) = Scripted::new(&vec![Outcome::Deferred; rounds * 2]);
+    let mut s = shipper();
+    for _ in 0..rounds {
+        assert!(matches!(
+            s.round(&spool, &mut t, far(), &|| false),
+            RoundEnd::Deferred(_)
+        ));
+    }
+    assert_eq!(
+        sent.borrow().len(),
+        rounds * 2,
+        "the oldest and one probe per round"
+    );
+    assert_eq!(s.coverage().held_after_deferrals, 0);
+    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert!(files(dir.path()).is_empty());
+}
+
+#[test]
+fn a_retry_after_ends_the_round_without_a_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = spool_with_three(dir.path());
+    let (mut t, sent) = Scripted::new(&[]);
+    t.replies.push_back(Response {
+        outcome: Outcome::Deferred,
+        retry_after: Some(Duration::from_secs(7)),
+        transmitted_bytes: 1,
+    });
+    let mut s = shipper();
+    assert_eq!(
+        s.round(&spool, &mut t, far(), &|| false),
+        RoundEnd::Deferred(Duration::from_secs(7))
+    );
+    assert_eq!(sent.borrow().len(), 1);
 }
 
 #[test]

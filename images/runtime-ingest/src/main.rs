@@ -1,8 +1,12 @@
 //! `runtime-ingest`: the reference ingest backend (collector-design.md §10).
 //!
 //! `runtime-ingest serve --db <path> [--listen 127.0.0.1:8470] [--source-id default]
-//! [--admin] [--faults <json>] [--decoded-cap <bytes>]` prints
-//! `listening on http://<addr>` on stdout once it accepts connections.
+//! [--admin] [--faults <json>] [--decoded-cap <bytes>] [--max-connections <n>]
+//! [--body-timeout-ms <ms>] [--received-budget <bytes>]` prints
+//! `listening on http://<addr>` on stdout once it accepts connections. Every refusal
+//! is logged on stderr as one line, `runtime-ingest: <status> <code> <path>: <detail>`.
+//! `--admin` enables the unauthenticated `/debug/*` and `/admin/faults` routes (tests
+//! and local inspection only); without it they answer 404.
 //!
 //! `runtime-ingest report --db <path> --out <chart.svg>` draws the stored usage per
 //! agent (average cores and largest working set per hour window).
@@ -12,11 +16,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use std::time::Duration;
+
 use runtime_ingest::faults::{Fault, Script};
-use runtime_ingest::server::{State, serve};
+use runtime_ingest::limits;
+use runtime_ingest::server::{Options, State, serve};
 use runtime_ingest::store::Store;
 
 #[derive(Parser)]
@@ -43,7 +50,8 @@ enum Command {
         /// The one configured source everything that arrives is attributed to.
         #[arg(long, default_value = "default")]
         source_id: String,
-        /// Enable `POST /admin/faults` (tests only).
+        /// Enable the unauthenticated `/debug/*` read-back and `POST /admin/faults`
+        /// (tests and local inspection only; without it they answer 404).
         #[arg(long)]
         admin: bool,
         /// An initial fault script (JSON array; implies nothing without `--admin`
@@ -53,6 +61,15 @@ enum Command {
         /// Decoded-size cap in bytes.
         #[arg(long, default_value_t = runtime_ingest::DECODED_CAP)]
         decoded_cap: usize,
+        /// Connections served at once (the next wait in the listen backlog).
+        #[arg(long, default_value_t = limits::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize))]
+        max_connections: usize,
+        /// How long a request body may take to arrive, in milliseconds (408 after).
+        #[arg(long, default_value_t = limits::BODY_TIMEOUT.as_millis() as u64)]
+        body_timeout_ms: u64,
+        /// Bytes the `/debug/received` log keeps (oldest evicted first).
+        #[arg(long, default_value_t = limits::RECEIVED_BUDGET)]
+        received_budget: usize,
     },
     /// Draw the stored usage per agent as an SVG chart.
     Report {
@@ -102,6 +119,9 @@ fn main() -> ExitCode {
             admin,
             faults,
             decoded_cap,
+            max_connections,
+            body_timeout_ms,
+            received_budget,
         } => {
             let mut script = Script::default();
             if let Some(json) = faults {
@@ -131,14 +151,23 @@ fn main() -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            let state = Arc::new(State {
-                store: Mutex::new(store),
-                script: Mutex::new(script),
-                received: Mutex::new(Vec::new()),
-                source_id,
-                admin,
-                decoded_cap,
-            });
+            let state = State::new(
+                store,
+                Options {
+                    source_id,
+                    admin,
+                    decoded_cap,
+                    body_timeout: Duration::from_millis(body_timeout_ms),
+                    max_connections,
+                    bodies_in_flight: limits::BODIES_IN_FLIGHT,
+                    received_budget,
+                },
+            );
+            *state
+                .script
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = script;
+            let state = Arc::new(state);
             runtime.block_on(async move {
                 let listener = match tokio::net::TcpListener::bind(&listen).await {
                     Ok(l) => l,

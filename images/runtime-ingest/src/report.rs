@@ -43,10 +43,7 @@ pub fn series(rows: &[Stored]) -> BTreeMap<String, Vec<Point>> {
             continue;
         };
         for r in v["records"].as_array().into_iter().flatten() {
-            let Some(start) = r["window_start"]
-                .as_str()
-                .and_then(runtime_agent::time::parse_rfc3339)
-            else {
+            let Some(start) = r["window_start"].as_str().and_then(crate::checks::parse_rfc3339) else {
                 continue;
             };
             let label = format!(
@@ -77,7 +74,7 @@ pub fn series(rows: &[Stored]) -> BTreeMap<String, Vec<Point>> {
 type Panel = (&'static str, &'static str, f64, fn(&Point) -> Option<f64>);
 
 fn time_label(secs: &i64) -> String {
-    let text = runtime_agent::time::rfc3339(u64::try_from(*secs).unwrap_or(0));
+    let text = crate::checks::format_utc(u64::try_from(*secs).unwrap_or(0));
     // `YYYY-MM-DDTHH:MM:SSZ` → `MM-DD HH:MM` (ticks need not fall on the hour).
     text.get(5..16).map(|s| s.replace('T', " ")).unwrap_or(text)
 }
@@ -198,9 +195,7 @@ mod tests {
             ("usage_window", "b", "2026-08-06T10:00:00Z", 0, 0, 1_048_576),
         ] {
             let bytes = usage(kind, pod, start, core, covered, max);
-            store
-                .upsert("s", &validate(kind, &bytes).unwrap(), &bytes)
-                .unwrap();
+            store.upsert("s", &validate(kind, &bytes).unwrap()).unwrap();
         }
         let s = series(&store.records(None, None).unwrap());
         assert_eq!(s.len(), 2);

@@ -1,15 +1,24 @@
-//! The HTTP/1.1 server (collector-design.md §10 "Routes").
+//! The HTTP/1.1 server (collector-design.md §10 "Routes"; review b30b1a0 finding 14).
 //!
-//! - `POST /v1/ingest/{kind}` (alias `/v1/kubernetes/{kind}`): decode, validate,
-//!   upsert, then `204` with an empty body; 400/413 for refused bytes, 503 when the
-//!   store fails. Responses carry nothing actionable (contract §1, §5).
-//! - `GET /debug/records?kind=&pod_uid=`: the stored rows as JSON (decoded payloads).
-//! - `GET /debug/received`: every request seen (path, headers that matter, status,
-//!   decoded body), bounded to the last [`RECEIVED_MAX`] — for canary checks over
-//!   every byte the ingest received.
-//! - `POST /admin/faults`: replace the fault script ([`crate::faults`]); only with
-//!   `--admin`, else 404.
+//! - `POST /v1/ingest/{kind}` (alias `/v1/kubernetes/{kind}`): [`crate::server::ingest`]
+//!   — decode, validate, upsert, then `204` with an empty body; a refusal is its
+//!   [`crate::Reject`] status with `{"error":"<code>","detail":"…"}` and one log line;
+//!   a storage failure is 503 `storage.unavailable`.
 //! - `GET /healthz`: 204.
+//! - Only with `--admin` ([`Options::admin`]), else 404 — they are unauthenticated:
+//!   - `GET /debug/records?kind=&pod_uid=`: the stored rows as JSON;
+//!   - `GET /debug/received`: the bounded log of requests seen ([`crate::received`]);
+//!   - `GET /debug/stats`: what the log and the connections hold, refusals by code;
+//!   - `POST /admin/faults`: replace the fault script ([`crate::faults`]).
+//!
+//! **Bounds** ([`crate::limits`], each overridable in [`Options`]): at most
+//! `max_connections` connections (the accept loop waits for a slot, so the next ones
+//! queue in the listen backlog); headers within [`crate::limits::HEADER_TIMEOUT`],
+//! which hyper also applies to an idle keep-alive connection, so idle ones free their
+//! slot; at most `bodies_in_flight` request bodies buffered at once, each read within
+//! `body_timeout` (408 after) and capped at the compressed cap (413, with up to
+//! [`crate::limits::DISCARD_LIMIT`] more read and dropped so the client sees the
+//! answer); the `received` log within `received_budget` bytes.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -19,40 +28,121 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
+use tokio::sync::Semaphore;
 
 use crate::faults::{Fault, Script};
+use crate::limits;
+use crate::received::ReceivedLog;
 use crate::store::Store;
-use crate::{COMPRESSED_CAP, Reject, decode, validate};
 
-/// Requests kept for `/debug/received`.
-pub const RECEIVED_MAX: usize = 10_000;
+mod ingest;
 
-/// One request as seen.
-#[derive(Debug, Clone, Serialize)]
-pub struct Received {
-    pub path: String,
-    pub user_agent: Option<String>,
-    pub content_type: Option<String>,
-    pub content_encoding: Option<String>,
-    /// The answer given (0 = dropped without a reply).
-    pub status: u16,
-    /// The decoded body (lossy UTF-8), or the raw body when it did not decode.
-    pub body: String,
+/// The server's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The one configured source everything is attributed to (contract §3).
+    pub source_id: String,
+    /// Serve `/debug/*` and `/admin/faults`.
+    pub admin: bool,
+    /// Decoded-size cap.
+    pub decoded_cap: usize,
+    /// How long a body may take once its headers arrived.
+    pub body_timeout: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Request bodies buffered at once.
+    pub bodies_in_flight: usize,
+    /// Bytes the `received` log keeps.
+    pub received_budget: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            source_id: "default".into(),
+            admin: false,
+            decoded_cap: limits::DECODED_CAP,
+            body_timeout: limits::BODY_TIMEOUT,
+            max_connections: limits::MAX_CONNECTIONS,
+            bodies_in_flight: limits::BODIES_IN_FLIGHT,
+            received_budget: limits::RECEIVED_BUDGET,
+        }
+    }
 }
 
 /// The server's shared state.
 pub struct State {
     pub store: Mutex<Store>,
     pub script: Mutex<Script>,
-    pub received: Mutex<Vec<Received>>,
-    pub source_id: String,
-    pub admin: bool,
-    pub decoded_cap: usize,
+    pub received: Mutex<ReceivedLog>,
+    pub options: Options,
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
+    storage_failures: Mutex<u64>,
+    bodies: Arc<Semaphore>,
+    connections: Arc<Semaphore>,
+}
+
+impl State {
+    /// A server state over `store` (zero limits are raised to 1).
+    pub fn new(store: Store, options: Options) -> Self {
+        Self {
+            store: Mutex::new(store),
+            script: Mutex::new(Script::default()),
+            received: Mutex::new(ReceivedLog::new(options.received_budget)),
+            rejected: Mutex::new(BTreeMap::new()),
+            storage_failures: Mutex::new(0),
+            bodies: Arc::new(Semaphore::new(options.bodies_in_flight.max(1))),
+            connections: Arc::new(Semaphore::new(options.max_connections.max(1))),
+            options,
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        let received = lock(&self.received);
+        let limit = self.options.max_connections.max(1);
+        Stats {
+            received: LogStats {
+                entries: received.len(),
+                bytes: received.bytes(),
+                budget: received.budget(),
+            },
+            rejected: lock(&self.rejected).clone(),
+            storage_failures: *lock(&self.storage_failures),
+            connections: ConnectionStats {
+                open: limit.saturating_sub(self.connections.available_permits()),
+                limit,
+            },
+            stored_bytes: lock(&self.store).stored_bytes().ok(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct LogStats {
+    entries: usize,
+    bytes: usize,
+    budget: usize,
+}
+
+#[derive(Serialize)]
+struct ConnectionStats {
+    open: usize,
+    limit: usize,
+}
+
+/// `GET /debug/stats`.
+#[derive(Serialize)]
+struct Stats {
+    received: LogStats,
+    rejected: BTreeMap<&'static str, u64>,
+    storage_failures: u64,
+    connections: ConnectionStats,
+    stored_bytes: Option<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -79,14 +169,27 @@ fn empty(status: u16) -> Response<Full<Bytes>> {
     r
 }
 
-fn json<T: Serialize>(value: &T) -> Response<Full<Bytes>> {
+fn json<T: Serialize>(status: u16, value: &T) -> Response<Full<Bytes>> {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(body)));
-    r.headers_mut().insert(
-        CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
+}
+
+fn close_after(mut r: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Keep at most `max` characters, printable ASCII only (for logs and the log).
+fn clip(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .collect()
 }
 
 fn query(q: Option<&str>) -> BTreeMap<String, String> {
@@ -98,150 +201,26 @@ fn query(q: Option<&str>) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn header(req: &Request<Incoming>, name: hyper::header::HeaderName) -> Option<String> {
-    req.headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-async fn ingest(state: &State, kind: String, req: Request<Incoming>) -> Reply {
-    let path = req.uri().path().to_owned();
-    let user_agent = header(&req, USER_AGENT);
-    let content_type = header(&req, CONTENT_TYPE);
-    let content_encoding = header(&req, CONTENT_ENCODING);
-    let fault = lock(&state.script).take_next();
-    let body = Limited::new(req.into_body(), COMPRESSED_CAP.max(state.decoded_cap))
-        .collect()
-        .await
-        .map(|b| b.to_bytes());
-    let mut seen = Received {
-        path,
-        user_agent,
-        content_type: content_type.clone(),
-        content_encoding: content_encoding.clone(),
-        status: 0,
-        body: String::new(),
-    };
-    let outcome: Result<(Vec<u8>, Vec<crate::Row>), Reject> = match &body {
-        Err(_) => Err(Reject::TooLarge),
-        Ok(raw) => {
-            let gzip = content_encoding
-                .as_deref()
-                .is_some_and(|e| e.trim().eq_ignore_ascii_case("gzip"));
-            let is_json = content_type.as_deref().is_some_and(|t| {
-                t.split(';')
-                    .next()
-                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-            });
-            if !gzip {
-                seen.body = String::from_utf8_lossy(raw).into_owned();
-                Err(Reject::Malformed("Content-Encoding is not gzip"))
-            } else if !is_json {
-                Err(Reject::Malformed("Content-Type is not application/json"))
-            } else {
-                decode(raw, state.decoded_cap).and_then(|decoded| {
-                    seen.body = String::from_utf8_lossy(&decoded).into_owned();
-                    validate(&kind, &decoded).map(|rows| (decoded, rows))
-                })
-            }
-        }
-    };
-    if seen.body.is_empty()
-        && let Ok(raw) = &body
-    {
-        seen.body = String::from_utf8_lossy(raw).into_owned();
-    }
-    let mut commit_then_drop = false;
-    let status = match fault {
-        // An ingest crash: the process ends at once, nothing stored, no reply (137 as
-        // for SIGKILL; no core file, unlike abort).
-        Some(Fault::Kill) => std::process::exit(137),
-        Some(Fault::Status {
-            status, retry_after, ..
-        }) => {
-            seen.status = status;
-            record(state, seen);
-            let mut r = empty(status);
-            if let Some(secs) = retry_after {
-                r.headers_mut().insert(
-                    hyper::header::RETRY_AFTER,
-                    secs.to_string().parse().map_err(|_| Dropped)?,
-                );
-            }
-            return Ok(r);
-        }
-        Some(Fault::Hang { ms, .. }) => {
-            record(state, seen);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            return Err(Dropped);
-        }
-        Some(Fault::Close { .. }) => {
-            record(state, seen);
-            return Err(Dropped);
-        }
-        Some(Fault::StorageError { .. }) => 503,
-        Some(Fault::DropAfterCommit { .. }) => {
-            commit_then_drop = true;
-            0
-        }
-        Some(Fault::Pass { .. }) | None => 0,
-    };
-    let status = if status != 0 {
-        status
-    } else {
-        match outcome {
-            Err(reject) => reject.status(),
-            Ok((decoded, rows)) => match lock(&state.store).upsert(&state.source_id, &rows, &decoded) {
-                Ok(()) => 204,
-                Err(e) => {
-                    eprintln!("runtime-ingest: {e}");
-                    503
-                }
-            },
-        }
-    };
-    if commit_then_drop && status == 204 {
-        record(state, seen);
-        return Err(Dropped);
-    }
-    seen.status = status;
-    record(state, seen);
-    Ok(empty(status))
-}
-
-fn record(state: &State, seen: Received) {
-    let mut received = lock(&state.received);
-    if received.len() >= RECEIVED_MAX {
-        received.remove(0);
-    }
-    received.push(seen);
-}
-
-async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
-    let path = req.uri().path().to_owned();
-    let method = req.method().clone();
-    let ingest_kind = path
-        .strip_prefix("/v1/ingest/")
-        .or_else(|| path.strip_prefix("/v1/kubernetes/"))
-        .map(str::to_owned);
-    match (method, ingest_kind) {
-        (Method::POST, Some(kind)) => ingest(&state, kind, req).await,
-        (Method::GET, _) if path == "/healthz" => Ok(empty(204)),
-        (Method::GET, _) if path == "/debug/records" => {
+async fn admin(state: &State, method: &Method, path: &str, req: Request<Incoming>) -> Reply {
+    match (method, path) {
+        (&Method::GET, "/debug/records") => {
             let q = query(req.uri().query());
             let rows = lock(&state.store).records(
                 q.get("kind").map(String::as_str),
                 q.get("pod_uid").map(String::as_str),
             );
             Ok(match rows {
-                Ok(rows) => json(&rows),
+                Ok(rows) => json(200, &rows),
                 Err(_) => empty(503),
             })
         }
-        (Method::GET, _) if path == "/debug/received" => Ok(json(&*lock(&state.received))),
-        (Method::POST, _) if path == "/admin/faults" && state.admin => {
-            let body = Limited::new(req.into_body(), 64 * 1024)
+        (&Method::GET, "/debug/received") => {
+            let entries: Vec<_> = lock(&state.received).iter().cloned().collect();
+            Ok(json(200, &entries))
+        }
+        (&Method::GET, "/debug/stats") => Ok(json(200, &state.stats())),
+        (&Method::POST, "/admin/faults") => {
+            let body = Limited::new(req.into_body(), limits::FAULTS_BODY_CAP)
                 .collect()
                 .await
                 .map(|b| b.to_bytes());
@@ -260,19 +239,45 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
     }
 }
 
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let ingest_kind = path
+        .strip_prefix("/v1/ingest/")
+        .or_else(|| path.strip_prefix("/v1/kubernetes/"))
+        .map(str::to_owned);
+    match (&method, ingest_kind) {
+        (&Method::POST, Some(kind)) => ingest::ingest(&state, kind, req).await,
+        (&Method::GET, _) if path == "/healthz" => Ok(empty(204)),
+        _ if state.options.admin && (path.starts_with("/debug/") || path.starts_with("/admin/")) => {
+            admin(&state, &method, &path, req).await
+        }
+        _ => Ok(empty(404)),
+    }
+}
+
 /// Serve on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) -> Infallible {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        // Wait for a connection slot before accepting, so connections past the limit
+        // queue in the kernel's backlog instead of in our memory.
+        let Ok(permit) = Arc::clone(&state.connections).acquire_owned().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
+        let stream = loop {
+            match listener.accept().await {
+                Ok((stream, _)) => break stream,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
         let state = Arc::clone(&state);
         tokio::spawn(async move {
+            let _slot = permit;
             let service = service_fn(move |req| handle(Arc::clone(&state), req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
+                .header_read_timeout(limits::HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

@@ -1,23 +1,47 @@
-//! Durable upsert by natural key (collector-design.md §10 "Upsert", "Durable before
-//! 2xx"; runtime-agent-backend-contract.md §4 "Delivery semantics").
+//! Durable upsert by natural key, each record stored once (collector-design.md §10
+//! "Upsert", "Durable before 2xx"; runtime-agent-backend-contract.md §4 "Delivery
+//! semantics"; issue 19 "The reference ingest stores each payload once per record").
 //!
 //! One SQLite database in WAL mode with `synchronous=FULL`, so a committed
 //! transaction survives a crash of the process or the machine; the server answers 2xx
-//! only after [`Store::upsert`] returned `Ok`. One table keyed
-//! `(source_id, group, natural_key)`; each row holds the decoded payload that last
-//! won its key (for the collector's single-record payloads, exactly the spooled
-//! bytes) and how many writes changed it.
+//! only after [`Store::upsert`] returned `Ok`. Two tables:
+//!
+//! - `record_rows`, keyed `(source_id, grp, natural_key)`: the row's own record text (or the
+//!   whole payload for kinds without records), whether it is final, how many writes
+//!   changed it, and which envelope it reads back with;
+//! - `envelopes`: the payload text around its records (see [`crate::validate`]), one
+//!   per distinct envelope, addressed by its SHA-256, and removed in the same
+//!   transaction once no row refers to it.
+//!
+//! So one request of n records costs its decoded size once, not n times, and a
+//! superseded record is in no row. A row reads back as `prefix + record + suffix`.
+//!
+//! The merge rule is the pure [`decide`] (one test per arm); the SQL only applies it.
+//! A database written by the previous schema (one `records` table holding the whole
+//! payload in every row) is migrated at [`Store::open`]: each old row is re-split and
+//! keeps only its own record.
 
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use sha2::{Digest, Sha256};
 
-use crate::{Merge, Row};
+use crate::kinds::Merge;
+use crate::validate::{Validated, validate};
+
+/// The schema this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// A storage failure (answered 503).
 #[derive(Debug, thiserror::Error)]
-#[error("storage: {0}")]
-pub struct StoreError(#[from] rusqlite::Error);
+pub enum StoreError {
+    #[error("storage: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("storage: the database is not in WAL mode (journal_mode={0})")]
+    NotWal(String),
+    #[error("storage: the database has schema version {0}, newer than this build's")]
+    NewerSchema(i64),
+}
 
 /// A stored row, for read-back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -29,8 +53,49 @@ pub struct Stored {
     pub is_final: bool,
     /// Writes that changed the row (1 = inserted once, never replaced).
     pub writes: u64,
-    /// The decoded payload bytes as text.
+    /// The payload as if it had carried only this row's record (for the collector's
+    /// single-record payloads, exactly the bytes it posted).
     pub payload: String,
+}
+
+/// What is stored under a key now, as far as the merge rule cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Existing {
+    pub is_final: bool,
+    /// Same record text and same envelope as the incoming row.
+    pub same: bool,
+}
+
+/// What the merge rule does with an incoming row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// No row yet: insert, final or not.
+    Insert { is_final: bool },
+    /// Replace the stored row (one more write), final or not.
+    Replace { is_final: bool },
+    /// Leave the stored row as it is.
+    Keep,
+}
+
+/// The merge rule (contract §4: upsert by key, never additive; a closed window beats
+/// every snapshot; events accumulate; an identical resend changes nothing).
+pub fn decide(merge: Merge, existing: Option<Existing>) -> Action {
+    let Some(e) = existing else {
+        return Action::Insert {
+            is_final: merge == Merge::Final,
+        };
+    };
+    match merge {
+        Merge::Snapshot if e.is_final || e.same => Action::Keep,
+        Merge::Snapshot => Action::Replace { is_final: false },
+        // A window over its own snapshot marks the row final even when the bytes are
+        // the same; a final row changes only for different bytes.
+        Merge::Final if e.is_final && e.same => Action::Keep,
+        Merge::Final => Action::Replace { is_final: true },
+        Merge::Replace if e.same => Action::Keep,
+        Merge::Replace => Action::Replace { is_final: false },
+        Merge::Once => Action::Keep,
+    }
 }
 
 /// The database.
@@ -38,68 +103,129 @@ pub struct Store {
     conn: Connection,
 }
 
+fn envelope_hash(prefix: &str, suffix: &str) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update((prefix.len() as u64).to_le_bytes());
+    h.update(prefix.as_bytes());
+    h.update(suffix.as_bytes());
+    h.finalize().to_vec()
+}
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS envelopes (
+      id INTEGER PRIMARY KEY,
+      hash BLOB NOT NULL UNIQUE,
+      prefix BLOB NOT NULL,
+      suffix BLOB NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS record_rows (
+      source_id TEXT NOT NULL,
+      grp TEXT NOT NULL,
+      natural_key TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      pod_uid TEXT NOT NULL,
+      final INTEGER NOT NULL,
+      envelope INTEGER REFERENCES envelopes(id),
+      body BLOB NOT NULL,
+      writes INTEGER NOT NULL,
+      PRIMARY KEY (source_id, grp, natural_key)
+    );
+    CREATE INDEX IF NOT EXISTS record_rows_envelope ON record_rows(envelope);";
+
 impl Store {
-    /// Open (creating) the database at `path`.
+    /// Open (creating or migrating) the database at `path`.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)?;
+        let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(1))?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError(rusqlite::Error::InvalidQuery));
+            return Err(StoreError::NotWal(mode));
         }
-        conn.execute_batch(
-            "PRAGMA synchronous=FULL;
-             CREATE TABLE IF NOT EXISTS records (
-               source_id TEXT NOT NULL,
-               grp TEXT NOT NULL,
-               natural_key TEXT NOT NULL,
-               kind TEXT NOT NULL,
-               pod_uid TEXT NOT NULL,
-               final INTEGER NOT NULL,
-               payload BLOB NOT NULL,
-               writes INTEGER NOT NULL,
-               PRIMARY KEY (source_id, grp, natural_key)
-             );",
-        )?;
+        conn.execute_batch("PRAGMA synchronous=FULL;")?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema(version));
+        }
+        if version < SCHEMA_VERSION {
+            let tx = conn.transaction()?;
+            tx.execute_batch(SCHEMA)?;
+            migrate_v1(&tx)?;
+            tx.execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION}"))?;
+            tx.commit()?;
+        }
         Ok(Self { conn })
     }
 
     /// Apply a request's rows in one transaction and commit it durably.
-    pub fn upsert(&mut self, source_id: &str, rows: &[Row], payload: &[u8]) -> Result<(), StoreError> {
+    pub fn upsert(&mut self, source_id: &str, v: &Validated<'_>) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
-        for row in rows {
-            let sql = match row.merge {
-                Merge::Snapshot => {
-                    "INSERT INTO records VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 1)
-                     ON CONFLICT (source_id, grp, natural_key) DO UPDATE SET
-                       kind = excluded.kind, payload = excluded.payload, writes = writes + 1
-                     WHERE final = 0 AND payload IS NOT excluded.payload"
+        let envelope = match v.envelope {
+            Some(e) => Some(put_envelope(&tx, e.prefix, e.suffix)?),
+            None => None,
+        };
+        let mut released = Vec::new();
+        for row in &v.rows {
+            let old: Option<(bool, Option<i64>, bool)> = tx
+                .query_row(
+                    "SELECT final, envelope, body = ?4 FROM record_rows
+                     WHERE source_id = ?1 AND grp = ?2 AND natural_key = ?3",
+                    params![source_id, row.group, row.natural_key, row.body.as_bytes()],
+                    |r| Ok((r.get::<_, i64>(0)? != 0, r.get(1)?, r.get::<_, i64>(2)? != 0)),
+                )
+                .optional()?;
+            let existing = old.map(|(is_final, env, same_body)| Existing {
+                is_final,
+                same: same_body && env == envelope,
+            });
+            match decide(row.merge, existing) {
+                Action::Keep => {}
+                Action::Insert { is_final } => {
+                    tx.execute(
+                        "INSERT INTO record_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1)",
+                        params![
+                            source_id,
+                            row.group,
+                            row.natural_key,
+                            row.kind.as_str(),
+                            row.pod_uid,
+                            is_final,
+                            envelope,
+                            row.body.as_bytes()
+                        ],
+                    )?;
                 }
-                Merge::Final => {
-                    "INSERT INTO records VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, 1)
-                     ON CONFLICT (source_id, grp, natural_key) DO UPDATE SET
-                       kind = excluded.kind, payload = excluded.payload, final = 1,
-                       writes = writes + 1
-                     WHERE final = 0 OR payload IS NOT excluded.payload"
+                Action::Replace { is_final } => {
+                    tx.execute(
+                        "UPDATE record_rows SET kind = ?4, pod_uid = ?5, final = ?6, envelope = ?7,
+                           body = ?8, writes = writes + 1
+                         WHERE source_id = ?1 AND grp = ?2 AND natural_key = ?3",
+                        params![
+                            source_id,
+                            row.group,
+                            row.natural_key,
+                            row.kind.as_str(),
+                            row.pod_uid,
+                            is_final,
+                            envelope,
+                            row.body.as_bytes()
+                        ],
+                    )?;
+                    if let Some((_, Some(old_env), _)) = old
+                        && Some(old_env) != envelope
+                    {
+                        released.push(old_env);
+                    }
                 }
-                Merge::Replace => {
-                    "INSERT INTO records VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 1)
-                     ON CONFLICT (source_id, grp, natural_key) DO UPDATE SET
-                       kind = excluded.kind, payload = excluded.payload, writes = writes + 1
-                     WHERE payload IS NOT excluded.payload"
-                }
-                Merge::Once => "INSERT OR IGNORE INTO records VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, 1)",
-            };
+            }
+        }
+        released.extend(envelope);
+        released.sort_unstable();
+        released.dedup();
+        for id in released {
             tx.execute(
-                sql,
-                params![
-                    source_id,
-                    row.group,
-                    row.natural_key,
-                    row.kind.as_str(),
-                    row.pod_uid,
-                    payload
-                ],
+                "DELETE FROM envelopes WHERE id = ?1
+                 AND NOT EXISTS (SELECT 1 FROM record_rows WHERE envelope = ?1)",
+                params![id],
             )?;
         }
         tx.commit()?;
@@ -109,12 +235,15 @@ impl Store {
     /// Stored rows, optionally filtered by kind and pod, in key order.
     pub fn records(&self, kind: Option<&str>, pod_uid: Option<&str>) -> Result<Vec<Stored>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT kind, natural_key, pod_uid, final, writes, payload FROM records
-             WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR pod_uid = ?2)
-             ORDER BY grp, natural_key",
+            "SELECT r.kind, r.natural_key, r.pod_uid, r.final, r.writes, e.prefix, r.body, e.suffix
+             FROM record_rows r LEFT JOIN envelopes e ON e.id = r.envelope
+             WHERE (?1 IS NULL OR r.kind = ?1) AND (?2 IS NULL OR r.pod_uid = ?2)
+             ORDER BY r.grp, r.natural_key",
         )?;
         let rows = stmt.query_map(params![kind, pod_uid], |r| {
-            let payload: Vec<u8> = r.get(5)?;
+            let mut payload: Vec<u8> = r.get::<_, Option<Vec<u8>>>(5)?.unwrap_or_default();
+            payload.extend_from_slice(&r.get::<_, Vec<u8>>(6)?);
+            payload.extend_from_slice(&r.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default());
             Ok(Stored {
                 kind: r.get(0)?,
                 natural_key: r.get(1)?,
@@ -129,53 +258,88 @@ impl Store {
 
     /// The number of stored rows.
     pub fn count(&self) -> Result<u64, StoreError> {
-        let n: Option<i64> = self
+        let n: i64 = self
             .conn
-            .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0))
-            .optional()?;
-        Ok(n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
+            .query_row("SELECT COUNT(*) FROM record_rows", [], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
+
+    /// Bytes of stored payload text: every record once, every envelope once.
+    pub fn stored_bytes(&self) -> Result<u64, StoreError> {
+        let n: i64 = self.conn.query_row(
+            "SELECT (SELECT COALESCE(SUM(length(body)), 0) FROM record_rows)
+                  + (SELECT COALESCE(SUM(length(prefix) + length(suffix)), 0) FROM envelopes)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+fn put_envelope(tx: &Transaction<'_>, prefix: &str, suffix: &str) -> Result<i64, StoreError> {
+    let hash = envelope_hash(prefix, suffix);
+    tx.execute(
+        "INSERT OR IGNORE INTO envelopes (hash, prefix, suffix) VALUES (?1, ?2, ?3)",
+        params![hash, prefix.as_bytes(), suffix.as_bytes()],
+    )?;
+    Ok(
+        tx.query_row("SELECT id FROM envelopes WHERE hash = ?1", params![hash], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Move the first schema's `records` (the whole payload in every row) into `record_rows`,
+/// each row keeping only its own record. A row whose payload no longer validates is
+/// kept whole, without an envelope.
+fn migrate_v1(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let exists: bool = tx.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'records'",
+        [],
+        |r| Ok(r.get::<_, i64>(0)? > 0),
+    )?;
+    if !exists {
+        return Ok(());
+    }
+    type OldRow = (String, String, String, String, String, bool, Vec<u8>, i64);
+    let old: Vec<OldRow> = {
+        let mut stmt = tx.prepare(
+            "SELECT source_id, grp, natural_key, kind, pod_uid, final, payload, writes FROM records",
+        )?;
+        stmt.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get::<_, i64>(5)? != 0,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })?
+        .collect::<Result<_, _>>()?
+    };
+    for (source_id, grp, key, kind, pod_uid, is_final, payload, writes) in old {
+        let split = validate(&kind, &payload).ok().and_then(|v| {
+            let body = v.rows.iter().find(|r| r.natural_key == key)?.body;
+            Some((v.envelope, body.as_bytes().to_vec()))
+        });
+        let (envelope, body) = match split {
+            Some((Some(e), body)) => (Some(put_envelope(tx, e.prefix, e.suffix)?), body),
+            Some((None, body)) => (None, body),
+            None => (None, payload.clone()),
+        };
+        tx.execute(
+            "INSERT OR REPLACE INTO record_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                source_id, grp, key, kind, pod_uid, is_final, envelope, body, writes
+            ],
+        )?;
+    }
+    tx.execute_batch("DROP TABLE records;")?;
+    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::validate;
-
-    fn usage(kind: &str, core: u64) -> Vec<u8> {
-        format!(
-            r#"{{"kind":"{kind}","source":"measured","window_start":"2026-08-06T10:00:00Z","window_seconds":3600,"records":[{{"pod_uid":"u1","container":"agent","window_start":"2026-08-06T10:00:00Z","window_seconds":3600,"cpu":{{"core_nanoseconds":{core}}},"memory":{{}}}}]}}"#
-        )
-        .into_bytes()
-    }
-
-    fn put(store: &mut Store, kind: &str, bytes: &[u8]) {
-        let rows = validate(kind, bytes).unwrap();
-        store.upsert("default", &rows, bytes).unwrap();
-    }
-
-    #[test]
-    fn a_closed_window_beats_every_snapshot_and_resends_change_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join("db")).unwrap();
-        put(&mut store, "usage_snapshot", &usage("usage_snapshot", 1));
-        put(&mut store, "usage_snapshot", &usage("usage_snapshot", 2));
-        put(&mut store, "usage_snapshot", &usage("usage_snapshot", 2));
-        let rows = store.records(None, None).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].is_final, rows[0].writes), (false, 2));
-        put(&mut store, "usage_window", &usage("usage_window", 3));
-        put(&mut store, "usage_window", &usage("usage_window", 3));
-        put(&mut store, "usage_snapshot", &usage("usage_snapshot", 4));
-        let rows = store.records(None, Some("u1")).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert!(rows[0].is_final);
-        assert_eq!(rows[0].kind, "usage_window");
-        assert_eq!(rows[0].payload.as_bytes(), usage("usage_window", 3));
-        assert_eq!(rows[0].writes, 3);
-        // Durable across a reopen.
-        drop(store);
-        let store = Store::open(&dir.path().join("db")).unwrap();
-        assert_eq!(store.records(Some("usage_window"), None).unwrap(), rows);
-    }
-}
+mod tests;

@@ -2,7 +2,8 @@
 //! gzip body, decoded-size cap) and `validate` (JSON, kind, provenance,
 //! natural keys). Neither may panic; `decode` never hands back more than its
 //! cap, and `validate` accepts only rows of the path's kind, with a
-//! natural key that is a JSON array and a non-empty pod uid.
+//! natural key that is a JSON array and a non-empty pod uid, each of which
+//! reads back (envelope + record) as a JSON payload of that kind.
 //!
 //! Input layout: byte 0 picks the path kind (the five registered kinds and
 //! one unknown name), byte 1's low bit says whether the rest is gzip-wrapped
@@ -13,8 +14,7 @@
 use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
-use runtime_agent::payload::Kind;
-use runtime_ingest::{Reject, decode, validate};
+use runtime_ingest::{Kind, Reject, decode, validate};
 
 /// A small cap so the too-large path is reachable with small inputs.
 const CAP: usize = 4096;
@@ -35,13 +35,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let decoded = match decode(&wire, CAP) {
         Ok(d) => d,
-        Err(Reject::TooLarge) => {
+        Err(Reject::DecodedTooLarge { .. } | Reject::BodyTooLarge { .. }) => {
             // Only a body that inflates past the cap (or is itself over the
             // compressed cap) is too large.
             assert!(mode & 1 == 0 || body.len() > CAP, "a {}-byte body refused as too large", body.len());
             return;
         }
-        Err(Reject::Malformed(_)) => {
+        Err(other) => {
+            assert_eq!(other, Reject::BadGzip, "decode refuses only size and gzip");
             assert!(mode & 1 == 0, "our own gzip refused as malformed");
             return;
         }
@@ -50,13 +51,27 @@ fuzz_target!(|data: &[u8]| {
     if mode & 1 == 1 {
         assert_eq!(decoded, body, "gzip round trip");
     }
-    if let Ok(rows) = validate(path_kind, &decoded) {
-        assert!(!rows.is_empty(), "an accepted payload has rows");
-        for row in rows {
-            assert_eq!(row.kind.as_str(), path_kind);
-            assert!(!row.pod_uid.is_empty());
-            let key: serde_json::Value = serde_json::from_str(&row.natural_key).expect("a JSON natural key");
-            assert!(key.is_array(), "natural key {key}");
+    match validate(path_kind, &decoded) {
+        Ok(v) => {
+            assert!(!v.rows.is_empty(), "an accepted payload has rows");
+            let text = std::str::from_utf8(&decoded).expect("accepted payloads are UTF-8");
+            for row in &v.rows {
+                assert_eq!(row.kind.as_str(), path_kind);
+                assert!(!row.pod_uid.is_empty());
+                let key: serde_json::Value = serde_json::from_str(&row.natural_key).expect("a JSON natural key");
+                assert!(key.is_array(), "natural key {key}");
+                // Each row reads back as valid JSON of its kind.
+                let whole = match v.envelope {
+                    Some(e) => format!("{}{}{}", e.prefix, row.body, e.suffix),
+                    None => row.body.to_owned(),
+                };
+                let back: serde_json::Value = serde_json::from_str(&whole).expect("a row reads back as JSON");
+                assert_eq!(back["kind"], path_kind);
+            }
+            if v.envelope.is_none() {
+                assert_eq!(v.rows[0].body, text);
+            }
         }
+        Err(reject) => assert!(matches!(reject.status(), 400 | 413), "{reject:?}"),
     }
 });
