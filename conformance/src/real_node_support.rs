@@ -47,6 +47,24 @@ pub fn podman_archive(podman: &Podman, reference: &str) -> std::io::Result<PathB
     Ok(out)
 }
 
+/// The sprig image with its test layer (`agent_bin` as the scripted ACP
+/// agent), imported into the shared node's containerd once per test binary;
+/// its pinned reference.
+pub fn imported_test_image(agent_bin: &Path) -> String {
+    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let podman = Podman::from_env();
+            let reference = crate::container::test_image(&podman, crate::container::sprig_image(), agent_bin)
+                .expect("the test image");
+            let archive = podman_archive(&podman, &reference).expect("its OCI archive");
+            RealNode::shared()
+                .import(&archive, "localhost/buzz-sprig-test")
+                .expect("imported into containerd")
+        })
+        .clone()
+}
+
 /// One agent record against the real node, with its relay and observer.
 pub struct Scenario {
     pub rt: tokio::runtime::Runtime,

@@ -15,11 +15,9 @@
 //! digest from the local registry into which `scripts/release-build.sh`
 //! pushed it, the way a user pushes to theirs.
 
-use buzz_conformance::container::{Podman, sprig_image, test_image};
+use buzz_conformance::container::sprig_image;
 use buzz_conformance::harness_support::relay::tag;
-use buzz_conformance::real_node_support::{
-    NAME, Scenario, WAIT, container_state, phase, podman_archive, secret_of, status,
-};
+use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, container_state, phase, secret_of, status};
 use buzz_conformance::testenv::RealNode;
 use desktop_launcher::app;
 use kube::api::DeleteParams;
@@ -34,19 +32,8 @@ fn run_tag(e: &Event) -> String {
     tag(e, "run").unwrap_or_default().to_string()
 }
 
-/// The test image, imported into the node's containerd; its pinned reference.
 fn imported_test_image() -> String {
-    let podman = Podman::from_env();
-    let reference = test_image(
-        &podman,
-        sprig_image(),
-        Path::new(env!("CARGO_BIN_EXE_acp-test-agent")),
-    )
-    .expect("the test image");
-    let archive = podman_archive(&podman, &reference).expect("its OCI archive");
-    RealNode::shared()
-        .import(&archive, "localhost/buzz-sprig-test")
-        .expect("imported into containerd")
+    buzz_conformance::real_node_support::imported_test_image(Path::new(env!("CARGO_BIN_EXE_acp-test-agent")))
 }
 
 #[test]

@@ -10,10 +10,9 @@
 //! with the kubelet's `OnFailure` restart, and PodSecurity `restricted`
 //! admitting the provider's pod while refusing a pod that breaks it.
 
-use buzz_conformance::container::{Podman, sprig_image, test_image};
 use buzz_conformance::harness_support::TestRelay;
 use buzz_conformance::provider_support::{Provider, TestAgent, deploy_request};
-use buzz_conformance::real_node_support::{NAME, Scenario, podman_archive, status};
+use buzz_conformance::real_node_support::{NAME, Scenario, status};
 use buzz_conformance::testenv::{Matcher, RealNode, Verb};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
@@ -35,22 +34,7 @@ struct Case {
 }
 
 fn imported_test_image() -> String {
-    static IMAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    IMAGE
-        .get_or_init(|| {
-            let podman = Podman::from_env();
-            let reference = test_image(
-                &podman,
-                sprig_image(),
-                Path::new(env!("CARGO_BIN_EXE_acp-test-agent")),
-            )
-            .expect("the test image");
-            let archive = podman_archive(&podman, &reference).expect("its OCI archive");
-            RealNode::shared()
-                .import(&archive, "localhost/buzz-sprig-test")
-                .expect("imported")
-        })
-        .clone()
+    buzz_conformance::real_node_support::imported_test_image(Path::new(env!("CARGO_BIN_EXE_acp-test-agent")))
 }
 
 impl Drop for Case {
