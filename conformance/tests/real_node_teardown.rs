@@ -6,7 +6,8 @@
 //! The next holder of the machine lock (here `local-cluster --sweep`, as
 //! `scripts/local-cluster.sh down` runs it; every node start does the same)
 //! reads the dead node's state record and tears all of it down. A second
-//! node while one runs is refused and changes nothing.
+//! node while one runs is refused and changes nothing, and a public image
+//! name is pulled from nowhere but a dead loopback port.
 
 use buzz_conformance::testenv::real_node::config::BRIDGE;
 use buzz_conformance::testenv::real_node::host::{self, HostState};
@@ -44,6 +45,20 @@ fn kubepods() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+fn kubectl_apply(kubeconfig: &Path, manifest: &str) {
+    let mut apply = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["-n", "teardown", "apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(apply.stdin.as_mut().unwrap(), manifest.as_bytes()).unwrap();
+    drop(apply.stdin.take());
+    assert!(apply.wait().unwrap().success());
+}
+
 #[test]
 fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
     let before = host::sysctl_values();
@@ -71,17 +86,7 @@ fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
       "securityContext":{"runAsNonRoot":true,"runAsUser":65535,"seccompProfile":{"type":"RuntimeDefault"}},
       "containers":[{"name":"c","image":"localhost/pause:local",
         "securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}"#;
-    let mut apply = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["-n", "teardown", "apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(apply.stdin.as_mut().unwrap(), pod.as_bytes()).unwrap();
-    drop(apply.stdin.take());
-    assert!(apply.wait().unwrap().success());
+    kubectl_apply(&kubeconfig, pod);
     let ok = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -97,6 +102,41 @@ fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let state = HostState::load().expect("the running node's state record");
+
+    // A public image name never leaves the machine: containerd's registry
+    // config sends it to a dead loopback port (the pull fails there).
+    let public = pod
+        .replace("\"left\"", "\"public\"")
+        .replace("localhost/pause:local", "busybox:1.36");
+    kubectl_apply(&kubeconfig, &public);
+    let end = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "-n",
+                "teardown",
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=public",
+                "-o",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.contains("Failed to pull image") || Instant::now() > end {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(refused.contains("docker.io/library/busybox"), "{refused}");
+    assert!(
+        refused.contains("127.0.0.1:9"),
+        "the pull went to the dead loopback port: {refused}"
+    );
 
     // A second node while one runs: refused with exit 3, nothing changed.
     let second = tempfile::tempdir().unwrap();
