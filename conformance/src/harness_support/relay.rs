@@ -65,17 +65,27 @@ impl TestRelay {
             events: true,
             max_events: Some(100_000),
         });
-        let port = free_port(ip);
-        let relay = LocalRelay::new(builder(&db, ip, port, nip42));
-        relay.run().await.expect("relay runs");
-        TestRelay {
-            relay,
-            db,
-            port,
-            url: format!("ws://{ip}:{port}"),
-            nip42,
-            ip,
+        // A probed free port can be taken by a parallel test before the
+        // relay binds it: probe again, a bounded number of times.
+        let mut last = None;
+        for _ in 0..20 {
+            let port = free_port(ip);
+            let relay = LocalRelay::new(builder(&db, ip, port, nip42));
+            match relay.run().await {
+                Ok(()) => {
+                    return TestRelay {
+                        relay,
+                        db,
+                        port,
+                        url: format!("ws://{ip}:{port}"),
+                        nip42,
+                        ip,
+                    };
+                }
+                Err(e) => last = Some(e),
+            }
         }
+        panic!("relay runs: {last:?}");
     }
 
     /// Starts a NIP-42 relay whose accepted sockets have TCP_NODELAY set, as
