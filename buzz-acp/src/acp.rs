@@ -4,8 +4,13 @@
 //! `agent-client-protocol` crate: `initialize`, one `session/new` per channel,
 //! `session/prompt` per turn, `session/cancel` on idle timeout, hard cap or
 //! owner `!cancel`. `session/update` resets the idle deadline; permission
-//! requests are answered `allow_once` (else `reject_once`). A crashed agent
-//! respawns with backoff; a slot that keeps dying gives up.
+//! requests are answered by the permission policy (`acp/handlers.rs`). After
+//! `session/new` the record's model and permission mode are applied in the
+//! form the agent advertises (`acp/setup.rs`). The command is a name
+//! resolved on `PATH`; a known agent gets what it needs to run unattended
+//! (`acp/launch.rs`), and a command that is not installed gives up at once
+//! with the install hint. A crashed agent respawns with backoff; a slot that
+//! keeps dying gives up.
 //!
 //! `initialize` and `session/new` are bounded by the turn timeouts (the idle
 //! timeout, capped by the hard cap; I5): an agent that hangs there is killed
@@ -23,6 +28,10 @@
 //! arrives ([`crate::events::TurnText`]; review b30b1a0 #15).
 
 mod forms;
+mod handlers;
+pub mod launch;
+pub mod permission;
+pub mod setup;
 mod turn;
 
 use crate::backoff::respawn_delay;
@@ -31,19 +40,20 @@ use crate::procs::{ProcessTable, signal_group};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, Implementation, InitializeRequest, RequestPermissionRequest, RequestPermissionResponse,
-    SessionId, SessionNotification, SessionUpdate,
+    Implementation, InitializeRequest, RequestPermissionRequest, SessionId, SessionNotification,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use forms::choose_permission;
+use buzz_contract::agents::PermissionPolicy;
 pub use forms::{Adapter, AgentInfo, connection_lost, failure_text, new_session_request, prompt_blocks};
+pub use handlers::PermissionAsk;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use turn::{Fate, run_turn};
+pub use turn::{IDLE_TIMEOUT, MAX_TURN};
 
 /// What every slot spawns and how it runs turns.
 #[derive(Debug, Clone)]
@@ -54,6 +64,12 @@ pub struct AgentSpec {
     pub cwd: PathBuf,
     pub system_prompt: Option<String>,
     pub model: Option<String>,
+    /// The session mode to apply (`session/set_mode`), if any.
+    pub permission_mode: Option<String>,
+    pub permission_policy: PermissionPolicy,
+    pub permission_timeout: Duration,
+    /// Env set on the agent process ([`launch::extras`], settings paths).
+    pub env: Vec<(String, String)>,
     pub session_title: Option<String>,
     pub mcp_command: Option<String>,
     pub idle_timeout: Duration,
@@ -114,8 +130,15 @@ pub enum SlotEvent {
         slot: usize,
         failures: u32,
     },
+    /// The slot stopped trying; `reason` is what the askers may be told.
     GaveUp {
         slot: usize,
+        reason: Option<String>,
+    },
+    /// The agent asks permission and the policy is `ask-owner`.
+    Ask {
+        slot: usize,
+        ask: PermissionAsk,
     },
 }
 
@@ -133,7 +156,11 @@ pub fn spawn_slot(
 
 enum Once {
     Shutdown,
-    Died { had_success: bool },
+    Died {
+        had_success: bool,
+    },
+    /// Nothing to respawn: the command is not installed.
+    Missing(String),
 }
 
 async fn slot_main(
@@ -150,13 +177,21 @@ async fn slot_main(
         }
         match run_once(slot, &spec, &procs, &events, &mut cmds).await {
             Once::Shutdown => return,
+            Once::Missing(reason) => {
+                tracing::error!(slot, "{reason}");
+                let _ = events.send(SlotEvent::GaveUp {
+                    slot,
+                    reason: Some(reason),
+                });
+                return;
+            }
             Once::Died { had_success } => {
                 failures = if had_success { 1 } else { failures + 1 };
                 tracing::warn!(slot, failures, "agent died");
                 let _ = events.send(SlotEvent::Died { slot, failures });
                 if failures >= spec.max_failures {
                     tracing::error!(slot, "agent slot keeps dying; giving up");
-                    let _ = events.send(SlotEvent::GaveUp { slot });
+                    let _ = events.send(SlotEvent::GaveUp { slot, reason: None });
                     return;
                 }
                 let wake = tokio::time::sleep(respawn_delay(spec.respawn_backoff, failures));
@@ -180,13 +215,25 @@ async fn slot_main(
 #[derive(Default)]
 struct Sink {
     session: Option<SessionId>,
+    /// The turn's id and channel (where an `ask-owner` question goes).
+    turn: Option<(u64, String)>,
     text: TurnText,
     last_update: Option<Instant>,
+    /// The message id of the last text chunk, when the agent sends ids.
+    message_id: Option<String>,
+    /// Open `ask-owner` questions: the idle clock stands still meanwhile.
+    asking: u32,
 }
 
 struct Shared {
     sink: Mutex<Sink>,
     updated: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Sink> {
+        self.sink.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 async fn run_once(
@@ -198,9 +245,14 @@ async fn run_once(
 ) -> Once {
     let (program, args) =
         crate::echo_agent::program_for(&spec.command, &spec.args, || std::env::current_exe().ok());
+    let path = std::env::var("PATH").ok();
+    let Some(program) = launch::resolve(&program.to_string_lossy(), path.as_deref()) else {
+        return Once::Missing(launch::missing_text(&spec.command));
+    };
     let mut command = tokio::process::Command::new(program);
     command
         .args(&args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -237,6 +289,7 @@ async fn run_once(
         table.remove(pid);
         let _ = exited_tx.send(true);
     });
+    let spawned = Instant::now();
     tracing::info!(slot, pid, "agent spawned");
 
     let shared = Arc::new(Shared {
@@ -244,6 +297,8 @@ async fn run_once(
         updated: Notify::new(),
     });
     let on_update = shared.clone();
+    let on_ask = shared.clone();
+    let ask_events = events.clone();
     let mut had_success = false;
     let mut in_flight: Option<(u64, String)> = None;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
@@ -252,24 +307,14 @@ async fn run_once(
         .name("buzz-acp")
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
-                let mut sink = on_update.sink.lock().unwrap_or_else(|p| p.into_inner());
-                if sink.session.as_ref() == Some(&n.session_id) {
-                    sink.last_update = Some(Instant::now());
-                    if let SessionUpdate::AgentMessageChunk(chunk) = &n.update
-                        && let ContentBlock::Text(t) = &chunk.content
-                    {
-                        sink.text.push(&t.text);
-                    }
-                    drop(sink);
-                    on_update.updated.notify_waiters();
-                }
+                handlers::on_update(&on_update, &n);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_request(
-            async move |req: RequestPermissionRequest, responder, _cx| {
-                responder.respond(RequestPermissionResponse::new(choose_permission(&req)))
+            async move |req: RequestPermissionRequest, responder, cx| {
+                handlers::on_permission(slot, spec, &on_ask, &ask_events, req, responder, &cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -278,6 +323,7 @@ async fn run_once(
                 exited: &mut exited,
                 had_success: &mut had_success,
                 in_flight: &mut in_flight,
+                spawned,
             };
             serve(slot, spec, &cx, &shared, events, cmds, &mut st).await
         })
@@ -309,6 +355,7 @@ struct SlotState<'a> {
     exited: &'a mut watch::Receiver<bool>,
     had_success: &'a mut bool,
     in_flight: &'a mut Option<(u64, String)>,
+    spawned: Instant,
 }
 
 async fn serve(
@@ -324,6 +371,7 @@ async fn serve(
         exited,
         had_success,
         in_flight,
+        ..
     } = st;
     let init = InitializeRequest::new(ProtocolVersion::V1)
         .client_info(Implementation::new("buzz-acp", env!("CARGO_PKG_VERSION")));
@@ -343,6 +391,11 @@ async fn serve(
             Some(_) => return Ok(Once::Died { had_success: false }),
         },
     };
+    tracing::info!(
+        slot,
+        since_spawn_ms = st.spawned.elapsed().as_millis() as u64,
+        "agent initialized"
+    );
     let _ = events.send(SlotEvent::Ready { slot });
     let mut sessions: HashMap<String, SessionId> = HashMap::new();
     loop {

@@ -44,9 +44,9 @@ pub struct Cli {
     /// ACP agent command name.
     #[arg(long, env = env::AGENT_COMMAND, default_value = "goose")]
     pub agent_command: String,
-    /// Comma-separated ACP agent args.
-    #[arg(long, env = env::AGENT_ARGS, default_value = "acp")]
-    pub agent_args: String,
+    /// Comma-separated ACP agent args (unset: the preset's args, else `acp`).
+    #[arg(long, env = env::AGENT_ARGS)]
+    pub agent_args: Option<String>,
     /// Parallel agent slots (1..=32).
     #[arg(long, env = env::AGENTS, default_value_t = 1)]
     pub agents: u32,
@@ -59,9 +59,20 @@ pub struct Cli {
     /// System prompt passed to the agent session.
     #[arg(long, env = env::SYSTEM_PROMPT, hide_env_values = true)]
     pub system_prompt: Option<String>,
-    /// Model selection passed to the agent (session `_meta.model`).
+    /// Model: applied with `session/set_model` or the `model` config option
+    /// when the agent advertises them, else passed as session `_meta.model`.
     #[arg(long, env = env::MODEL)]
     pub model: Option<String>,
+    /// The agent's session mode id, applied with `session/set_mode`
+    /// (e.g. `acceptEdits`, `full-access`, `yolo`).
+    #[arg(long, env = env::PERMISSION_MODE)]
+    pub permission_mode: Option<String>,
+    /// How permission requests are answered: allow, reject, ask-owner.
+    #[arg(long, env = env::PERMISSION_POLICY, default_value = "allow")]
+    pub permission_policy: String,
+    /// Seconds `ask-owner` waits for the owner's `!allow` / `!deny`.
+    #[arg(long, env = env::PERMISSION_TIMEOUT, default_value_t = 120)]
+    pub permission_timeout_secs: u64,
     /// Inbound author gate: owner-only, allowlist, anyone, nobody.
     #[arg(long, env = env::RESPOND_TO, default_value = "owner-only")]
     pub respond_to: String,

@@ -8,6 +8,7 @@ use crate::args::normalize_agent_args;
 use crate::budget::FINALIZATION_RESERVE;
 use crate::cli::Cli;
 use crate::exit::Exit;
+use buzz_contract::agents::PermissionPolicy;
 use buzz_contract::gate::{self, GateError, RespondTo};
 use buzz_contract::keys::{self, KeyError};
 use buzz_contract::nip_oa::{AuthTag, AuthTagError, ConditionError};
@@ -95,6 +96,8 @@ pub enum ConfigError {
     Budget,
     #[error("BUZZ_ACP_CHANNELS entry {0} is empty or contains whitespace")]
     Channel(usize),
+    #[error("BUZZ_ACP_PERMISSION_POLICY must be one of allow, reject, ask-owner")]
+    PermissionPolicy,
 }
 
 /// Either refusal, mapped to its exit code.
@@ -158,6 +161,11 @@ pub struct Config {
     pub max_turn_duration: Duration,
     pub system_prompt: Option<String>,
     pub model: Option<String>,
+    /// The agent's session mode to apply (`session/set_mode`).
+    pub permission_mode: Option<String>,
+    pub permission_policy: PermissionPolicy,
+    /// How long `ask-owner` waits for the owner.
+    pub permission_timeout: Duration,
     pub respond_to: RespondTo,
     pub allowlist: Vec<String>,
     pub lazy_pool: bool,
@@ -300,6 +308,8 @@ impl Config {
         let allowlist =
             gate::validate_allowlist(respond_to, &gate::split_allowlist(&cli.respond_to_allowlist))
                 .map_err(ConfigError::from)?;
+        let permission_policy =
+            PermissionPolicy::parse(&cli.permission_policy).ok_or(ConfigError::PermissionPolicy)?;
         let run_nonce = match cli.start_nonce.as_deref() {
             Some(n) if !keys::is_hex32_lower(n) => return Err(ConfigError::Nonce.into()),
             Some(n) => n.to_string(),
@@ -313,6 +323,7 @@ impl Config {
             ("BUZZ_ACP_RECONNECT_BASE_MS", cli.reconnect_base_ms),
             ("BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS", cli.subscribe_timeout_ms),
             ("BUZZ_ACP_MAX_AGENT_FAILURES", u64::from(cli.max_agent_failures)),
+            ("BUZZ_ACP_PERMISSION_TIMEOUT_SECS", cli.permission_timeout_secs),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name).into());
@@ -349,13 +360,16 @@ impl Config {
         Ok(Config {
             identity,
             relay_url,
-            agent_args: normalize_agent_args(&agent_command, &cli.agent_args),
+            agent_args: normalize_agent_args(&agent_command, cli.agent_args.as_deref()),
             agent_command,
             agents: cli.agents as usize,
             idle_timeout: Duration::from_secs(cli.idle_timeout),
             max_turn_duration: Duration::from_secs(cli.max_turn_duration),
             system_prompt: non_empty(cli.system_prompt.as_ref()),
             model: non_empty(cli.model.as_ref()),
+            permission_mode: non_empty(cli.permission_mode.as_ref()),
+            permission_policy,
+            permission_timeout: Duration::from_secs(cli.permission_timeout_secs),
             respond_to,
             allowlist,
             lazy_pool: cli.lazy_pool,

@@ -32,21 +32,50 @@ pub fn clamp_content(s: &str) -> &str {
 /// What a reply cut at [`MAX_CONTENT_BYTES`] ends with.
 pub const CUT_MARKER: &str = "\n\n[the answer was longer than 64 KiB and was cut here]";
 
+/// What separates two text blocks of one answer: a blank line, the way a
+/// person writes paragraphs (issue "text blocks are run together").
+pub const BLOCK_SEPARATOR: &str = "\n\n";
+
 /// The text of one turn, never longer than [`MAX_CONTENT_BYTES`]: chunks are
 /// appended until the next one would not fit, then the text is cut on a
 /// character boundary, ends in [`CUT_MARKER`] and takes nothing more.
+///
+/// Chunks of one text block are joined as they come; a new block (a new
+/// message id, or text after a tool call) begins after [`BLOCK_SEPARATOR`],
+/// written only once the next block brings text, and never twice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnText {
     text: String,
     cut: bool,
+    block_ended: bool,
 }
 
 impl TurnText {
+    /// Ends the current text block: the next text starts a new paragraph.
+    pub fn end_block(&mut self) {
+        self.block_ended = true;
+    }
+
     /// Appends a streamed chunk within the bound.
     pub fn push(&mut self, chunk: &str) {
-        if self.cut {
+        if self.cut || chunk.is_empty() {
             return;
         }
+        if std::mem::take(&mut self.block_ended) && !self.text.trim().is_empty() {
+            let have = self.text.len() - self.text.trim_end_matches('\n').len();
+            let sep = BLOCK_SEPARATOR
+                .len()
+                .saturating_sub(have + (chunk.len() - chunk.trim_start_matches('\n').len()));
+            let sep = &BLOCK_SEPARATOR[..sep];
+            self.push_bounded(sep);
+            if self.cut {
+                return;
+            }
+        }
+        self.push_bounded(chunk);
+    }
+
+    fn push_bounded(&mut self, chunk: &str) {
         if self.text.len() + chunk.len() <= MAX_CONTENT_BYTES {
             self.text.push_str(chunk);
             return;
@@ -165,6 +194,14 @@ pub fn reply(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, p_t
         clamp_content(text),
         reply_tags(mention, channel, p_tag),
     )
+}
+
+/// A kind 9 question to the owner under `mention` (`ask-owner`): a reply
+/// that p-tags the owner, whoever asked.
+pub fn question(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, owner: &str) -> Event {
+    let mut tags = reply_tags(mention, channel, false);
+    tags.push(vec!["p".into(), owner.to_string()]);
+    sign(keys, KIND_CHANNEL_MESSAGE, clamp_content(text), tags)
 }
 
 /// The `👀` reaction (kind 7) to a mention that was accepted into the queue.
@@ -322,5 +359,46 @@ mod tests {
         let mut t = TurnText::default();
         t.push(&"y".repeat(MAX_CONTENT_BYTES));
         assert!(!t.is_cut());
+    }
+
+    #[test]
+    fn text_blocks_are_separated_by_one_blank_line() {
+        let text = |steps: &[Option<&str>]| {
+            let mut t = TurnText::default();
+            for s in steps {
+                match s {
+                    Some(c) => t.push(c),
+                    None => t.end_block(),
+                }
+            }
+            t.into_string()
+        };
+        // The issue's reply: two blocks around a tool call.
+        assert_eq!(
+            text(&[
+                Some("I'll create "),
+                Some("the file."),
+                None,
+                Some("Done: proof.txt written.")
+            ]),
+            "I'll create the file.\n\nDone: proof.txt written."
+        );
+        // Never doubled: the agent's own newlines count toward the blank line.
+        assert_eq!(text(&[Some("a\n"), None, Some("b")]), "a\n\nb");
+        assert_eq!(text(&[Some("a\n\n"), None, Some("b")]), "a\n\nb");
+        assert_eq!(text(&[Some("a"), None, Some("\nb")]), "a\n\nb");
+        assert_eq!(
+            text(&[Some("a"), None, None, Some(""), None, Some("b")]),
+            "a\n\nb"
+        );
+        // Nothing before the first block, nothing after the last.
+        assert_eq!(text(&[None, Some("a"), None]), "a");
+        // A separator never breaks the bound.
+        let mut t = TurnText::default();
+        t.push(&"z".repeat(MAX_CONTENT_BYTES - 1));
+        t.end_block();
+        t.push("w");
+        assert!(t.is_cut());
+        assert!(t.into_string().len() <= MAX_CONTENT_BYTES);
     }
 }

@@ -14,7 +14,9 @@
 //! second of its `!shutdown` before the next start).
 
 use buzz_contract::gate::{self, RespondTo};
-use buzz_contract::presence::{CANCEL_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND};
+use buzz_contract::presence::{
+    ALLOW_COMMAND, CANCEL_COMMAND, DENY_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND,
+};
 use std::collections::{HashSet, VecDeque};
 
 /// The fields of an inbound event the decision needs.
@@ -101,6 +103,9 @@ pub enum Decision {
     Shutdown,
     /// Owner `!cancel`: cancel the in-flight turn of this channel.
     Cancel { channel: String },
+    /// Owner `!allow` / `!deny`: the answer to this channel's oldest
+    /// pending permission question (`ask-owner`).
+    Permission { channel: String, allow: bool },
     /// Dispatch a turn to the agent pool.
     Dispatch { channel: String },
 }
@@ -146,6 +151,12 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
     }
     if is_owner && command == CANCEL_COMMAND {
         return Decision::Cancel { channel };
+    }
+    if is_owner && (command == ALLOW_COMMAND || command == DENY_COMMAND) {
+        return Decision::Permission {
+            channel,
+            allow: command == ALLOW_COMMAND,
+        };
     }
     if !policy.channels.is_empty() && !policy.channels.contains(&channel) {
         return Decision::Drop(DropReason::OtherChannel);
@@ -239,6 +250,33 @@ mod tests {
         assert_eq!(
             decide(&p, &ev(&hex('0'), "!shutdown now")),
             Decision::Drop(DropReason::Gated)
+        );
+    }
+
+    #[test]
+    fn owner_permission_answers_precede_the_gate_and_others_are_messages() {
+        let p = policy(RespondTo::Nobody);
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), " !allow ")),
+            Decision::Permission {
+                channel: "chan".into(),
+                allow: true
+            }
+        );
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "!deny")),
+            Decision::Permission {
+                channel: "chan".into(),
+                allow: false
+            }
+        );
+        let p = policy(RespondTo::Anyone);
+        assert_eq!(
+            decide(&p, &ev(&hex('2'), "!allow")),
+            Decision::Dispatch {
+                channel: "chan".into()
+            },
+            "only the owner answers a permission question"
         );
     }
 

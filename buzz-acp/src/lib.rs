@@ -5,17 +5,24 @@
 //! Pure decision core (DESIGN.md Decision 1): [`config`] (identity and
 //! validation), [`args`], [`backoff`], [`budget`], [`inbound`] (owner control
 //! and the gate), [`events`] (tag shapes), [`schedule`] (turn queueing and the
-//! inactivity rule), [`exit`] (the pinned exit-code table).
+//! inactivity rule), [`exit`] (the pinned exit-code table), [`replies`]
+//! (what an unanswered asker is told), [`asks`] (the
+//! owner's open permission questions), and inside [`acp`]: `setup` (model
+//! and mode), `permission` (the policy's answers), `launch` (presets'
+//! extras, command resolution).
 //! Imperative shell: [`relay`] (nostr-sdk), [`acp`] (agent processes over the
 //! official `agent-client-protocol` crate), [`procs`] (process groups,
 //! orphan reaping), [`pid1`] (forwarding the stop to the container's other
 //! processes when the harness is PID 1), [`run`] (the main loop and the budgeted shutdown),
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
-//! (every knob as a clap argument with its env name), [`echo_agent`] (the
+//! (every knob as a clap argument with its env name), [`agent_spec`] (the
+//! agent spec from the configuration), [`echo_agent`] (the
 //! built-in smoke-test ACP agent, `BUZZ_ACP_AGENT_COMMAND=builtin:echo`).
 
 pub mod acp;
+pub mod agent_spec;
 pub mod args;
+pub mod asks;
 pub mod backoff;
 pub mod budget;
 pub mod cli;
@@ -28,5 +35,6 @@ pub mod inbound;
 pub mod pid1;
 pub mod procs;
 pub mod relay;
+pub mod replies;
 pub mod run;
 pub mod schedule;

@@ -11,10 +11,13 @@
 //! with their own exit code.
 //!
 //! A turn that fails with an agent error is answered with a short, redacted
-//! error reply (at most one per channel per [`ERROR_REPLY_INTERVAL`]), so the
-//! asker is never left with silence.
+//! error reply (at most one per channel per
+//! [`crate::replies::ERROR_REPLY_INTERVAL`]), so the asker is never left with
+//! silence; a turn cancelled for running out of time is answered too.
 
-use crate::acp::{self, AgentSpec, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
+use crate::acp::{self, AgentSpec, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
+use crate::agent_spec::agent_spec;
+use crate::asks::Asks;
 use crate::budget::ShutdownPlan;
 use crate::config::Config;
 use crate::events;
@@ -23,6 +26,7 @@ use crate::inbound::{self, Decision, InboundEvent, Policy};
 use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
+use crate::replies::{BUSY_TEXT, error_reply_due, error_reply_text, timeout_text};
 use crate::schedule::{Scheduler, admit, inactivity_expired};
 use buzz_contract::redact::Literals;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
@@ -34,29 +38,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Typing indicator period (wire-facts §4).
 pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
-/// What a shed mention's asker is told (rate-limited like error replies).
-pub const BUSY_TEXT: &str = "too many requests are waiting; try again later";
-/// At most one error reply per channel per this interval.
-pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
-/// Longest agent error message quoted in a reply, in characters.
-pub const ERROR_REPLY_MAX_CHARS: usize = 300;
-
-/// The error reply's text: the agent's message, secrets scrubbed, shortened.
-pub fn error_reply_text(secrets: &Literals, error: &str) -> String {
-    let clean: String = secrets
-        .scrub(error)
-        .chars()
-        .filter(|c| !c.is_control() || *c == '\n')
-        .take(ERROR_REPLY_MAX_CHARS)
-        .collect();
-    format!("⚠️ The agent could not answer: {}", clean.trim())
-}
-
-/// True when an error reply may go to a channel last answered with one at `last`.
-pub fn error_reply_due(last: Option<Instant>, now: Instant) -> bool {
-    last.is_none_or(|l| now.saturating_duration_since(l) >= ERROR_REPLY_INTERVAL)
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
     Unspawned,
@@ -103,6 +84,8 @@ struct Harness {
     secrets: Literals,
     /// channel → when it last got an error reply.
     error_replies: HashMap<String, Instant>,
+    /// The owner's open permission questions (`ask-owner`).
+    asks: Asks,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -238,6 +221,7 @@ impl Harness {
                     h.abort();
                 }
                 let pending = self.pending.remove(&turn_id);
+                self.asks.forget_turn(turn_id);
                 match &outcome {
                     TurnOutcome::Completed { text, stop_reason } => {
                         tracing::info!(turn_id, stop_reason, "turn completed");
@@ -254,7 +238,12 @@ impl Harness {
                             ));
                         }
                     }
-                    TurnOutcome::Cancelled { why } => tracing::info!(turn_id, reason = why, "turn cancelled"),
+                    TurnOutcome::Cancelled { why } => {
+                        tracing::info!(turn_id, reason = why, "turn cancelled");
+                        if let (Some(p), Some(text)) = (pending, timeout_text(why, &self.spec)) {
+                            self.error_reply(&p, &text);
+                        }
+                    }
                     TurnOutcome::Failed { error } => {
                         tracing::warn!(turn_id, "turn failed");
                         if let (Some(p), Some(error)) = (pending, error) {
@@ -268,14 +257,21 @@ impl Harness {
                 self.sched.forget_slot(slot);
                 tracing::warn!(slot, failures, "agent slot will respawn");
             }
-            SlotEvent::GaveUp { slot } => {
+            SlotEvent::GaveUp { slot, reason } => {
                 self.slots[slot].state = SlotState::Dead;
                 self.slots[slot].tx = None;
                 if self.slots.iter().all(|s| s.state == SlotState::Dead) {
                     tracing::error!("all agents dead");
+                    // Whoever waits is told why before the harness stops.
+                    let error = reason.unwrap_or_else(|| "the agent keeps failing to start".into());
+                    let waiting: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+                    for p in waiting {
+                        self.error_reply(&p, &error);
+                    }
                     return Some(Stop::Fail(Exit::AgentsDead));
                 }
             }
+            SlotEvent::Ask { slot, ask } => self.ask_owner(slot, ask),
         }
         self.pump();
         None
@@ -302,6 +298,19 @@ impl Harness {
         ));
     }
 
+    /// Posts an `ask-owner` question under the mention it arose from.
+    fn ask_owner(&mut self, slot: usize, ask: PermissionAsk) {
+        let Some(p) = self.pending.get(&ask.turn_id) else {
+            tracing::info!(slot, "permission question for a turn that ended; denied");
+            return;
+        };
+        let title = self.secrets.scrub(&ask.title);
+        let text = acp::permission::question(&ask.tool, &title, self.spec.permission_timeout.as_secs());
+        let e = events::question(&self.keys, &p.mention, &p.channel, &text, &self.policy.owner);
+        self.publish(e);
+        self.asks.open(&ask.channel, ask.turn_id, ask.answer);
+    }
+
     fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
         let ev = InboundEvent::from_event(e);
         let decision = inbound::decide(&self.policy, &ev);
@@ -320,6 +329,12 @@ impl Harness {
                 {
                     tracing::info!("owner !cancel: cancelling the channel's turn");
                     let _ = tx.send(SlotCmd::Cancel);
+                }
+                None
+            }
+            Decision::Permission { channel, allow } => {
+                if !self.asks.answer(&channel, allow) {
+                    tracing::info!("owner permission answer with no open question in the channel; ignored");
                 }
                 None
             }
@@ -489,21 +504,7 @@ pub async fn run(cfg: Config) -> Exit {
         live_timeout: cfg.subscribe_timeout,
     });
     let (slot_tx, mut slot_rx) = mpsc::unbounded_channel();
-    let spec = Arc::new(AgentSpec {
-        command: cfg.agent_command.clone(),
-        adapter: acp::Adapter::for_command(&cfg.agent_command),
-        args: cfg.agent_args.clone(),
-        cwd: cfg.cwd.clone(),
-        system_prompt: system_prompt(&cfg),
-        model: cfg.model.clone(),
-        session_title: cfg.session_title.clone(),
-        mcp_command: cfg.mcp_command.clone(),
-        idle_timeout: cfg.idle_timeout,
-        max_turn: cfg.max_turn_duration,
-        cancel_grace: cfg.cancel_grace,
-        respawn_backoff: cfg.respawn_backoff,
-        max_failures: cfg.max_agent_failures,
-    });
+    let spec = Arc::new(agent_spec(&cfg, system_prompt(&cfg)));
     let policy = Policy {
         agent: cfg.identity.pubkey.clone(),
         owner: cfg.identity.owner.clone(),
@@ -533,6 +534,7 @@ pub async fn run(cfg: Config) -> Exit {
         last_activity: Instant::now(),
         secrets: secret_literals(&cfg),
         error_replies: HashMap::new(),
+        asks: Asks::default(),
         cfg,
     };
     if !h.cfg.lazy_pool {

@@ -25,6 +25,14 @@ pub const MAX_TURN_DURATION: &str = "BUZZ_ACP_MAX_TURN_DURATION";
 pub const SYSTEM_PROMPT: &str = "BUZZ_ACP_SYSTEM_PROMPT";
 /// Model selection handed to the agent.
 pub const MODEL: &str = "BUZZ_ACP_MODEL";
+/// The agent's session mode id, applied with `session/set_mode` (e.g.
+/// `acceptEdits`, `full-access`, `yolo`).
+pub const PERMISSION_MODE: &str = "BUZZ_ACP_PERMISSION_MODE";
+/// How `session/request_permission` is answered: `allow`, `reject` or
+/// `ask-owner` ([`crate::agents::PermissionPolicy`]).
+pub const PERMISSION_POLICY: &str = "BUZZ_ACP_PERMISSION_POLICY";
+/// Seconds `ask-owner` waits for the owner's answer before it rejects.
+pub const PERMISSION_TIMEOUT: &str = "BUZZ_ACP_PERMISSION_TIMEOUT_SECS";
 /// Inbound author gate mode.
 pub const RESPOND_TO: &str = "BUZZ_ACP_RESPOND_TO";
 /// Comma-separated 64-hex allowlist.

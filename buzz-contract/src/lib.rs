@@ -2,6 +2,8 @@
 //! on, with no I/O and no async (shared/DESIGN.md §Layout, dependency rule:
 //! this crate depends on nothing of ours).
 //!
+//! - [`agents`]: the agent presets (claude, codex, gemini, goose, echo) and
+//!   the permission policy, shared by the launcher and the harness.
 //! - [`env`]: harness env var names, the reserved and host-resolved key sets,
 //!   POSIX key shape (wire-facts §5, spec §Launch data).
 //! - [`keys`]: private-key parsing (nsec or hex, trimmed) and hex helpers (wire-facts §1).
@@ -15,6 +17,7 @@
 //! - [`sidecar`]: the sidecars' env allowlist and its deployer-only names,
 //!   shared by the image entrypoint, the collector and the provider.
 
+pub mod agents;
 pub mod env;
 pub mod gate;
 pub mod i2;

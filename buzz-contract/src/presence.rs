@@ -38,6 +38,10 @@ pub const TAG_SEQ: &str = "seq";
 pub const SHUTDOWN_COMMAND: &str = "!shutdown";
 /// Owner cancel command (exact, trimmed).
 pub const CANCEL_COMMAND: &str = "!cancel";
+/// Owner answer granting the agent's pending permission request (exact, trimmed).
+pub const ALLOW_COMMAND: &str = "!allow";
+/// Owner answer denying the agent's pending permission request (exact, trimmed).
+pub const DENY_COMMAND: &str = "!deny";
 
 /// A presence state as read from the wire (exact, untrimmed content).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

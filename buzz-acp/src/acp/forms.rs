@@ -1,13 +1,12 @@
 //! The forms each agent reads (wire-facts §6): how a known agent takes the
 //! system prompt and the model ([`Adapter`]), what `initialize` told us
-//! ([`AgentInfo`]), the `session/new` request, the first prompt's blocks,
-//! failure texts and the permission answer. Pure: requests in, forms out.
+//! ([`AgentInfo`]), the `session/new` request, the first prompt's blocks and
+//! failure texts. Pure: requests in, forms out.
 
 use super::AgentSpec;
 use agent_client_protocol::v1::schema::{
-    AuthMethod, ContentBlock, InitializeResponse, McpServer, McpServerStdio, NewSessionRequest,
-    PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest, SelectedPermissionOutcome,
-    SystemPrompt, TextContent,
+    AuthMethod, ContentBlock, InitializeResponse, McpServer, McpServerStdio, NewSessionRequest, SystemPrompt,
+    TextContent,
 };
 
 /// How a known agent takes the system prompt and the model, in the forms
@@ -44,14 +43,6 @@ impl Adapter {
     pub fn system_prompt_on_new_session(self, info: &AgentInfo) -> bool {
         self == Adapter::ClaudeCode || info.system_prompt
     }
-}
-
-pub(super) fn choose_permission(req: &RequestPermissionRequest) -> RequestPermissionOutcome {
-    [PermissionOptionKind::AllowOnce, PermissionOptionKind::RejectOnce]
-        .iter()
-        .find_map(|k| req.options.iter().find(|o| o.kind == *k))
-        .map(|o| RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone())))
-        .unwrap_or(RequestPermissionOutcome::Cancelled)
 }
 
 /// What `initialize` told us about the agent.
@@ -169,28 +160,8 @@ pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_client_protocol::v1::schema::{PermissionOption, ToolCallUpdate, ToolCallUpdateFields};
     use std::path::PathBuf;
     use std::time::Duration;
-
-    fn req(kinds: &[(&str, PermissionOptionKind)]) -> RequestPermissionRequest {
-        let options = kinds
-            .iter()
-            .map(|(id, k)| PermissionOption::new(id.to_string(), *id, *k))
-            .collect();
-        RequestPermissionRequest::new(
-            "s",
-            ToolCallUpdate::new("t", ToolCallUpdateFields::new()),
-            options,
-        )
-    }
-
-    fn selected(o: RequestPermissionOutcome) -> Option<String> {
-        match o {
-            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
-            _ => None,
-        }
-    }
 
     fn spec(command: &str) -> AgentSpec {
         AgentSpec {
@@ -200,6 +171,10 @@ mod tests {
             cwd: PathBuf::from("/w"),
             system_prompt: Some("be brief".into()),
             model: Some("m1".into()),
+            permission_mode: None,
+            permission_policy: Default::default(),
+            permission_timeout: Duration::from_secs(1),
+            env: vec![],
             session_title: None,
             mcp_command: None,
             idle_timeout: Duration::from_secs(1),
@@ -260,20 +235,5 @@ mod tests {
             )
         );
         assert_eq!(failure_text(&e, &AgentInfo::default()), e.message);
-    }
-
-    #[test]
-    fn permission_prefers_allow_once_then_reject_once() {
-        use PermissionOptionKind::*;
-        let r = req(&[("a", AllowAlways), ("r", RejectOnce), ("o", AllowOnce)]);
-        assert_eq!(selected(choose_permission(&r)), Some("o".into()));
-        let r = req(&[("a", AllowAlways), ("r", RejectOnce)]);
-        assert_eq!(
-            selected(choose_permission(&r)),
-            Some("r".into()),
-            "never allow_always"
-        );
-        let r = req(&[("a", AllowAlways)]);
-        assert_eq!(selected(choose_permission(&r)), None);
     }
 }

@@ -1,20 +1,158 @@
 //! One turn on a live agent connection (wire-facts §6; spec I5): the
-//! session for its channel (bounded `session/new`), `session/prompt`, the
+//! session for its channel (bounded `session/new`, then the model and mode
+//! applied as [`super::setup`] plans), `session/prompt`, the
 //! idle deadline reset by each `session/update`, the hard cap, `!cancel` and
 //! shutdown as `session/cancel` with a grace before the agent is killed, and
 //! the outcome with the slot's fate.
 
+use super::setup::{self, Offered, Unapplied};
 use super::{
     AgentInfo, AgentSpec, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text,
     new_session_request, prompt_blocks,
 };
-use crate::events::TurnText;
-use agent_client_protocol::Agent;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, SessionId, StopReason};
+use agent_client_protocol::{Agent, UntypedMessage};
+use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
+
+/// Why a turn was cancelled when it ran out of time (the asker is told).
+pub const IDLE_TIMEOUT: &str = "idle timeout";
+pub const MAX_TURN: &str = "max turn duration";
+
+/// The last update and whether an owner question is open.
+fn idle_clock(shared: &Shared, started: Instant) -> (Instant, bool) {
+    let sink = shared.lock();
+    (sink.last_update.unwrap_or(started), sink.asking > 0)
+}
+
+/// A turn that ended before its prompt: its outcome and the slot's fate.
+type Ended = (TurnOutcome, Fate);
+
+/// One request before the prompt (`session/new`, the setup steps), bounded
+/// by the start bound; `!cancel`, shutdown and the agent's exit end the wait.
+async fn request_bounded(
+    spec: &AgentSpec,
+    info: &AgentInfo,
+    cx: &ConnectionTo<Agent>,
+    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+    exited: &mut watch::Receiver<bool>,
+    method: &str,
+    params: Value,
+) -> Result<Value, Ended> {
+    let bound = spec.start_bound();
+    let message = UntypedMessage::new(method, params).map_err(|e| {
+        (
+            TurnOutcome::Failed {
+                error: Some(e.message),
+            },
+            Fate::Continue,
+        )
+    })?;
+    let answered = tokio::select! {
+        r = tokio::time::timeout(bound, cx.send_request(message).block_task()) => match r {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer {method} in time; killing it");
+                let error = if method == "session/new" {
+                    "the agent did not start a session in time".to_string()
+                } else {
+                    format!("the agent did not answer {method} in time")
+                };
+                return Err((TurnOutcome::Failed { error: Some(error) }, Fate::Dead));
+            }
+        },
+        _ = exited.wait_for(|e| *e) => return Err((TurnOutcome::Failed { error: None }, Fate::Dead)),
+        c = cmds.recv() => {
+            let why = match c {
+                Some(SlotCmd::Cancel) => "cancel",
+                _ => "shutdown",
+            };
+            tracing::info!(reason = why, "{method} abandoned; stopping the agent");
+            let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
+            return Err((TurnOutcome::Cancelled { why }, fate));
+        }
+    };
+    answered.map_err(|e| {
+        if connection_lost(&e) {
+            tracing::warn!(method, error = %e, "failed: the agent is gone");
+            (TurnOutcome::Failed { error: None }, Fate::Dead)
+        } else {
+            tracing::warn!(method, error = %e, "failed");
+            (
+                TurnOutcome::Failed {
+                    error: Some(failure_text(&e, info)),
+                },
+                Fate::Continue,
+            )
+        }
+    })
+}
+
+static MODEL_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
+static MODE_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// `session/new`, then the model and mode in the forms the agent
+/// advertised ([`super::setup`]). A setup the agent refuses, or a model or
+/// mode it does not offer, fails the turn with the reason; the session is
+/// not kept, so the next mention tries again.
+async fn open_session(
+    spec: &AgentSpec,
+    info: &AgentInfo,
+    cx: &ConnectionTo<Agent>,
+    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+    exited: &mut watch::Receiver<bool>,
+) -> Result<SessionId, Ended> {
+    let fail = |error: String| (TurnOutcome::Failed { error: Some(error) }, Fate::Continue);
+    let asked = Instant::now();
+    let params = serde_json::to_value(new_session_request(spec, info)).map_err(|e| fail(e.to_string()))?;
+    let result = request_bounded(spec, info, cx, cmds, exited, "session/new", params).await?;
+    let offered = Offered::from_result(&result).map_err(|e| fail(e.to_string()))?;
+    let plan =
+        setup::plan(&offered, spec.model.as_deref(), spec.permission_mode.as_deref()).map_err(|e| {
+            tracing::warn!(error = %e, "session setup refused");
+            fail(e.to_string())
+        })?;
+    for u in &plan.unapplied {
+        let (flag, what) = match u {
+            Unapplied::Model => (
+                &MODEL_UNAPPLIED_LOGGED,
+                "the agent advertises no models: the model rides session/new _meta.model only",
+            ),
+            Unapplied::Mode => (
+                &MODE_UNAPPLIED_LOGGED,
+                "the agent advertises no modes: the permission mode could not be applied",
+            ),
+        };
+        if !flag.swap(true, Ordering::Relaxed) {
+            tracing::warn!("{what}");
+        }
+    }
+    for step in &plan.steps {
+        let (method, params) = step.request(&offered.session_id);
+        request_bounded(spec, info, cx, cmds, exited, method, params)
+            .await
+            .map_err(|(outcome, fate)| match outcome {
+                TurnOutcome::Failed { error: Some(e) } => (
+                    TurnOutcome::Failed {
+                        error: Some(format!("{method}: {e}")),
+                    },
+                    fate,
+                ),
+                other => (other, fate),
+            })?;
+        tracing::info!(method, "session setup applied");
+    }
+    tracing::info!(
+        took_ms = asked.elapsed().as_millis() as u64,
+        steps = plan.steps.len(),
+        "session opened"
+    );
+    Ok(SessionId::new(offered.session_id))
+}
 
 pub(super) enum Fate {
     Continue,
@@ -36,60 +174,25 @@ pub(super) async fn run_turn(
     let mut lead = None;
     let session = match sessions.get(&job.channel) {
         Some(s) => s.clone(),
-        None => {
-            let bound = spec.start_bound();
-            // A hung session/new must not hold the slot: bounded, and the
-            // owner's !cancel (or a shutdown) ends the wait too.
-            let created = tokio::select! {
-                r = tokio::time::timeout(bound, cx.send_request(new_session_request(spec, info)).block_task()) => match r {
-                    Ok(r) => r,
-                    Err(_) => {
-                        tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer session/new in time; killing it");
-                        return (TurnOutcome::Failed { error: Some("the agent did not start a session in time".into()) }, Fate::Dead);
-                    }
-                },
-                _ = exited.wait_for(|e| *e) => return (TurnOutcome::Failed { error: None }, Fate::Dead),
-                c = cmds.recv() => {
-                    let why = match c {
-                        Some(SlotCmd::Cancel) => "cancel",
-                        _ => "shutdown",
-                    };
-                    tracing::info!(reason = why, "session/new abandoned; stopping the agent");
-                    let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
-                    return (TurnOutcome::Cancelled { why }, fate);
+        None => match open_session(spec, info, cx, cmds, exited).await {
+            Ok(id) => {
+                sessions.insert(job.channel.clone(), id.clone());
+                if !spec.adapter.system_prompt_on_new_session(info) {
+                    lead = spec.system_prompt.as_deref();
                 }
-            };
-            match created {
-                Ok(r) => {
-                    sessions.insert(job.channel.clone(), r.session_id.clone());
-                    if !spec.adapter.system_prompt_on_new_session(info) {
-                        lead = spec.system_prompt.as_deref();
-                    }
-                    r.session_id
-                }
-                Err(e) if connection_lost(&e) => {
-                    tracing::warn!(error = %e, "session/new failed: the agent is gone");
-                    return (TurnOutcome::Failed { error: None }, Fate::Dead);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "session/new failed");
-                    return (
-                        TurnOutcome::Failed {
-                            error: Some(failure_text(&e, info)),
-                        },
-                        Fate::Continue,
-                    );
-                }
+                id
             }
-        }
+            Err(ended) => return ended,
+        },
     };
     let started = Instant::now();
     {
-        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sink = shared.lock();
         *sink = Sink {
             session: Some(session.clone()),
-            text: TurnText::default(),
+            turn: Some((job.turn_id, job.channel.clone())),
             last_update: Some(started),
+            ..Sink::default()
         };
     }
     let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead, &job.text));
@@ -99,14 +202,11 @@ pub(super) async fn run_turn(
     let mut cancelled: Option<(&'static str, Instant)> = None;
     let mut shutdown_requested = false;
     let result = loop {
-        let last = shared
-            .sink
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last_update
-            .unwrap_or(started);
+        let (last, asking) = idle_clock(shared, started);
         let next_deadline = match cancelled {
             Some((_, grace_end)) => grace_end,
+            // An open owner question stops the idle clock, not the hard cap.
+            None if asking => hard_deadline,
             None => (last + spec.idle_timeout).min(hard_deadline),
         };
         let mut cancel_now: Option<&'static str> = None;
@@ -121,11 +221,11 @@ pub(super) async fn run_turn(
                 }
                 // Re-read the last update: a wake-up may have been missed.
                 let now = Instant::now();
-                let last = shared.sink.lock().unwrap_or_else(|p| p.into_inner()).last_update.unwrap_or(started);
+                let (last, asking) = idle_clock(shared, started);
                 if now >= hard_deadline {
-                    cancel_now = Some("max turn duration");
-                } else if now >= last + spec.idle_timeout {
-                    cancel_now = Some("idle timeout");
+                    cancel_now = Some(MAX_TURN);
+                } else if !asking && now >= last + spec.idle_timeout {
+                    cancel_now = Some(IDLE_TIMEOUT);
                 }
             }
             c = cmds.recv() => match c {
@@ -146,7 +246,7 @@ pub(super) async fn run_turn(
         }
     };
     let text = {
-        let mut sink = shared.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sink = shared.lock();
         let text = std::mem::take(&mut sink.text);
         *sink = Sink::default();
         if text.is_cut() {

@@ -1,0 +1,188 @@
+//! Agent presets: the real ACP coding agents this project knows by name, and
+//! the harness's permission policy (spec §Launch data: a deploy carries a
+//! command *name*, resolved against the image's own `PATH`).
+//!
+//! One table, read by both sides:
+//! - the launcher fills a record from a preset (`agent create --agent claude`):
+//!   the command name, its arguments, the env names the agent needs, and the
+//!   install hint when the binary is missing;
+//! - the harness recognises a preset by its command name and applies what
+//!   that agent needs to run unattended (its traffic switches, its provider
+//!   settings), so a hand-launched harness on a VPS behaves like a deployed one.
+//!
+//! The pins are the versions whose request shapes were recorded
+//! (`real-agents.md`); moving a pin means recording them again.
+
+/// A known ACP agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    /// The preset's name (`--agent NAME`).
+    pub name: &'static str,
+    /// The command name the harness runs, resolved on `PATH`.
+    pub command: &'static str,
+    /// Its arguments.
+    pub args: &'static [&'static str],
+    /// The npm package and pinned version that provide `command`, if any.
+    pub npm: Option<(&'static str, &'static str)>,
+    /// The secret env names the agent reads its API key from (any one).
+    pub key_env: &'static [&'static str],
+    /// The env name that points the agent at another API endpoint.
+    pub base_url_env: Option<&'static str>,
+    /// How to install the command when it is missing.
+    pub install: &'static str,
+}
+
+/// The command of the built-in echo agent (wire-facts §5).
+pub const ECHO_COMMAND: &str = crate::env::BUILTIN_ECHO_AGENT;
+
+/// Every preset, in the order the CLI and the Start page offer them.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "claude",
+        command: "claude-agent-acp",
+        args: &[],
+        npm: Some(("@zed-industries/claude-agent-acp", "0.23.1")),
+        key_env: &["ANTHROPIC_API_KEY"],
+        base_url_env: Some("ANTHROPIC_BASE_URL"),
+        install: "npm install -g @zed-industries/claude-agent-acp@0.23.1",
+    },
+    Preset {
+        name: "codex",
+        command: "codex-acp",
+        args: &[],
+        npm: Some(("@zed-industries/codex-acp", "0.16.0")),
+        key_env: &["OPENAI_API_KEY"],
+        base_url_env: Some("OPENAI_BASE_URL"),
+        install: "npm install -g @zed-industries/codex-acp@0.16.0",
+    },
+    Preset {
+        name: "gemini",
+        command: "gemini",
+        args: &["--acp"],
+        npm: Some(("@google/gemini-cli", "0.61.0")),
+        key_env: &["GEMINI_API_KEY"],
+        base_url_env: Some("GOOGLE_GEMINI_BASE_URL"),
+        install: "npm install -g @google/gemini-cli@0.61.0",
+    },
+    Preset {
+        name: "goose",
+        command: "goose",
+        args: &["acp"],
+        npm: None,
+        key_env: &[],
+        base_url_env: None,
+        install: "install goose (https://block.github.io/goose/docs/getting-started/installation) and put it on PATH",
+    },
+    Preset {
+        name: "echo",
+        command: ECHO_COMMAND,
+        args: &[],
+        npm: None,
+        key_env: &[],
+        base_url_env: None,
+        install: "built into buzz-acp; nothing to install",
+    },
+];
+
+/// The preset named `name`.
+pub fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// The preset whose command is `command` (a name or a path ending in it).
+pub fn preset_for_command(command: &str) -> Option<&'static Preset> {
+    let base = command.rsplit('/').next().unwrap_or(command);
+    PRESETS.iter().find(|p| p.command == command || p.command == base)
+}
+
+/// The preset names, comma-separated, for error messages.
+pub fn preset_names() -> String {
+    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// How the harness answers an agent's `session/request_permission`
+/// (`BUZZ_ACP_PERMISSION_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermissionPolicy {
+    /// Pick the advertised allow option (`allow_once`, else `allow_always`).
+    /// The default: an unattended agent has nobody to ask.
+    #[default]
+    Allow,
+    /// Pick the advertised reject option.
+    Reject,
+    /// Ask the owner on the relay and wait a bounded time; no answer rejects.
+    AskOwner,
+}
+
+impl PermissionPolicy {
+    /// Every policy, as written in the env and on the command line.
+    pub const ALL: [PermissionPolicy; 3] = [
+        PermissionPolicy::Allow,
+        PermissionPolicy::Reject,
+        PermissionPolicy::AskOwner,
+    ];
+
+    /// The policy's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionPolicy::Allow => "allow",
+            PermissionPolicy::Reject => "reject",
+            PermissionPolicy::AskOwner => "ask-owner",
+        }
+    }
+
+    /// Parses a spelling (trimmed, exact).
+    pub fn parse(s: &str) -> Option<PermissionPolicy> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s.trim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_unique_and_name_commands_not_paths() {
+        for (i, p) in PRESETS.iter().enumerate() {
+            assert!(!p.command.contains('/'), "{}: a deploy carries a name", p.name);
+            assert!(
+                PRESETS[i + 1..]
+                    .iter()
+                    .all(|q| q.name != p.name && q.command != p.command)
+            );
+            if let Some((pkg, ver)) = p.npm {
+                assert!(
+                    p.install.contains(&format!("{pkg}@{ver}")),
+                    "{}: the hint installs the pin",
+                    p.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(preset("claude").map(|p| p.command), Some("claude-agent-acp"));
+        assert_eq!(preset("nope"), None);
+        assert_eq!(
+            preset_for_command("/usr/lib/node_modules/.bin/codex-acp").map(|p| p.name),
+            Some("codex")
+        );
+        assert_eq!(preset_for_command("builtin:echo").map(|p| p.name), Some("echo"));
+        assert_eq!(preset_for_command("my-agent"), None);
+        assert_eq!(preset_names(), "claude, codex, gemini, goose, echo");
+    }
+
+    #[test]
+    fn policies_round_trip() {
+        for p in PermissionPolicy::ALL {
+            assert_eq!(PermissionPolicy::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(
+            PermissionPolicy::parse(" ask-owner "),
+            Some(PermissionPolicy::AskOwner)
+        );
+        assert_eq!(PermissionPolicy::parse("yes"), None);
+        assert_eq!(PermissionPolicy::default(), PermissionPolicy::Allow);
+    }
+}
