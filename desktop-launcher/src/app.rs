@@ -3,7 +3,9 @@
 //!
 //! Every refusal the spec requires before anything is invoked (I1, owner,
 //! relay-mesh, I2, POSIX keys) happens in [`start_provider`] before discovery
-//! runs a single process.
+//! runs a single process. A local start refuses a preset agent whose binary
+//! the harness would not find ([`crate::presets::missing_binary`]) before
+//! the harness is spawned; a deploy never does (the image resolves the name).
 
 use crate::discovery::{self, Discovery, DiscoveryError};
 use crate::gate::{self, Deployed, GateConfig, GateError};
@@ -17,6 +19,7 @@ use crate::relay::{self, RelayError};
 use crate::resolve::{self, ResolveError, Target};
 use crate::store::{Store, StoreError};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::Duration;
@@ -49,6 +52,8 @@ pub enum AppError {
     Relay(#[from] RelayError),
     #[error(transparent)]
     Local(#[from] crate::local::LocalError),
+    #[error(transparent)]
+    MissingAgent(#[from] crate::presets::MissingBinary),
     #[error("agent `{0}` uses the local backend; `start` spawns the harness instead of deploying")]
     NotProvider(String),
     #[error("agent `{0}` uses a provider backend; it cannot be started as a local process")]
@@ -217,6 +222,35 @@ fn agent_lock(store: &Store, name: &str) -> PathBuf {
     store.lock_path(&format!("agent-{name}"))
 }
 
+/// Refuses a local start whose preset agent binary is missing from the
+/// `PATH` the harness will get: the spawn env's own, else the launcher's,
+/// which the harness inherits (`PATH` is host-resolved: no user layer sets it).
+fn refuse_missing_agent(command: &str, env: &BTreeMap<String, String>) -> Result<(), AppError> {
+    let path = env
+        .get("PATH")
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"));
+    match crate::presets::missing_binary(command, path.as_deref()) {
+        Some(m) => Err(m.into()),
+        None => Ok(()),
+    }
+}
+
+/// The local spawn env of `rec` from the one resolver, after every refusal
+/// of a local start (nothing is spawned here).
+fn local_launch_env(
+    store: &Store,
+    rec: &AgentRecord,
+    nonce: &str,
+) -> Result<BTreeMap<String, String>, AppError> {
+    let settings = store.settings()?;
+    let ident = store.identity(&rec.name)?;
+    let resolved = resolve::resolve_launch(rec, &settings, &ident, Target::Local)?;
+    let env = resolve::local_env(rec, &resolved, &ident, nonce);
+    refuse_missing_agent(&resolved.launch.command, &env)?;
+    Ok(env)
+}
+
 /// What a local `start` did.
 #[derive(Debug)]
 pub enum LocalStart {
@@ -239,11 +273,8 @@ pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Resu
     if let Some(r) = crate::local::running(store, name)? {
         return Ok(LocalStart::AlreadyRunning(r));
     }
-    let settings = store.settings()?;
-    let ident = store.identity(name)?;
-    let resolved = resolve::resolve_launch(&rec, &settings, &ident, Target::Local)?;
     let nonce = crate::local::new_nonce();
-    let env = resolve::local_env(&rec, &resolved, &ident, &nonce);
+    let env = local_launch_env(store, &rec, &nonce)?;
     let child = crate::local::spawn(harness, &env, &workdir(store, &rec)?, &store.log_path(name))?;
     // Read while the child is ours and unreaped: its pid cannot be reused yet.
     let identity = crate::procid::ProcessId::of(child.id()).ok();
@@ -389,6 +420,10 @@ pub async fn start_local_watched(
     let rec = store.agent(name)?;
     if let Some(r) = crate::local::running(store, name)? {
         return Ok(Watched::AlreadyRunning(r));
+    }
+    // The refusals of the spawn, before a relay is reached (the spawn checks again).
+    if matches!(rec.backend, Backend::Local) {
+        local_launch_env(store, &rec, "")?;
     }
     let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];

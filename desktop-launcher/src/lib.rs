@@ -4,6 +4,8 @@
 //! Pure core (no I/O, clock or randomness inside):
 //! - [`record`]: agent records, settings and deploy bookkeeping (spec §System Model "agent record").
 //! - [`runtime`]: the runtime metadata table (spec §Launch data).
+//! - [`presets`]: the agent presets (`buzz_contract::agents`) in the launcher: fill, secret env names, install hints (spec §Launch data).
+//! - [`envfile`]: the strict `KEY=VALUE` format of `--env-file`/`--env-stdin` (secrets never on argv).
 //! - [`resolve`]: THE launch resolver, shared by local spawn and deploy (spec §Launch data, Known Defect 3, I1).
 //! - [`payload`]: the deploy payload builder and `provider_config` normalisation (spec §deploy, I2, Known Defect 8).
 //! - [`redact`]: scrubbing of provider output (spec §Provider Output Is Untrusted).
@@ -30,6 +32,7 @@ pub mod app;
 pub mod demo;
 pub mod discovery;
 pub mod embedded;
+pub mod envfile;
 pub mod gate;
 pub mod invoke;
 pub mod limits;
@@ -37,6 +40,7 @@ pub mod local;
 pub mod lock;
 pub mod payload;
 pub mod presence;
+pub mod presets;
 pub mod procid;
 pub mod record;
 pub mod redact;

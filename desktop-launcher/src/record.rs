@@ -1,8 +1,16 @@
 //! Agent records, launcher settings and deploy bookkeeping (spec §System Model
 //! "agent record", §deploy "`agent_id` … its presence is the `deployed` axis of I3").
 //!
-//! Records never contain key material: the agent's private key and its NIP-OA
-//! tag live in separate `0600` files (see [`crate::store`]).
+//! Records never contain key material: the agent's private key, its NIP-OA
+//! tag and its secret env (API keys given with `--env-file`, `--env-stdin` or
+//! the Start page's API key field) live in separate `0600` files (see
+//! [`crate::store`]).
+//!
+//! Fields added after records were first written are `serde(default)` and
+//! skipped when unset, so an older record file reads as before and its
+//! [`AgentRecord::launch_digest`] does not change by an upgrade alone (a
+//! changed digest would note "the edit applies after the next restart" on
+//! every deployed agent).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -94,6 +102,14 @@ pub struct AgentRecord {
     pub system_prompt: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+    /// The agent's session mode id, applied by the harness with
+    /// `session/set_mode` (`BUZZ_ACP_PERMISSION_MODE`, tier 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// How the harness answers `session/request_permission`: `allow`,
+    /// `reject` or `ask-owner` (`BUZZ_ACP_PERMISSION_POLICY`, tier 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_policy: Option<String>,
     #[serde(default)]
     pub provider: Option<String>,
     #[serde(default)]
@@ -109,9 +125,15 @@ pub struct AgentRecord {
     pub respond_to: String,
     #[serde(default)]
     pub respond_to_allowlist: Vec<String>,
-    /// Agent env layer (highest user tier).
+    /// Agent env layer (highest user tier), non-secret values. Secret
+    /// values live in `keys/<name>.env` ([`crate::store::Store::secret_env`]).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Bumped at every change of the agent's secret env, so
+    /// [`AgentRecord::launch_digest`] notices a rotated key. A counter:
+    /// nothing of the secret goes into it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub secret_env_revision: u64,
     /// Owner-encrypted telemetry frames.
     #[serde(default)]
     pub relay_observer: bool,
@@ -120,6 +142,10 @@ pub struct AgentRecord {
     pub workdir: Option<PathBuf>,
     #[serde(default)]
     pub backend: Backend,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn default_respond_to() -> String {
@@ -140,6 +166,8 @@ impl AgentRecord {
             persona: None,
             system_prompt: None,
             model: None,
+            permission_mode: None,
+            permission_policy: None,
             provider: None,
             turn_timeout_seconds: None,
             idle_timeout_seconds: None,
@@ -148,6 +176,7 @@ impl AgentRecord {
             respond_to: default_respond_to(),
             respond_to_allowlist: Vec::new(),
             env: BTreeMap::new(),
+            secret_env_revision: 0,
             relay_observer: false,
             workdir: None,
             backend: Backend::Local,
@@ -229,6 +258,22 @@ mod tests {
         assert_eq!(r.launch_digest(), d);
         r.model = Some("m".into());
         assert_ne!(r.launch_digest(), d);
+    }
+
+    #[test]
+    fn an_older_record_reads_and_keeps_its_digest() {
+        let r = AgentRecord::new("a", &"a".repeat(64), "ws://r");
+        let json = serde_json::to_value(&r).unwrap();
+        for added in ["permission_mode", "permission_policy", "secret_env_revision"] {
+            assert!(json.get(added).is_none(), "{added} is written while unset");
+        }
+        let mut old = json.as_object().unwrap().clone();
+        old.remove("backend");
+        let back: AgentRecord = serde_json::from_value(Value::Object(old)).unwrap();
+        assert_eq!(back.launch_digest(), r.launch_digest());
+        let mut rotated = r.clone();
+        rotated.secret_env_revision += 1;
+        assert_ne!(rotated.launch_digest(), r.launch_digest());
     }
 
     #[test]

@@ -6,6 +6,15 @@
 //! paths cannot drift. Nothing here reads the launcher's own environment:
 //! launch data is computed from record + config alone (spec §Launch data,
 //! "Runtime `default_env` … computed from the runtime metadata table only").
+//!
+//! Agent presets ([`crate::presets`]): a command's default args come from
+//! the preset table in `buzz_contract::agents`, not from a launcher copy;
+//! the per-agent `permission_mode` and `permission_policy` are tier 1, like
+//! the model (`BUZZ_ACP_PERMISSION_MODE`, `BUZZ_ACP_PERMISSION_POLICY`, each
+//! omitted when unset: the harness's own default is `allow`). The agent's
+//! secret env ([`Identity::secret_env`], `keys/<name>.env`) is the last
+//! user layer of tier 2, after the record's own env, with the same
+//! reserved-key strip.
 
 use crate::limits::{RELAY_MESH, SESSION_TITLE_MAX_CHARS};
 use crate::record::{AgentRecord, Settings};
@@ -35,6 +44,8 @@ pub struct Identity {
     pub auth_tag: Option<String>,
     /// The owner's pubkey hex (legacy `BUZZ_ACP_AGENT_OWNER` fallback).
     pub owner_pubkey: Option<String>,
+    /// The agent's secret env (API keys), the last user env layer.
+    pub secret_env: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Identity {
@@ -43,6 +54,7 @@ impl std::fmt::Debug for Identity {
             .field("nsec", &"<redacted>")
             .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
             .field("owner_pubkey", &self.owner_pubkey)
+            .field("secret_env", &self.secret_env.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -53,6 +65,8 @@ pub enum Layer {
     Global,
     Persona,
     Agent,
+    /// The agent's secret env (`keys/<name>.env`).
+    AgentSecret,
 }
 
 impl std::fmt::Display for Layer {
@@ -61,6 +75,7 @@ impl std::fmt::Display for Layer {
             Layer::Global => "global",
             Layer::Persona => "persona",
             Layer::Agent => "agent",
+            Layer::AgentSecret => "agent secret",
         })
     }
 }
@@ -152,6 +167,8 @@ pub enum ResolveError {
     UnknownPersona(String, String),
     #[error("agent `{0}`: {1}")]
     Gate(String, GateError),
+    #[error("agent `{0}`: {1}; fix it with `buzz-launcher agent edit {0}`")]
+    Preset(String, crate::presets::PresetError),
 }
 
 /// Drops control characters, trims, and keeps at most 80 characters
@@ -204,6 +221,16 @@ fn filter_layer(
         }
     }
     Ok(())
+}
+
+/// The command a launch of `record` runs: the agent's own, else its
+/// persona definition's, else [`DEFAULT_COMMAND`] (an unknown persona gives
+/// nothing here; [`resolve_launch`] refuses it).
+pub fn effective_command(record: &AgentRecord, settings: &Settings) -> String {
+    let persona = record.persona.as_ref().and_then(|p| settings.personas.get(p));
+    non_empty(&record.agent_command)
+        .or_else(|| persona.and_then(|p| non_empty(&p.agent_command)))
+        .unwrap_or_else(|| DEFAULT_COMMAND.to_string())
 }
 
 /// Checks the identity before anything is invoked (I1 and the owner rule of
@@ -280,9 +307,7 @@ pub fn resolve_launch(
     }
 
     // Command: agent's own, else the persona definition's, else the default.
-    let command = non_empty(&record.agent_command)
-        .or_else(|| from_persona(|p| &p.agent_command))
-        .unwrap_or_else(|| DEFAULT_COMMAND.to_string());
+    let command = effective_command(record, settings);
     // A host path is a local choice only: remotely the command is a name
     // resolved on the image's PATH (spec §Launch data "Host-resolved values").
     let is_path = command.contains('/') || command.contains('\\');
@@ -302,7 +327,10 @@ pub fn resolve_launch(
         args = persona.map(|p| norm(&p.agent_args)).unwrap_or_default();
     }
     if args.is_empty() {
-        args = meta.default_args.iter().map(|s| s.to_string()).collect();
+        args = crate::presets::default_args(&command)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     }
     if args.iter().any(|a| a.contains(',')) {
         return Err(ResolveError::ArgHasComma(name.clone()));
@@ -328,6 +356,13 @@ pub fn resolve_launch(
         filter_layer(name, Layer::Persona, &p.env, &mut user_env, &mut stripped)?;
     }
     filter_layer(name, Layer::Agent, &record.env, &mut user_env, &mut stripped)?;
+    filter_layer(
+        name,
+        Layer::AgentSecret,
+        &id.secret_env,
+        &mut user_env,
+        &mut stripped,
+    )?;
     let mut env = BTreeMap::new();
     if let (Some(var), Some(m)) = (meta.model_env_var, &model) {
         env.insert(var.to_string(), m.clone());
@@ -358,6 +393,15 @@ pub fn resolve_launch(
     }
     if let Some(m) = &model {
         policy_env.insert(names::MODEL.to_string(), m.clone());
+    }
+    let preset_err = |e| ResolveError::Preset(name.clone(), e);
+    if let Some(mode) = non_empty(&record.permission_mode) {
+        crate::presets::check_permission_mode(&mode).map_err(preset_err)?;
+        policy_env.insert(names::PERMISSION_MODE.to_string(), mode);
+    }
+    if let Some(p) = non_empty(&record.permission_policy) {
+        let p = crate::presets::permission_policy(&p).map_err(preset_err)?;
+        policy_env.insert(names::PERMISSION_POLICY.to_string(), p.as_str().to_string());
     }
     if meta.mcp_hooks {
         policy_env.insert("MCP_HOOK_SERVERS".to_string(), "*".to_string());

@@ -29,6 +29,7 @@ fn fx() -> Fx {
             nsec: agent.secret_key().to_bech32().unwrap(),
             auth_tag: Some(tag),
             owner_pubkey: Some(pubkey_hex(&owner)),
+            secret_env: BTreeMap::new(),
         },
     }
 }
@@ -403,4 +404,111 @@ fn the_builtin_echo_agent_resolves_for_deploys_and_local_starts() {
     let local = resolve_launch(&f.rec, &f.settings, &f.id, Target::Local).unwrap();
     let env = local_env(&f.rec, &local, &f.id, &"0".repeat(32));
     assert_eq!(env[buzz_contract::env::AGENT_COMMAND], "builtin:echo");
+}
+
+#[test]
+fn permission_mode_and_policy_are_tier_one_for_both_targets() {
+    let mut f = fx();
+    f.rec.agent_command = Some("claude-agent-acp".into());
+    f.rec.model = Some("opus".into());
+    f.rec.permission_mode = Some(" acceptEdits ".into());
+    f.rec.permission_policy = Some("ask-owner".into());
+    for target in [Target::Remote, Target::Local] {
+        let r = resolve_launch(&f.rec, &f.settings, &f.id, target).unwrap();
+        let p = &r.launch.policy_env;
+        assert_eq!(p[names::PERMISSION_MODE], "acceptEdits", "{target:?}");
+        assert_eq!(p[names::PERMISSION_POLICY], "ask-owner", "{target:?}");
+        assert_eq!(p[names::MODEL], "opus", "{target:?}");
+        assert!(
+            !r.launch.env.contains_key(names::PERMISSION_POLICY),
+            "tier 1, not tier 2"
+        );
+    }
+    // The local spawn writes tier 1 first: a user env override still wins.
+    f.rec.backend = crate::record::Backend::Local;
+    f.rec.env.insert(names::PERMISSION_POLICY.into(), "reject".into());
+    let r = resolve_launch(&f.rec, &f.settings, &f.id, Target::Local).unwrap();
+    let env = local_env(&f.rec, &r, &f.id, &"0".repeat(32));
+    assert_eq!(env[names::PERMISSION_POLICY], "reject");
+    assert_eq!(env[names::PERMISSION_MODE], "acceptEdits");
+}
+
+#[test]
+fn unset_permission_knobs_are_omitted_and_bad_ones_refused() {
+    let r = resolve(&fx()).unwrap();
+    assert!(!r.launch.policy_env.contains_key(names::PERMISSION_MODE));
+    assert!(!r.launch.policy_env.contains_key(names::PERMISSION_POLICY));
+    let mut f = fx();
+    f.rec.permission_policy = Some("always".into());
+    let e = resolve(&f).unwrap_err();
+    assert_eq!(
+        e,
+        ResolveError::Preset("scout".into(), crate::presets::PresetError::BadPolicy)
+    );
+    assert!(e.to_string().contains("allow, reject, ask-owner"), "{e}");
+    let mut f = fx();
+    f.rec.permission_mode = Some("two words".into());
+    assert!(matches!(
+        resolve_launch(&f.rec, &f.settings, &f.id, Target::Local),
+        Err(ResolveError::Preset(_, crate::presets::PresetError::BadMode))
+    ));
+}
+
+#[test]
+fn preset_args_come_from_the_preset_table() {
+    let mut f = fx();
+    f.rec.agent_command = Some("gemini".into());
+    assert_eq!(resolve(&f).unwrap().launch.args, vec!["--acp"]);
+    f.rec.agent_args = vec!["--own".into()];
+    assert_eq!(resolve(&f).unwrap().launch.args, vec!["--own"]);
+    let mut f = fx();
+    f.rec.agent_command = Some("claude-agent-acp".into());
+    let r = resolve(&f).unwrap();
+    assert_eq!(
+        (r.launch.command.as_str(), r.launch.args.len()),
+        ("claude-agent-acp", 0)
+    );
+    // A record without a command keeps the goose default, args and all.
+    let r = resolve(&fx()).unwrap();
+    assert_eq!(
+        (r.launch.command.as_str(), r.launch.args.clone()),
+        ("goose", vec!["acp".to_string()])
+    );
+}
+
+#[test]
+fn the_secret_env_is_the_last_user_layer_with_the_reserved_strip() {
+    let mut f = fx();
+    f.rec.env.insert("SHARED".into(), "plain".into());
+    f.id.secret_env
+        .insert("ANTHROPIC_API_KEY".into(), "sk-secret".into());
+    f.id.secret_env.insert("SHARED".into(), "secret".into());
+    f.id.secret_env.insert("BUZZ_AUTH_TAG".into(), "x".into());
+    let r = resolve(&f).unwrap();
+    assert_eq!(r.launch.env["ANTHROPIC_API_KEY"], "sk-secret");
+    assert_eq!(
+        r.user_env["ANTHROPIC_API_KEY"], "sk-secret",
+        "env_vars of the deploy"
+    );
+    assert_eq!(r.launch.env["SHARED"], "secret");
+    assert!(!r.launch.env.contains_key("BUZZ_AUTH_TAG"));
+    assert_eq!(
+        r.stripped,
+        vec![Stripped {
+            layer: Layer::AgentSecret,
+            key: "BUZZ_AUTH_TAG".into(),
+            reason: "reserved"
+        }]
+    );
+    let s = format!("{:?}", f.id);
+    assert!(s.contains("ANTHROPIC_API_KEY") && !s.contains("sk-secret"), "{s}");
+    let mut f = fx();
+    f.id.secret_env.insert("A B".into(), "v".into());
+    assert!(matches!(
+        resolve(&f),
+        Err(ResolveError::BadEnvKey {
+            layer: Layer::AgentSecret,
+            ..
+        })
+    ));
 }

@@ -4,6 +4,11 @@
 //! One row per built-in runtime. Unknown commands get the neutral row: no
 //! model/provider injection, no defaults (the model still travels as
 //! `BUZZ_ACP_MODEL` in `policy_env`).
+//!
+//! A runtime's default *args* are not here: they are the agent preset's
+//! (`buzz_contract::agents`, read through [`crate::presets::default_args`]),
+//! the one table the harness reads too. Every preset but the built-in echo
+//! agent has a row (a test keeps the two tables in step).
 
 /// What the launcher knows about an ACP runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,8 +23,6 @@ pub struct RuntimeMeta {
     pub provider_locked: bool,
     /// Behaviour defaults, applied unconditionally (never from the host env).
     pub default_env: &'static [(&'static str, &'static str)],
-    /// Args used when neither the agent nor its persona gives any.
-    pub default_args: &'static [&'static str],
     /// Gates the `_Stop`/`_PostCompact` hook tools (`MCP_HOOK_SERVERS=*`).
     pub mcp_hooks: bool,
 }
@@ -36,7 +39,6 @@ pub const RUNTIMES: &[RuntimeMeta] = &[
         provider_env_var: Some("GOOSE_PROVIDER"),
         provider_locked: false,
         default_env: &[("GOOSE_MODE", "auto")],
-        default_args: &["acp"],
         mcp_hooks: false,
     },
     RuntimeMeta {
@@ -45,7 +47,6 @@ pub const RUNTIMES: &[RuntimeMeta] = &[
         provider_env_var: None,
         provider_locked: true,
         default_env: &[],
-        default_args: &[],
         mcp_hooks: false,
     },
     RuntimeMeta {
@@ -54,7 +55,14 @@ pub const RUNTIMES: &[RuntimeMeta] = &[
         provider_env_var: None,
         provider_locked: true,
         default_env: &[],
-        default_args: &[],
+        mcp_hooks: false,
+    },
+    RuntimeMeta {
+        command: "gemini",
+        model_env_var: None,
+        provider_env_var: None,
+        provider_locked: true,
+        default_env: &[],
         mcp_hooks: false,
     },
     RuntimeMeta {
@@ -63,7 +71,6 @@ pub const RUNTIMES: &[RuntimeMeta] = &[
         provider_env_var: Some("BUZZ_AGENT_PROVIDER"),
         provider_locked: false,
         default_env: &[],
-        default_args: &[],
         mcp_hooks: true,
     },
 ];
@@ -74,7 +81,6 @@ const NEUTRAL: RuntimeMeta = RuntimeMeta {
     provider_env_var: None,
     provider_locked: false,
     default_env: &[],
-    default_args: &[],
     mcp_hooks: false,
 };
 
@@ -97,12 +103,11 @@ mod tests {
         assert_eq!(g.model_env_var, Some("GOOSE_MODEL"));
         assert_eq!(g.provider_env_var, Some("GOOSE_PROVIDER"));
         assert_eq!(g.default_env, &[("GOOSE_MODE", "auto")]);
-        assert_eq!(g.default_args, &["acp"]);
     }
 
     #[test]
     fn provider_locked_rows_inject_nothing() {
-        for c in ["claude-agent-acp", "codex-acp"] {
+        for c in ["claude-agent-acp", "codex-acp", "gemini"] {
             let r = lookup(c);
             assert!(r.provider_locked && r.provider_env_var.is_none() && r.model_env_var.is_none());
         }
@@ -114,6 +119,23 @@ mod tests {
         assert!(b.mcp_hooks);
         assert_eq!(b.model_env_var, Some("BUZZ_AGENT_MODEL"));
         assert_eq!(b.provider_env_var, Some("BUZZ_AGENT_PROVIDER"));
+    }
+
+    #[test]
+    fn every_preset_but_echo_has_a_row() {
+        for p in buzz_contract::agents::PRESETS {
+            let has_row = RUNTIMES.iter().any(|r| r.command == p.command);
+            assert_eq!(
+                has_row,
+                p.command != buzz_contract::agents::ECHO_COMMAND,
+                "{}",
+                p.name
+            );
+        }
+        assert!(
+            buzz_contract::agents::preset_for_command(DEFAULT_COMMAND).is_some(),
+            "the default command is a preset: its args come from the preset table"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! - a key: its nsec and its hex, each in lower and upper case;
 //! - an auth tag: its whole JSON (matched whole) and its signature, both cases
 //!   (matched by fragment: the rest of the tag is a public owner key);
-//! - an env value: as typed;
+//! - an env value: as typed (the agent's secret env, `keys/<name>.env`, too);
 //! - a policy value (`launch.policy_env`): scrubbed from text, not from handles.
 //!
 //! [`SecretSet::of_store`] fails closed: a key file, record or settings file
@@ -103,6 +103,7 @@ impl SecretSet {
         for rec in store.agents()? {
             set.env(rec.env.values());
             let id = store.identity(&rec.name)?;
+            set.env(id.secret_env.values());
             if !id.nsec.is_empty() {
                 set.key_text(&id.nsec);
             }

@@ -7,6 +7,7 @@
 //! agents/<name>.json   agent records (no key material)
 //! keys/<name>.nsec     agent private key     0600
 //! keys/<name>.auth     NIP-OA auth tag       0600
+//! keys/<name>.env      secret env (JSON object KEY → value: API keys)  0600
 //! deploy/<name>.json   deploy bookkeeping (agent_id, generation, last error — redacted)
 //! providers.lock.json  approved provider digests (strict mode)
 //! staging/             only leftovers of older launchers (collected); the gate now stages in memory
@@ -15,6 +16,10 @@
 //! locks/               advisory locks (see [`crate::lock`])
 //! relay.json           the embedded relay's port and identity (see [`crate::embedded`])
 //! ```
+//!
+//! Secret env values (API keys) are kept in `keys/<name>.env`, beside the
+//! agent's key and never in its record: [`Store::secret_env`],
+//! [`Store::set_secret_env`].
 //!
 //! Writes are atomic (a temp file unique to the call, then a rename), and a
 //! read-modify-write of `deploy/<name>.json` holds that agent's deploy lock
@@ -68,6 +73,9 @@ pub enum StoreError {
     #[error(transparent)]
     Lock(#[from] crate::lock::LockError),
 }
+
+#[path = "secret_store.rs"]
+mod secret_store;
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.to_path_buf();
@@ -346,6 +354,7 @@ impl Store {
             nsec: read("nsec")?.unwrap_or_default(),
             auth_tag: read("auth")?.filter(|s| !s.is_empty()),
             owner_pubkey,
+            secret_env: self.secret_env(name)?,
         })
     }
 
@@ -364,6 +373,7 @@ impl Store {
         for p in [
             self.key_path(name, "nsec"),
             self.key_path(name, "auth"),
+            self.key_path(name, "env"),
             self.deploy_path(name),
             self.agent_path(name),
         ] {

@@ -51,6 +51,9 @@ fn cli_round_trip_never_prints_a_secret() {
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let canary = "env-canary-0123456789";
+    // A secret comes through a file, never argv (`--env API_SECRET=…` is refused).
+    let env_file = tmp.path().join("scout.env");
+    std::fs::write(&env_file, format!("API_SECRET={canary}\n")).unwrap();
 
     let all = std::cell::RefCell::new(String::new());
     let ok = |args: &[&str]| {
@@ -68,8 +71,8 @@ fn cli_round_trip_never_prints_a_secret() {
         "wss://relay.example.com",
         "--backend",
         "provider:echo",
-        "--env",
-        &format!("API_SECRET={canary}"),
+        "--env-file",
+        env_file.to_str().unwrap(),
         "--config",
         "namespace=ns",
         "--config",
@@ -104,6 +107,8 @@ fn cli_round_trip_never_prints_a_secret() {
     let auth = std::fs::read_to_string(home.join("keys/scout.auth")).unwrap();
     let owner = std::fs::read_to_string(home.join("owner.key")).unwrap();
     let state = std::fs::read_to_string(home.join("deploy/scout.json")).unwrap();
+    let record = std::fs::read_to_string(home.join("agents/scout.json")).unwrap();
+    assert!(!record.contains(canary), "a secret env value is in the record");
     // No fragment of 12 or more characters of any secret, anywhere written.
     let sig = buzz_contract::nip_oa::AuthTag::parse(auth.trim()).unwrap().sig;
     let fragment = |text: &str, secret: &str| {
@@ -269,9 +274,13 @@ fn cli_env_values_are_never_shown_and_can_come_from_a_file_or_stdin() {
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let store = desktop_launcher::store::Store::open(&home).unwrap();
-    let rec = store.agent("a").unwrap();
-    assert_eq!(rec.env["FILE_SECRET"], "file-canary-0123456789");
-    assert_eq!(rec.env["STDIN_SECRET"], "stdin-canary-0123456789");
+    let secret = store.secret_env("a").unwrap();
+    assert_eq!(secret["FILE_SECRET"], "file-canary-0123456789");
+    assert_eq!(secret["STDIN_SECRET"], "stdin-canary-0123456789");
+    // Kept beside the agent's key, not in its record.
+    let record = std::fs::read_to_string(home.join("agents/a.json")).unwrap();
+    assert!(!record.contains("canary"), "{record}");
+    assert!(store.agent("a").unwrap().env.is_empty());
 
     let show = text(&run(&home, tmp.path(), &["agent", "show", "a"]));
     assert!(

@@ -84,6 +84,7 @@ fn world() -> (AgentRecord, Settings, Identity) {
         nsec: agent.secret_key().to_bech32().unwrap(),
         auth_tag: Some(deterministic_tag(OWNER_SECRET_HEX, &agent_hex)),
         owner_pubkey: Some(owner.public_key().to_hex()),
+        secret_env: Default::default(),
     };
     (rec, settings, id)
 }

@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
             nsec: AGENT_NSEC_HEX.to_string(),
             auth_tag: None,
             owner_pubkey: Some("11".repeat(32)),
+            secret_env: Default::default(),
         };
         let settings = Settings::default();
         for t in [Target::Local, Target::Remote] {

@@ -17,9 +17,13 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[path = "cli/agent.rs"]
+mod agent;
 #[path = "cli/fields.rs"]
 mod fields;
-use fields::{Fields, apply, masked_record};
+#[path = "cli/secret_env.rs"]
+mod secret_env;
+use fields::Fields;
 
 #[derive(Parser)]
 #[command(
@@ -228,12 +232,8 @@ fn run(cli: Cli) -> Result<()> {
                 Some(r) => r,
                 None => embedded::url(&store)?,
             };
-            let mut rec = store.create_agent(&name, &relay)?;
             // Nothing is kept when a field is refused.
-            if let Err(e) = apply(&mut rec, &fields).and_then(|()| Ok(store.save_agent(&rec)?)) {
-                store.delete_agent(&name)?;
-                return Err(e);
-            }
+            let rec = agent::create(&store, &name, &relay, &fields)?;
             out!("created {} {}", rec.name, rec.pubkey);
         }
         Cmd::Agent(AgentCmd::List) => {
@@ -255,23 +255,10 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Agent(AgentCmd::Show { name }) => {
-            let rec = store.agent(&name)?;
-            let st = store.deploy_state(&name)?;
-            let out = serde_json::json!({"record": masked_record(&rec), "deploy": st});
-            out!("{}", serde_json::to_string_pretty(&out)?);
+            out!("{}", serde_json::to_string_pretty(&agent::show(&store, &name)?)?);
         }
         Cmd::Agent(AgentCmd::Edit { name, fields }) => {
-            let mut rec = store.agent(&name)?;
-            apply(&mut rec, &fields)?;
-            store.save_agent(&rec)?;
-            let st = store.deploy_state(&name)?;
-            if st
-                .record_digest
-                .as_deref()
-                .is_some_and(|d| d != rec.launch_digest())
-            {
-                eprintln!("note: the edit applies after the agent's next restart");
-            }
+            agent::edit(&store, &name, &fields)?;
             out!("saved {name}");
         }
         Cmd::Agent(AgentCmd::Retag { name }) => {

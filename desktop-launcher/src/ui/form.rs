@@ -8,9 +8,20 @@
 //! submit button on `required`; the server never trusts that and applies
 //! [`validate_config`] again, with the CLI's own
 //! [`crate::payload::normalize_provider_config`].
+//!
+//! Agent presets (spec §Launch data: a command *name*): the form's
+//! `agent_preset` is one of `buzz_contract::agents`' presets or
+//! [`CUSTOM`], applied by [`crate::presets::apply`] as `agent create --agent`
+//! does; a preset and a different custom command at once is a field error.
+//! The permission knobs use the CLI's validators. The API key is the one
+//! secret the form carries ([`SecretText`]): [`secret_changes`] puts it under
+//! the record's preset key env, the routes store it as the CLI stores
+//! `--env-file` values, and no response ever carries it back.
 
 use crate::discovery;
+use crate::envfile::EnvChanges;
 use crate::payload::{self, ConfigError};
+use crate::presets;
 use crate::record::{AgentRecord, Backend};
 use buzz_contract::i2::I2Error;
 use serde::{Deserialize, Serialize};
@@ -19,6 +30,21 @@ use std::collections::BTreeMap;
 
 /// The key of errors that belong to no single field.
 pub const FORM_KEY: &str = "_form";
+
+/// The `agent_preset` value of a custom command.
+pub const CUSTOM: &str = "custom";
+
+/// A secret typed into the page: read from the request, never printed (its
+/// `Debug` is redacted) and never sent back.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(pub String);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
 
 /// Field-keyed validation errors (field name → one sentence, never a value).
 pub type FieldErrors = BTreeMap<String, String>;
@@ -138,7 +164,8 @@ pub fn validate_config(
 
 /// What the create/edit form sends. Absent fields are left as they are on
 /// edit; an empty string clears an optional field (as `agent edit --x ""`).
-/// Env values are not part of the page: it shows env *names* only (I2).
+/// Env values are never shown on the page: it shows env *names* only (I2);
+/// the API key is the one value it may send.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentForm {
@@ -147,10 +174,19 @@ pub struct AgentForm {
     /// `local` or `provider:<id>`.
     pub backend: Option<String>,
     pub display_name: Option<String>,
+    /// A preset name ([`buzz_contract::agents::PRESETS`]) or [`CUSTOM`].
+    pub agent_preset: Option<String>,
     pub agent_command: Option<String>,
     /// One argument per entry; replaces the list.
     pub agent_args: Option<Vec<String>>,
     pub model: Option<String>,
+    /// The agent's session mode id (`BUZZ_ACP_PERMISSION_MODE`).
+    pub permission_mode: Option<String>,
+    /// `allow`, `reject` or `ask-owner` (`BUZZ_ACP_PERMISSION_POLICY`).
+    pub permission_policy: Option<String>,
+    /// The API key, stored under the preset's key env ([`secret_changes`]);
+    /// empty or absent leaves a stored one as it is.
+    pub api_key: Option<SecretText>,
     pub provider: Option<String>,
     pub system_prompt: Option<String>,
     /// `provider_config` as typed; validated by [`validate_config`].
@@ -208,8 +244,47 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
     if let Some(v) = opt(&form.display_name) {
         rec.display_name = v;
     }
-    if let Some(v) = opt(&form.agent_command) {
-        rec.agent_command = v;
+    let preset = match form.agent_preset.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(p) if p == CUSTOM => None,
+        Some(p) => match presets::lookup(p) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errors.insert("agent_preset".into(), e.to_string());
+                None
+            }
+        },
+    };
+    match (preset, opt(&form.agent_command)) {
+        (Some(p), Some(Some(c))) if c != p.command => {
+            errors.insert(
+                "agent_command".into(),
+                format!(
+                    "choose the {} preset or a custom command, not both (the preset runs {})",
+                    p.name, p.command
+                ),
+            );
+        }
+        (Some(p), _) => presets::apply(rec, p),
+        (None, Some(v)) => rec.agent_command = v,
+        (None, None) => {}
+    }
+    if let Some(v) = opt(&form.permission_mode) {
+        match v.as_deref().map(presets::check_permission_mode) {
+            Some(Err(e)) => {
+                errors.insert("permission_mode".into(), e.to_string());
+            }
+            _ => rec.permission_mode = v,
+        }
+    }
+    if let Some(v) = opt(&form.permission_policy) {
+        match v.as_deref().map(presets::permission_policy) {
+            Some(Err(e)) => {
+                errors.insert("permission_policy".into(), e.to_string());
+            }
+            Some(Ok(p)) => rec.permission_policy = Some(p.as_str().to_string()),
+            None => rec.permission_policy = None,
+        }
     }
     if let Some(args) = &form.agent_args {
         rec.agent_args = args.iter().filter(|a| !a.is_empty()).cloned().collect();
@@ -239,6 +314,43 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
         }
     }
     if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+/// The secret env the form sets: its API key under the key env of `rec`'s
+/// preset (run on the record as [`apply`] left it). An API key for a record
+/// without such a preset is a field error, never stored under a guessed name.
+pub fn secret_changes(rec: &AgentRecord, form: &AgentForm) -> Result<EnvChanges, FieldErrors> {
+    let Some(key) = form
+        .api_key
+        .as_ref()
+        .map(|k| k.0.trim())
+        .filter(|k| !k.is_empty())
+    else {
+        return Ok(EnvChanges::new());
+    };
+    let err = |msg: String| Err(FieldErrors::from([("api_key".to_string(), msg)]));
+    if key.chars().any(char::is_control) {
+        return err("the API key must be one line of text (it is not shown)".into());
+    }
+    let env = rec
+        .agent_command
+        .as_deref()
+        .and_then(buzz_contract::agents::preset_for_command)
+        .and_then(|p| p.key_env.first());
+    match env {
+        Some(e) => Ok(EnvChanges::from([(e.to_string(), Some(key.to_string()))])),
+        None => {
+            let readers: Vec<&str> = buzz_contract::agents::PRESETS
+                .iter()
+                .filter(|p| !p.key_env.is_empty())
+                .map(|p| p.name)
+                .collect();
+            err(format!(
+                "an API key needs an agent preset that reads one ({}); give another agent's env with `buzz-launcher agent edit NAME --env-file FILE`",
+                readers.join(", ")
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -316,6 +428,96 @@ mod tests {
         let many: Map<String, Value> = (0..21).map(|i| (format!("f{i}"), json!("v"))).collect();
         let e = validate_config(&many, None).unwrap_err();
         assert_eq!(e.keys().collect::<Vec<_>>(), [FORM_KEY]);
+    }
+
+    fn form(v: Value) -> AgentForm {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_preset_fills_the_command_and_the_api_key_goes_to_its_key_env() {
+        let mut rec = AgentRecord::new("a", &"0".repeat(64), "wss://r");
+        rec.agent_args = vec!["--old".into()];
+        let f = form(json!({"agent_preset": "claude", "permission_mode": "acceptEdits",
+                            "permission_policy": "ask-owner", "api_key": " sk-canary-0123 "}));
+        assert!(!format!("{f:?}").contains("sk-canary"), "{f:?}");
+        apply(&mut rec, &f, None).unwrap();
+        assert_eq!(rec.agent_command.as_deref(), Some("claude-agent-acp"));
+        assert!(rec.agent_args.is_empty());
+        assert_eq!(rec.permission_mode.as_deref(), Some("acceptEdits"));
+        assert_eq!(rec.permission_policy.as_deref(), Some("ask-owner"));
+        assert!(rec.env.is_empty(), "the key is not a record field");
+        assert_eq!(
+            secret_changes(&rec, &f).unwrap(),
+            EnvChanges::from([(
+                "ANTHROPIC_API_KEY".to_string(),
+                Some("sk-canary-0123".to_string())
+            )])
+        );
+        // The same command as the preset's is no conflict; custom keeps the command.
+        apply(
+            &mut rec,
+            &form(json!({"agent_preset": "gemini", "agent_command": "gemini"})),
+            None,
+        )
+        .unwrap();
+        assert_eq!(rec.agent_command.as_deref(), Some("gemini"));
+        apply(
+            &mut rec,
+            &form(json!({"agent_preset": "custom", "agent_command": "my-acp"})),
+            None,
+        )
+        .unwrap();
+        assert_eq!(rec.agent_command.as_deref(), Some("my-acp"));
+        // Cleared knobs are cleared.
+        apply(
+            &mut rec,
+            &form(json!({"permission_mode": "", "permission_policy": ""})),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (rec.permission_mode.clone(), rec.permission_policy.clone()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn preset_errors_are_keyed_by_field_and_never_echo_the_key() {
+        let mut rec = AgentRecord::new("a", &"0".repeat(64), "wss://r");
+        let e = apply(
+            &mut rec,
+            &form(json!({"agent_preset": "nope", "permission_policy": "always", "permission_mode": "a b"})),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.keys().collect::<Vec<_>>(),
+            ["agent_preset", "permission_mode", "permission_policy"]
+        );
+        assert!(
+            e["agent_preset"].contains("claude, codex, gemini, goose, echo"),
+            "{e:?}"
+        );
+        let e = apply(
+            &mut rec,
+            &form(json!({"agent_preset": "codex", "agent_command": "claude-agent-acp"})),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(e.keys().collect::<Vec<_>>(), ["agent_command"]);
+        rec.agent_command = Some("my-acp".into());
+        let f = form(json!({"api_key": "sk-canary-0123"}));
+        let e = secret_changes(&rec, &f).unwrap_err();
+        assert!(e["api_key"].contains("claude, codex, gemini"), "{e:?}");
+        assert!(!e["api_key"].contains("sk-canary"));
+        rec.agent_command = Some("codex-acp".into());
+        assert!(secret_changes(&rec, &form(json!({"api_key": "a\nb"}))).is_err());
+        assert!(
+            secret_changes(&rec, &form(json!({"api_key": "  "})))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //! - [`form`]: `config_schema` rendering rules and field-keyed I2 errors
 //!   (spec §Provider Protocol `info`, I2, Known Defect 8).
 //! - [`server`]: the server, the guard layer, replies and the redactor cache.
-//! - `routes`: records and providers (create, edit, delete, schema, approve).
+//! - `routes`: records, agent presets and providers (create, edit, delete,
+//!   presets, schema, approve).
 //! - `ops`: Start (one live local harness per agent, spec I4), Stop as
 //!   `!shutdown` (spec §Stop), chat; the embedded relay on demand.
 //! - `live`: the presence tracker feeding Server-Sent Events (spec I3), with
 //!   relay retries and TTL expiry.
 //!
-//! No secret reaches the browser: records are sent with env *names* only, no
+//! No secret reaches the browser: records are sent with env *names* only (the
+//! form's API key goes one way, into the agent's secret env), no
 //! key material is ever read into a response, and every string of every
 //! response and event is passed through a [`crate::redact::Redactor`] built
 //! from the state dir's secrets ([`crate::secrets`], fail closed) as a last

@@ -7,6 +7,13 @@
 //! Fields that land in file names or in `agent list` (name, display name,
 //! relay URL, provider id) are refused when they hold a key of this state
 //! dir or look like one ([`Store::refuse_secret`]), keyed by form field.
+//!
+//! Agent presets (spec §Launch data): `GET /api/presets` serves the table
+//! the select offers (`buzz_contract::agents`, the CLI's `--agent`), with
+//! whether each binary is on this machine's `PATH`; a create or edit answers
+//! with the CLI's warnings ([`presets::warnings`]). The form's API key is
+//! stored with [`Store::set_secret_env`], as `--env-file` values are; a
+//! record is sent with its secret env's *names* and `api_key_set` only.
 
 use super::form::{self, AgentForm, FieldErrors};
 use super::live::state_of;
@@ -17,6 +24,7 @@ use crate::app::{self, AppError, StartOptions};
 use crate::discovery;
 use crate::gate::{self, GateError};
 use crate::presence;
+use crate::presets;
 use crate::record::{AgentRecord, Backend};
 use crate::relay;
 use crate::response::sanitize_text;
@@ -62,6 +70,13 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
     };
     let op = op_of(s, &rec.name);
     let running = super::ops::live_local(s, rec, &st).is_some();
+    let secret_names: Vec<String> = s.store.secret_env(&rec.name)?.into_keys().collect();
+    // A preset only when the command is exactly its name (a host path is a custom command).
+    let preset = rec
+        .agent_command
+        .as_deref()
+        .and_then(|c| buzz_contract::agents::PRESETS.iter().find(|p| p.command == c));
+    let api_key_env = preset.and_then(|p| p.key_env.first().copied());
     Ok(json!({
         "name": rec.name,
         "pubkey": rec.pubkey,
@@ -77,10 +92,16 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "last_error": st.last_error,
         "agent_command": rec.agent_command,
         "agent_args": rec.agent_args,
+        "agent_preset": preset.map_or(form::CUSTOM, |p| p.name),
         "model": rec.model,
+        "permission_mode": rec.permission_mode,
+        "permission_policy": rec.permission_policy,
         "provider": rec.provider,
         "system_prompt": rec.system_prompt,
         "env_names": rec.env.keys().collect::<Vec<_>>(),
+        "secret_env_names": secret_names,
+        "api_key_env": api_key_env,
+        "api_key_set": api_key_env.is_some_and(|k| secret_names.iter().any(|n| n == k)),
         "config": config,
         "busy": op.is_some(),
         "op": op.map(|o| match o {
@@ -169,7 +190,9 @@ fn create(s: &Shared, mut form: AgentForm) -> Response {
     let schema = schema_for(s, form.backend.as_deref(), None);
     // Validate on a scratch record first: nothing is created when a field is wrong.
     let mut scratch = AgentRecord::new(&name, &"0".repeat(64), &relay_url);
-    if let Err(errs) = form::apply(&mut scratch, &form, schema.as_ref()) {
+    if let Err(errs) = form::apply(&mut scratch, &form, schema.as_ref())
+        .and_then(|()| form::secret_changes(&scratch, &form).map(drop))
+    {
         return fields_failed(s, errs);
     }
     match secret_fields(s, &scratch) {
@@ -183,19 +206,69 @@ fn create(s: &Shared, mut form: AgentForm) -> Response {
             return fields_failed(s, FieldErrors::from([("name".to_string(), e.to_string())]));
         }
     };
-    if let Err(errs) = form::apply(&mut rec, &form, schema.as_ref()) {
-        let _ = s.store.delete_agent(&name);
-        return fields_failed(s, errs);
-    }
-    if let Err(e) = s.store.save_agent(&rec) {
+    let secret = match form::apply(&mut rec, &form, schema.as_ref())
+        .and_then(|()| form::secret_changes(&rec, &form))
+    {
+        Ok(c) => c,
+        Err(errs) => {
+            let _ = s.store.delete_agent(&name);
+            return fields_failed(s, errs);
+        }
+    };
+    if let Err(e) = s
+        .store
+        .set_secret_env(&mut rec, &secret)
+        .and_then(|_| s.store.save_agent(&rec))
+    {
         let _ = s.store.delete_agent(&name);
         return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
     }
     agents_changed(s);
     match agent_json(s, &rec) {
-        Ok(v) => reply(s, StatusCode::CREATED, v),
+        Ok(mut v) => {
+            v["warnings"] = json!(warnings(s, &rec));
+            reply(s, StatusCode::CREATED, v)
+        }
         Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
     }
+}
+
+/// The CLI's warnings after a save, on this server's `PATH` and environment
+/// (a local harness started from the page inherits both).
+fn warnings(s: &Shared, rec: &AgentRecord) -> Vec<String> {
+    let settings = s.store.settings().unwrap_or_default();
+    let secret = s.store.secret_env(&rec.name).unwrap_or_default();
+    let path = std::env::var_os("PATH");
+    let inherited = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    presets::warnings(rec, &settings, &secret, path.as_deref(), &inherited)
+}
+
+/// `GET /api/presets`: the presets the form offers, in the CLI's order,
+/// whether each binary is on this machine's `PATH` (for a local agent), the
+/// permission policies, and the value of a custom command.
+pub(super) async fn list_presets(State(s): State<S>) -> Response {
+    off(&s, |s| {
+        let path = std::env::var_os("PATH");
+        let list: Vec<Value> = buzz_contract::agents::PRESETS
+            .iter()
+            .map(|p| {
+                let missing = presets::missing_binary(p.command, path.as_deref());
+                json!({"name": p.name, "command": p.command, "args": p.args, "key_env": p.key_env,
+                       "install": p.install, "missing_locally": missing.map(|m| m.to_string())})
+            })
+            .collect();
+        let policies: Vec<&str> = buzz_contract::agents::PermissionPolicy::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        reply(
+            s,
+            StatusCode::OK,
+            json!({"presets": list, "custom": form::CUSTOM, "permission_policies": policies}),
+        )
+    })
+    .await
+    .unwrap_or_else(|r| *r)
 }
 
 pub(super) async fn create_agent(State(s): State<S>, body: Bytes) -> Response {
@@ -219,15 +292,22 @@ fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
     };
     let backend = form.backend.clone().or_else(|| Some(backend_label(&rec.backend)));
     let schema = schema_for(s, backend.as_deref(), Some(name));
-    if let Err(errs) = form::apply(&mut rec, &form, schema.as_ref()) {
-        return fields_failed(s, errs);
-    }
+    let secret = match form::apply(&mut rec, &form, schema.as_ref())
+        .and_then(|()| form::secret_changes(&rec, &form))
+    {
+        Ok(c) => c,
+        Err(errs) => return fields_failed(s, errs),
+    };
     match secret_fields(s, &rec) {
         Ok(errs) if !errs.is_empty() => return fields_failed(s, errs),
         Ok(_) => {}
         Err(e) => return fail(s, store_status(&e), e),
     }
-    if let Err(e) = s.store.save_agent(&rec) {
+    if let Err(e) = s
+        .store
+        .set_secret_env(&mut rec, &secret)
+        .and_then(|_| s.store.save_agent(&rec))
+    {
         return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
     }
     agents_changed(s);
@@ -241,6 +321,7 @@ fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
         Ok(mut v) => {
             v["saved"] = json!(true);
             v["applies_after_restart"] = json!(restart_note);
+            v["warnings"] = json!(warnings(s, &rec));
             reply(s, StatusCode::OK, v)
         }
         Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),

@@ -215,6 +215,7 @@ fn router(shared: S) -> Router {
         .route("/api/agents/{name}/start", post(ops::start_agent))
         .route("/api/agents/{name}/stop", post(ops::stop_agent))
         .route("/api/agents/{name}/chat", post(ops::chat_agent))
+        .route("/api/presets", get(routes::list_presets))
         .route("/api/providers", get(routes::providers))
         .route("/api/providers/{id}/schema", get(routes::provider_schema))
         .route("/api/providers/{id}/approve", post(routes::approve_provider))

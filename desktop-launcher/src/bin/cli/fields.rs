@@ -1,14 +1,19 @@
 //! `agent create` / `agent edit` fields of `buzz-launcher` (issue 5
 //! "Commands"): the flags and how they apply to a record. Split from the
 //! binary's main file by concept; the rules themselves live in the library
-//! (the store refuses secret-shaped names, the normaliser checks config).
+//! (the store refuses secret-shaped names, the normaliser checks config,
+//! [`desktop_launcher::presets`] fills a record from an agent preset).
+//!
+//! `--agent` and `--command` exclude each other (clap refuses both); the
+//! preset is applied before `--arg`, so `--arg` replaces the preset's args.
+//! Env flags are read by [`super::secret_env`] (the env values' channels).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use desktop_launcher::app;
 use desktop_launcher::discovery;
+use desktop_launcher::presets;
 use desktop_launcher::record::{AgentRecord, Backend};
-use std::io::Read;
 use std::path::PathBuf;
 
 #[derive(Args, Default)]
@@ -22,7 +27,8 @@ pub(crate) struct Fields {
     display_name: Option<String>,
     #[arg(long)]
     channel: Option<String>,
-    #[arg(long)]
+    /// A custom ACP agent command (a name on PATH; a host path for local agents only).
+    #[arg(long, conflicts_with = "agent")]
     command: Option<String>,
     /// Agent args (repeatable; replaces the list).
     #[arg(long = "arg")]
@@ -33,6 +39,13 @@ pub(crate) struct Fields {
     system_prompt: Option<String>,
     #[arg(long)]
     model: Option<String>,
+    /// The agent's session mode id, set by the harness with `session/set_mode`
+    /// (e.g. acceptEdits, bypassPermissions, full-access, yolo); empty clears.
+    #[arg(long)]
+    permission_mode: Option<String>,
+    /// How the harness answers permission requests: allow, reject or ask-owner; empty clears (the harness default: allow).
+    #[arg(long)]
+    permission_policy: Option<String>,
     #[arg(long)]
     provider: Option<String>,
     #[arg(long)]
@@ -48,14 +61,19 @@ pub(crate) struct Fields {
     /// Allowlist entry (repeatable; replaces the list).
     #[arg(long = "allow")]
     allow: Vec<String>,
-    /// `KEY=VALUE` for the agent env layer; an empty value removes the key.
-    /// Prefer `--env-file` for secret values (argv is visible to other processes).
+    /// `KEY=VALUE` for the agent env layer (plain values; an empty value
+    /// removes the key). Secret names (*_API_KEY, *_TOKEN, *SECRET*, a
+    /// preset's key) are refused here: argv is visible to other processes.
     #[arg(long = "env")]
-    env: Vec<String>,
-    /// Read `KEY=VALUE` lines for the agent env layer from a file, or from
-    /// stdin with `-` (blank lines and `#` comments are skipped).
-    #[arg(long = "env-file")]
-    env_file: Option<PathBuf>,
+    pub(crate) env: Vec<String>,
+    /// Read secret `KEY=VALUE` lines from a file (`-`: stdin): blank lines and
+    /// `#` comments skipped, one pair of quotes around a value removed, a bad
+    /// line refused by its number. Stored beside the agent's key, not in the record.
+    #[arg(long = "env-file", conflicts_with = "env_stdin")]
+    pub(crate) env_file: Option<PathBuf>,
+    /// As --env-file, reading the lines from stdin.
+    #[arg(long = "env-stdin")]
+    pub(crate) env_stdin: bool,
     /// `key=value` for provider_config; an empty value clears the field.
     #[arg(long = "config")]
     config: Vec<String>,
@@ -63,49 +81,42 @@ pub(crate) struct Fields {
     workdir: Option<PathBuf>,
     #[arg(long)]
     relay_observer: Option<bool>,
-    /// A built-in agent instead of --command: `echo` (a smoke test that
-    /// answers each prompt with its text; never for real work).
+    /// An agent preset instead of --command: claude, codex, gemini, goose or
+    /// echo (the built-in smoke-test agent). Fills in the command name; the
+    /// preset's args apply unless --arg is given; never anything secret.
     #[arg(long)]
-    agent: Option<String>,
+    pub(crate) agent: Option<String>,
 }
 
-/// Splits `KEY=VALUE`. The error never echoes the argument: it may be a
-/// secret typed without its key (spec I2: env values are never rendered).
-fn split_kv(s: &str) -> Result<(&str, &str)> {
-    match s.split_once('=') {
-        Some(kv) => Ok(kv),
-        None => bail!("expected KEY=VALUE (the argument is not shown: it may hold a secret)"),
+impl Fields {
+    /// True when the edit changes what runs or where (the warnings' cue).
+    pub(crate) fn changes_runtime(&self) -> bool {
+        self.agent.is_some() || self.command.is_some() || self.backend.is_some()
     }
 }
 
-/// The `KEY=VALUE` lines of an env file (`-` = stdin).
-fn read_env_file(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("cannot read the env file from stdin")?;
-        s
-    } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the env file {}", path.display()))?
-    };
-    Ok(text
-        .lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(str::to_string)
-        .collect())
-}
-
 /// The record as `agent show` prints it: env values masked (spec I2 "never
-/// rendered"); names stay visible.
+/// rendered"); names stay visible; the preset and the permission knobs are
+/// always shown beside the model (null when unset).
 pub(crate) fn masked_record(rec: &AgentRecord) -> serde_json::Value {
     let mut v = serde_json::to_value(rec).unwrap_or_default();
     if let Some(env) = v.get_mut("env").and_then(|e| e.as_object_mut()) {
         for val in env.values_mut() {
             *val = serde_json::Value::String("********".into());
         }
+    }
+    if let Some(o) = v.as_object_mut() {
+        let preset = rec
+            .agent_command
+            .as_deref()
+            .and_then(buzz_contract::agents::preset_for_command)
+            .map(|p| p.name);
+        o.insert("agent_preset".into(), serde_json::json!(preset));
+        o.insert("permission_mode".into(), serde_json::json!(rec.permission_mode));
+        o.insert(
+            "permission_policy".into(),
+            serde_json::json!(rec.permission_policy),
+        );
     }
     v
 }
@@ -147,6 +158,21 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     if let Some(c) = opt(&f.command) {
         rec.agent_command = c;
     }
+    if let Some(a) = &f.agent {
+        presets::apply(rec, presets::lookup(a)?);
+    }
+    if let Some(m) = opt(&f.permission_mode) {
+        if let Some(m) = &m {
+            presets::check_permission_mode(m.trim())?;
+        }
+        rec.permission_mode = m.map(|m| m.trim().to_string());
+    }
+    if let Some(p) = opt(&f.permission_policy) {
+        rec.permission_policy = match p {
+            Some(p) => Some(presets::permission_policy(&p)?.as_str().to_string()),
+            None => None,
+        };
+    }
     if !f.args.is_empty() {
         rec.agent_args = f.args.iter().filter(|a| !a.is_empty()).cloned().collect();
     }
@@ -166,24 +192,12 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     if !f.allow.is_empty() {
         rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
     }
-    let from_file = match &f.env_file {
-        Some(p) => read_env_file(p)?,
-        None => Vec::new(),
-    };
-    for kv in from_file.iter().chain(&f.env) {
-        let (k, v) = split_kv(kv)?;
-        if v.is_empty() {
-            rec.env.remove(k);
-        } else {
-            rec.env.insert(k.to_string(), v.to_string());
-        }
-    }
     if !f.config.is_empty() {
         let Backend::Provider { config, .. } = &mut rec.backend else {
             bail!("--config applies to provider backends only; set --backend provider:<id> first");
         };
         for kv in &f.config {
-            let (k, v) = split_kv(kv)?;
+            let (k, v) = super::secret_env::split_kv(kv)?;
             app::set_config_field(config, k, v);
         }
         desktop_launcher::payload::normalize_provider_config(config, None)?;
@@ -193,17 +207,6 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
     }
     if let Some(o) = f.relay_observer {
         rec.relay_observer = o;
-    }
-    if let Some(a) = &f.agent {
-        match a.as_str() {
-            "echo" => {
-                rec.agent_command = Some(buzz_contract::env::BUILTIN_ECHO_AGENT.to_string());
-                rec.agent_args.clear();
-            }
-            _ => bail!(
-                "--agent knows only `echo` (the built-in smoke-test agent); use --command for a real ACP agent"
-            ),
-        }
     }
     Ok(())
 }

@@ -210,8 +210,54 @@ async function chat(name) {
 let editing = null;   // the agent name being edited, or null for create
 let schemaFields = []; // the rendered config_schema fields
 
-const FORM_FIELDS = ['name', 'relay_url', 'backend', 'display_name', 'agent_command', 'agent_args',
-  'model', 'provider', 'system_prompt'];
+const FORM_FIELDS = ['name', 'relay_url', 'backend', 'display_name', 'agent_preset', 'agent_command', 'agent_args',
+  'model', 'permission_mode', 'permission_policy', 'provider', 'system_prompt'];
+
+// ---- agent presets (the CLI's --agent; the table comes from the server) -------------------
+
+let presets = new Map();  // name → preset
+let apiKeySet = false;    // the edited agent has its preset's key stored
+
+async function loadPresets() {
+  const r = await api('GET', '/api/presets');
+  if (!r.ok) return;
+  const sel = $('f-agent_preset');
+  const custom = sel.querySelector(`option[value="${r.data.custom}"]`);
+  presets = new Map();
+  for (const p of r.data.presets) {
+    presets.set(p.name, p);
+    if (!sel.querySelector(`option[value="${p.name}"]`)) {
+      const o = document.createElement('option');
+      o.value = p.name;
+      o.textContent = `${p.name} (${p.command})`;
+      sel.insertBefore(o, custom);
+    }
+  }
+  const pol = $('f-permission_policy');
+  for (const p of r.data.permission_policies) {
+    if (!pol.querySelector(`option[value="${p}"]`)) {
+      const o = document.createElement('option');
+      o.value = p;
+      o.textContent = p;
+      pol.appendChild(o);
+    }
+  }
+  syncPreset();
+}
+
+// A preset fixes the command (shown, read-only) and says which API key it reads.
+function syncPreset() {
+  const p = presets.get($('f-agent_preset').value);
+  const cmd = $('f-agent_command');
+  cmd.readOnly = !!p;
+  if (p) cmd.value = p.command;
+  const keyEnv = p && p.key_env.length ? p.key_env[0] : null;
+  $('api-key-field').hidden = !keyEnv;
+  $('f-api_key-label').textContent = keyEnv ? `API key (${keyEnv})` : 'API key';
+  $('f-api_key').placeholder = keyEnv && apiKeySet ? 'stored; leave empty to keep it' : '';
+  const local = $('f-backend').value === 'local';
+  $('preset-note').textContent = p && local && p.missing_locally ? p.missing_locally : '';
+}
 
 function clearErrors() {
   for (const el of document.querySelectorAll('#agent-form .error')) el.textContent = '';
@@ -360,6 +406,8 @@ function resetForm() {
   $('f-submit').textContent = 'Create agent';
   $('f-cancel').hidden = true;
   $('env-names').hidden = true;
+  apiKeySet = false;
+  syncPreset();
   clearErrors();
   loadSchema($('f-backend').value, null);
 }
@@ -410,12 +458,17 @@ async function editAgent(name) {
   $('f-relay_url').value = a.relay_url || '';
   ensureBackendOption(a.backend);
   $('f-backend').value = a.backend;
-  for (const k of ['display_name', 'agent_command', 'model', 'provider', 'system_prompt']) $(`f-${k}`).value = a[k] || '';
+  for (const k of ['display_name', 'agent_command', 'model', 'permission_mode', 'permission_policy', 'provider', 'system_prompt']) $(`f-${k}`).value = a[k] || '';
   $('f-agent_args').value = (a.agent_args || []).join('\n');
+  $('f-agent_preset').value = presets.has(a.agent_preset) ? a.agent_preset : 'custom';
+  apiKeySet = !!a.api_key_set;
+  syncPreset();
+  $('f-agent_command').value = a.agent_command || '';
+  const names = [...(a.env_names || []), ...(a.secret_env_names || []).map((n) => `${n} (secret)`)];
   const env = $('env-names');
-  env.hidden = !(a.env_names && a.env_names.length);
-  env.textContent = a.env_names && a.env_names.length
-    ? `Environment variables (values are never shown here; edit them with the CLI): ${a.env_names.join(', ')}` : '';
+  env.hidden = !names.length;
+  env.textContent = names.length
+    ? `Environment variables (values are never shown here; edit them with the CLI): ${names.join(', ')}` : '';
   await loadSchema(a.backend, a.config || {});
   if (editing !== name) return;
   setFormLoading(false);
@@ -433,6 +486,9 @@ async function submitForm(e) {
     if (k === 'name' && editing) continue;
     body[k] = $(`f-${k}`).value;
   }
+  // The one secret the form sends; an empty field keeps a stored key.
+  const key = $('api-key-field').hidden ? '' : $('f-api_key').value;
+  if (key.trim()) body.api_key = key;
   if (body.backend.startsWith('provider:')) {
     const { config, errors } = readConfig();
     if (Object.keys(errors).length) { showErrors(Object.fromEntries(Object.entries(errors).map(([k, v]) => [`config.${k}`, v]))); return; }
@@ -447,9 +503,11 @@ async function submitForm(e) {
   }
   const saved = r.data.name;
   const note = r.data.applies_after_restart ? ' The edit applies after the agent\'s next restart.' : '';
+  const warn = (r.data.warnings || []).map((w) => ` Warning: ${w}`).join('');
+  $('f-api_key').value = '';
   await loadAgents();
   resetForm();
-  $('f-result').textContent = `Saved ${saved}.${note}`;
+  $('f-result').textContent = `Saved ${saved}.${note}${warn}`;
 }
 
 // ---- providers ----------------------------------------------------------------------------
@@ -589,11 +647,13 @@ function init() {
   }
   $('agent-form').addEventListener('submit', submitForm);
   $('f-cancel').addEventListener('click', resetForm);
-  $('f-backend').addEventListener('change', () => loadSchema($('f-backend').value, null));
+  $('f-backend').addEventListener('change', () => { syncPreset(); loadSchema($('f-backend').value, null); });
+  $('f-agent_preset').addEventListener('change', syncPreset);
   $('f-name').addEventListener('input', gate);
   $('f-relay_url').addEventListener('input', gate);
   setInterval(() => { for (const c of cards.values()) c.querySelector('.seen').textContent = seenText(Number(c.dataset.seen) || 0); }, 5000);
   gate();
+  loadPresets();
   loadProviders();
   listen();
 }
