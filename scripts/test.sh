@@ -100,6 +100,25 @@ if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" || ! -f "$npm_prefix/node_modules/playwright-
   say "installing ${npm_packages[*]}"
   npm install --prefix "$npm_prefix" --no-audit --no-fund --save-exact "${npm_packages[@]}" >&2
 fi
+# The three real ACP agents (claude-agent-acp, codex-acp, gemini-cli), run
+# offline against the fake model API (conformance/tests/real_agents_direct.rs),
+# in their own prefix. The pins live once, in buzz-contract/src/agents.rs (its
+# `npm: Some(("pkg", "ver"))` lines); a missing or moved pin reinstalls them.
+agents_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/buzz-agents"
+export BUZZ_AGENTS_BIN="$agents_prefix/node_modules/.bin"
+mapfile -t agent_pins < <(sed -n 's/.*npm: Some(("\([^"]*\)", "\([^"]*\)")).*/\1@\2/p' "$root/buzz-contract/src/agents.rs")
+[[ ${#agent_pins[@]} -gt 0 ]] || die "no npm pins found in buzz-contract/src/agents.rs"
+agents_stale=()
+for pin in "${agent_pins[@]}"; do
+  grep -qF "\"version\": \"${pin##*@}\"" "$agents_prefix/node_modules/${pin%@*}/package.json" 2>/dev/null ||
+    agents_stale+=("$pin")
+done
+if (( ${#agents_stale[@]} )); then
+  command -v npm >/dev/null 2>&1 ||
+    die "npm not found (needed for the real ACP agents of real_agents_direct). fix: apt-get update && apt-get install -y nodejs npm"
+  say "installing ${agent_pins[*]} (missing: ${agents_stale[*]})"
+  npm install --prefix "$agents_prefix" --no-audit --no-fund --save-exact "${agent_pins[@]}" >&2
+fi
 # Chromium for the Start page's browser test (headless, Debian's package).
 export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
 if [[ ! -x "$BUZZ_CHROMIUM" ]]; then

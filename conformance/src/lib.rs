@@ -7,14 +7,20 @@
 //!   real node (kubelet, kube-scheduler, kube-controller-manager, containerd,
 //!   CNI and a local registry) for the Start path.
 //! - [`container`]: podman, the sprig image and its test layer.
+//! - [`fake_model`]: a scripted fake model API (Anthropic, OpenAI Responses,
+//!   Gemini) on loopback, for running the real ACP agents offline
+//!   (`/work/shared/real-agents.md`); [`real_agents_support`] runs them
+//!   behind the real harness.
 //!
 //! Suites live in `tests/`; each test binary shares one [`testenv::TestEnv`].
 
 pub mod bench;
 pub mod container;
+pub mod fake_model;
 pub mod harness_support;
 pub mod launcher_support;
 pub mod provider_support;
+pub mod real_agents_support;
 pub mod real_node_support;
 pub mod testenv;
 pub mod ui_support;

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|collector|relay|real-node>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -17,11 +17,13 @@ fn main() -> ExitCode {
         "harness" => buzz_conformance::bench::harness::run(),
         "launcher" => buzz_conformance::bench::launcher::run(),
         "image" => buzz_conformance::bench::image::run(),
+        "image-agents" => buzz_conformance::bench::image_agents::run(),
         "collector" => buzz_conformance::bench::collector::run(),
         "relay" => buzz_conformance::bench::relay::run(),
         "real-node" => buzz_conformance::bench::real_node::run(),
+        "agents" => buzz_conformance::bench::agents::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|collector|relay|real-node> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents> (got {other:?})"
         )),
     };
     match figures {

@@ -14,6 +14,7 @@
 //!   (their environment, state and parentage), so that no `podman exec` —
 //!   whose process would inherit the container's environment — skews a check.
 
+pub mod agent_images;
 pub mod entrypoint;
 pub mod host;
 mod images;

@@ -1,0 +1,311 @@
+//! Real coding agents through the real harness (issue "real coding agents";
+//! spec §Launch data, wire-facts §6): `buzz-acp` runs claude-agent-acp,
+//! codex-acp and gemini-cli by their preset command names against a
+//! scripted fake model API on loopback, and a mention on a real relay (NIP-42)
+//! makes each one run its own shell tool in the workdir and answer.
+//!
+//! What the recorded requests prove: the record's model reached the model
+//! API (`session/set_model` for claude and gemini, the `model` config option
+//! for codex), and the permission policy and mode decided whether the tool
+//! ran. Failures of the model API (500, 401, no answer) become error replies
+//! within a bound, and the harness stays online.
+//!
+//! Tests run one at a time: each agent is a Node or native process of
+//! 80–400 MB, and two cores are shared with the rest of the suite.
+
+use buzz_conformance::fake_model::agents::RealAgent;
+use buzz_conformance::fake_model::{Failure, Script, Turn};
+use buzz_conformance::harness_support::{HarnessProc, harness_command, wait_until};
+use buzz_conformance::real_agents_support::{ANTHROPIC_KEY, AgentWorld, GEMINI_KEY, OPENAI_KEY};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const WAIT: Duration = Duration::from_secs(60);
+const PROOF: &str = "echo proof-ok-42 > proof.txt";
+const LEAD: &str = "I'll create the file.";
+const DONE: &str = "Done: proof.txt written.";
+
+fn spawn(env: &HashMap<String, String>) -> HarnessProc {
+    HarnessProc::spawn(harness_command(HARNESS, env))
+}
+
+/// Nothing the harness published carries one of the fake API keys.
+fn assert_no_key_published(w: &AgentWorld) {
+    for s in w.obs.messages_of(&w.agent) {
+        for key in [ANTHROPIC_KEY, OPENAI_KEY, GEMINI_KEY] {
+            assert!(!s.event.content.contains(key), "a key in {:?}", s.event.content);
+        }
+    }
+}
+
+/// A mention makes `agent` write a file with its own shell tool, in the
+/// workdir, and the reply (two text blocks around the tool call, separated
+/// by a blank line) reaches the asker; the model the record names is the one
+/// the model API was asked for.
+async fn writes_a_file_and_answers(agent: RealAgent, model: &str, model_sent: &str, mode: Option<&str>) {
+    let _g = SERIAL.lock().await;
+    let w = AgentWorld::new(Script::new().turn(Turn::say_then_shell(LEAD, PROOF, DONE))).await;
+    let mut env = w.env(agent);
+    env.insert("BUZZ_ACP_MODEL".into(), model.into());
+    if let Some(m) = mode {
+        env.insert("BUZZ_ACP_PERMISSION_MODE".into(), m.into());
+    }
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    let m = w.mention("c1", "please write proof.txt").await;
+    let r = w.wait_reply(&m, WAIT).await;
+    assert_eq!(r.content, format!("{LEAD}\n\n{DONE}"), "{}", h.stderr());
+    assert_eq!(w.work_file("proof.txt").as_deref(), Some("proof-ok-42\n"));
+    let models = w.fake.models_seen();
+    assert!(
+        !models.is_empty()
+            && models
+                .iter()
+                .all(|m| m.contains(model_sent) || m.contains("flash-lite")),
+        "every model request asked for {model_sent}: {models:?}"
+    );
+    assert!(
+        w.fake.requests().iter().any(|r| !r.tool_results().is_empty()),
+        "the tool's result went back to the model"
+    );
+    assert!(h.stderr().contains("session setup applied"), "{}", h.stderr());
+    assert_no_key_published(&w);
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// claude: default mode, so Bash asks permission (its first agent→client
+/// request has id 0) and the `allow` policy grants it; `set_model haiku`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claude_runs_its_shell_tool_and_answers() {
+    writes_a_file_and_answers(RealAgent::Claude, "haiku", "claude-haiku", None).await;
+}
+
+/// codex: `full-access` mode (its sandboxed modes need bubblewrap); the model
+/// through the `model` config option (codex has no `session/set_model`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_runs_its_shell_tool_and_answers() {
+    writes_a_file_and_answers(RealAgent::Codex, "gpt-5.4", "gpt-5.4", Some("full-access")).await;
+}
+
+/// gemini: default mode, so `run_shell_command` asks and `allow` picks
+/// `proceed_once`; `set_model gemini-2.5-pro`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gemini_runs_its_shell_tool_and_answers() {
+    writes_a_file_and_answers(RealAgent::Gemini, "gemini-2.5-pro", "gemini-2.5-pro", None).await;
+}
+
+/// One claude run under `policy` (`ask-owner` waits 3 s); `answer` is what
+/// the owner posts once the question appears. Returns whether the file was
+/// written, the replies' texts and the tool results the model saw.
+async fn claude_under_policy(policy: &str, answer: Option<&str>) -> (bool, String, Vec<String>) {
+    let w = AgentWorld::new(Script::new().turn(Turn::say_then_shell(LEAD, PROOF, DONE))).await;
+    let mut env = w.env(RealAgent::Claude);
+    env.insert("BUZZ_ACP_PERMISSION_POLICY".into(), policy.into());
+    env.insert("BUZZ_ACP_PERMISSION_TIMEOUT_SECS".into(), "3".into());
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    let m = w.mention("c1", "please write proof.txt").await;
+    let mut texts = Vec::new();
+    if policy == "ask-owner" {
+        let q = w.wait_reply(&m, WAIT).await;
+        assert!(
+            buzz_conformance::harness_support::relay::tags(&q)
+                .iter()
+                .any(|t| t.len() >= 2 && t[0] == "p" && t[1] == w.owner.public_key().to_hex()),
+            "the question p-tags the owner"
+        );
+        texts.push(q.content.clone());
+        if let Some(a) = answer {
+            w.mention("c1", a).await;
+        }
+    }
+    let n = if policy == "ask-owner" { 2 } else { 1 };
+    let r = w.wait_reply_n(&m, n, WAIT).await;
+    texts.push(r.content.clone());
+    let results = w.fake.tool_results_seen();
+    let written = w.work_file("proof.txt").is_some();
+    let log = h.stderr();
+    assert!(log.contains("permission answered"), "{log}");
+    assert!(
+        !log.contains(PROOF),
+        "the log names the tool, never its command: {log}"
+    );
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    (written, texts.join("\n---\n"), results)
+}
+
+/// Each permission policy decides claude's Bash call: `allow` runs it,
+/// `reject` refuses it (the model is told), `ask-owner` asks the owner on the
+/// relay and follows `!allow` / `!deny`, and no answer in time denies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_permission_policy_decides_the_tool_call() {
+    let _g = SERIAL.lock().await;
+    let (written, _, _) = claude_under_policy("allow", None).await;
+    assert!(written, "allow runs the tool");
+
+    let (written, _, results) = claude_under_policy("reject", None).await;
+    assert!(!written, "reject refuses the tool");
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("refused") || r.contains("denied") || r.contains("rejected")),
+        "the model is told the tool was refused: {results:?}"
+    );
+
+    let (written, texts, _) = claude_under_policy("ask-owner", Some("!allow")).await;
+    assert!(written, "the owner's !allow runs the tool: {texts}");
+    assert!(
+        texts.contains("asks permission") && texts.contains(PROOF),
+        "{texts}"
+    );
+    assert!(texts.contains("`!allow` or `!deny` within 3 s"), "{texts}");
+
+    let (written, texts, _) = claude_under_policy("ask-owner", Some("!deny")).await;
+    assert!(!written, "the owner's !deny refuses the tool: {texts}");
+
+    let (written, texts, _) = claude_under_policy("ask-owner", None).await;
+    assert!(!written, "no answer within the bound denies: {texts}");
+}
+
+/// A permission mode is applied with `session/set_mode`: in
+/// `bypassPermissions` claude runs Bash without asking, so even the `reject`
+/// policy never gets to refuse it (as root, the harness sets `IS_SANDBOX=1`,
+/// without which Claude Code hides the mode).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_permission_mode_is_applied_with_set_mode() {
+    let _g = SERIAL.lock().await;
+    let w = AgentWorld::new(Script::new().turn(Turn::say_then_shell(LEAD, PROOF, DONE))).await;
+    let mut env = w.env(RealAgent::Claude);
+    env.insert("BUZZ_ACP_PERMISSION_MODE".into(), "bypassPermissions".into());
+    env.insert("BUZZ_ACP_PERMISSION_POLICY".into(), "reject".into());
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    let m = w.mention("c1", "please write proof.txt").await;
+    let r = w.wait_reply(&m, WAIT).await;
+    assert_eq!(r.content, format!("{LEAD}\n\n{DONE}"), "{}", h.stderr());
+    assert_eq!(w.work_file("proof.txt").as_deref(), Some("proof-ok-42\n"));
+    let log = h.stderr();
+    assert!(log.contains("method=\"session/set_mode\""), "{log}");
+    assert!(
+        !log.contains("permission answered"),
+        "no question was asked: {log}"
+    );
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// A model or mode the agent does not offer is an error reply naming what
+/// it offers, never silence (codex lists both strictly; claude-agent-acp
+/// takes any model id through `_meta.claudeCode.options.model` and lists it,
+/// so for claude the model API is the judge).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unknown_model_or_mode_is_an_error_reply() {
+    let _g = SERIAL.lock().await;
+    for (var, value, expected) in [
+        (
+            "BUZZ_ACP_MODEL",
+            "haiku",
+            "the agent has no model `haiku`; it offers: ",
+        ),
+        (
+            "BUZZ_ACP_PERMISSION_MODE",
+            "yolo",
+            "the agent has no permission mode `yolo`; it offers: read-only, auto, full-access",
+        ),
+    ] {
+        let w = AgentWorld::new(Script::new().turn(Turn::text("unused"))).await;
+        let mut env = w.env(RealAgent::Codex);
+        env.insert(var.into(), value.into());
+        let mut h = spawn(&env);
+        w.wait_online(WAIT).await;
+        let m = w.mention("c1", "hello").await;
+        let r = w.wait_reply(&m, WAIT).await;
+        assert!(
+            r.content
+                .starts_with(&format!("⚠️ The agent could not answer: {expected}")),
+            "{}",
+            r.content
+        );
+        assert!(w.fake.models_seen().is_empty(), "no turn reached the model");
+        h.signal(libc::SIGTERM);
+        assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    }
+}
+
+/// The model API failing (500, 401, no answer at all) is an error reply to
+/// the asker within a bound, and the harness stays online: the next mention
+/// is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn model_api_failures_are_error_replies_and_the_harness_stays_online() {
+    let _g = SERIAL.lock().await;
+    let script = Script::new()
+        .turn(Turn::fail(Failure::Http500))
+        .turn(Turn::fail(Failure::Http401))
+        .turn(Turn::fail(Failure::Hang))
+        .turn(Turn::text("still here"));
+    let w = AgentWorld::new(script).await;
+    let mut env = w.env(RealAgent::Claude);
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "8".into());
+    env.insert("BUZZ_ACP_CANCEL_GRACE_MS".into(), "2000".into());
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    // One channel each: error replies are rate-limited per channel.
+    let ask = async |channel: &str| {
+        let m = w.mention(channel, "hello").await;
+        w.wait_reply(&m, WAIT).await.content
+    };
+    let error = "⚠️ The agent could not answer:";
+    let r = ask("c500").await;
+    assert!(r.starts_with(error) && r.contains("500"), "{r}");
+    let r = ask("c401").await;
+    assert!(r.starts_with(error) && r.contains("API key"), "{r}");
+    let r = ask("chang").await;
+    assert_eq!(
+        r,
+        format!("{error} no answer within the turn limit (idle timeout, 8 s); the turn was cancelled")
+    );
+    let r = ask("cok").await;
+    assert_eq!(r, "still here", "{}", h.stderr());
+    assert!(h.child.try_wait().unwrap().is_none(), "the harness stayed up");
+    assert_no_key_published(&w);
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// A preset command that is not installed: the asker is told how to
+/// install it, and the harness stops (all agents dead, exit 5) at once
+/// rather than respawning a binary that is not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_missing_agent_says_how_to_install_it() {
+    let _g = SERIAL.lock().await;
+    let w = AgentWorld::new(Script::new()).await;
+    let mut env = w.env(RealAgent::Claude);
+    env.insert("PATH".into(), "/usr/bin:/bin".into());
+    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    let m = w.mention("c1", "hello").await;
+    let r = w.wait_reply(&m, WAIT).await;
+    assert_eq!(
+        r.content,
+        "⚠️ The agent could not answer: the agent command `claude-agent-acp` is not installed here (not on PATH); \
+         install it: npm install -g @zed-industries/claude-agent-acp@0.23.1"
+    );
+    assert_eq!(h.wait_exit(WAIT).await, Some(5));
+    assert!(
+        wait_until(Duration::from_secs(1), || (h
+            .stderr()
+            .matches("agent died")
+            .count()
+            == 0)
+            .then_some(()))
+        .await
+        .is_some(),
+        "no respawn loop: {}",
+        h.stderr()
+    );
+}
