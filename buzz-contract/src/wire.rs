@@ -19,6 +19,15 @@ pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 pub const OP_INFO: &str = "info";
 /// Operation names.
 pub const OP_DEPLOY: &str = "deploy";
+/// Operation names: the optional destructor (issue "lifecycle beyond
+/// Start"). A provider offers it by listing it in `info`'s optional
+/// `operations`; a launcher calls it only then. v1 stays v1: a launcher
+/// that does not know it never sends it, a provider that does not list it
+/// is handled as before.
+pub const OP_UNDEPLOY: &str = "undeploy";
+/// `info`'s optional field naming the operations a provider supports
+/// (`["deploy", "undeploy"]`); absent means `deploy` only.
+pub const INFO_OPERATIONS: &str = "operations";
 
 /// `launch`: the desktop-resolved launch contract (spec §Launch data).
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +112,43 @@ pub struct DeployRequest {
     pub request_id: Option<String>,
     pub agent: AgentPayload,
     pub provider_config: Map<String, Value>,
+}
+
+/// The agent an `undeploy` names: no secret crosses (never the nsec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndeployAgent {
+    /// The record's name (for messages only).
+    pub name: String,
+    /// The agent's public key, 64 lowercase hex: what the provider selects by.
+    pub pubkey: String,
+}
+
+/// `{"op":"undeploy","request_id":…,"agent":{"name","pubkey"},"provider_config":…}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UndeployRequest {
+    pub op: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    pub agent: UndeployAgent,
+    pub provider_config: Map<String, Value>,
+}
+
+/// What an `undeploy` removed: `{"ok":true,"removed":{"pods":N,"secrets":M}}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub pods: u64,
+    pub secrets: u64,
+}
+
+/// True when an `info` object lists `op` in its optional `operations`
+/// (`deploy` is always supported; a malformed field supports nothing more).
+pub fn info_supports(info: &Map<String, Value>, op: &str) -> bool {
+    if op == OP_DEPLOY {
+        return true;
+    }
+    info.get(INFO_OPERATIONS)
+        .and_then(Value::as_array)
+        .is_some_and(|ops| ops.iter().any(|o| o.as_str() == Some(op)))
 }
 
 /// A field-level parse failure. Names the path and the expected type only.
@@ -292,5 +338,40 @@ mod tests {
         let a = parse_agent(&v).unwrap();
         assert_eq!(a.respond_to, "owner-only");
         assert!(a.launch.is_none() && a.auth_tag.is_none());
+    }
+
+    #[test]
+    fn operations_are_optional_and_deploy_is_always_there() {
+        let info = |v: Value| v.as_object().cloned().unwrap();
+        let none = info(serde_json::json!({"protocol_version": 1}));
+        assert!(info_supports(&none, OP_DEPLOY));
+        assert!(!info_supports(&none, OP_UNDEPLOY));
+        let both = info(serde_json::json!({"operations": ["deploy", "undeploy"]}));
+        assert!(info_supports(&both, OP_UNDEPLOY));
+        for bad in [
+            serde_json::json!({"operations": "undeploy"}),
+            serde_json::json!({"operations": [1, null]}),
+        ] {
+            assert!(!info_supports(&info(bad), OP_UNDEPLOY));
+        }
+        let req = UndeployRequest {
+            op: OP_UNDEPLOY.into(),
+            request_id: None,
+            agent: UndeployAgent {
+                name: "scout".into(),
+                pubkey: "a".repeat(64),
+            },
+            provider_config: Map::new(),
+        };
+        let v = serde_json::to_value(&req).unwrap();
+        assert_eq!(
+            v["agent"],
+            serde_json::json!({"name": "scout", "pubkey": "a".repeat(64)})
+        );
+        assert!(v.get("request_id").is_none());
+        assert_eq!(
+            serde_json::to_value(Removed { pods: 1, secrets: 2 }).unwrap(),
+            serde_json::json!({"pods": 1, "secrets": 2})
+        );
     }
 }
