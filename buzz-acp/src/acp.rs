@@ -100,6 +100,12 @@ pub struct TurnJob {
 pub enum SlotCmd {
     Prompt(TurnJob),
     Cancel,
+    /// A graceful stop began: a running turn that has been silent for
+    /// `quiet` (now or later) is cancelled at once and reported
+    /// [`SlotEvent::Stalled`]; a progressing one may finish.
+    Drain {
+        quiet: Duration,
+    },
     Shutdown,
 }
 
@@ -134,6 +140,11 @@ pub enum SlotEvent {
     GaveUp {
         slot: usize,
         reason: Option<String>,
+    },
+    /// Draining, the running turn made no progress for the quiet bound and
+    /// was cancelled: the stop need not wait for it.
+    Stalled {
+        slot: usize,
     },
     /// The agent asks permission and the policy is `ask-owner`.
     Ask {
@@ -405,11 +416,25 @@ async fn serve(
         };
         let job = match cmd {
             None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
-            Some(SlotCmd::Cancel) => continue,
+            Some(SlotCmd::Cancel | SlotCmd::Drain { .. }) => continue,
             Some(SlotCmd::Prompt(job)) => job,
         };
         **in_flight = Some((job.turn_id, job.channel.clone()));
-        let (outcome, fate) = run_turn(spec, &info, cx, shared, cmds, exited, &mut sessions, &job).await;
+        let stalled = || {
+            let _ = events.send(SlotEvent::Stalled { slot });
+        };
+        let (outcome, fate) = run_turn(
+            spec,
+            &info,
+            cx,
+            shared,
+            cmds,
+            exited,
+            &mut sessions,
+            &job,
+            &stalled,
+        )
+        .await;
         **in_flight = None;
         if matches!(outcome, TurnOutcome::Completed { .. }) {
             **had_success = true;

@@ -8,6 +8,13 @@ use std::time::{Duration, Instant};
 
 /// The reserved finalization slice: 2 s + 5 s = 7 s.
 pub const FINALIZATION_RESERVE: Duration = OFFLINE_PUBLISH_BOUND.saturating_add(RELAY_CLOSE_BOUND);
+/// At a graceful stop, a running turn silent this long is cancelled at once
+/// (issue "a stop that does not wait for stuck prompts"): a prompt that is
+/// making progress may still finish within the drain. 4 s, so that a pool of
+/// stuck agents that ignore both the cancel and SIGTERM is gone in 4 s plus
+/// the default 5 s kill grace, under the 10 s goal with the finalization.
+pub const STALLED_AFTER: Duration = Duration::from_secs(4);
+
 /// Time kept for SIGKILL and its short wait once the child deadline is reached.
 pub const KILL_WAIT: Duration = Duration::from_millis(500);
 
@@ -27,6 +34,8 @@ pub struct ShutdownPlan {
     pub children_until: Instant,
     /// The one shared deadline.
     pub deadline: Instant,
+    /// The SIGTERM → SIGKILL grace the plan was made with.
+    pub kill_grace: Duration,
 }
 
 impl ShutdownPlan {
@@ -52,6 +61,25 @@ impl ShutdownPlan {
             kill_at,
             children_until,
             deadline,
+            kill_grace,
+        }
+    }
+
+    /// The plan once the drain ended early, at `at` (every running turn
+    /// finished or stalled): cancel and kill move up by as much, never later
+    /// than planned; `children_until` and `deadline` do not move, so the
+    /// finalization slice is untouched.
+    pub fn drained_at(&self, at: Instant) -> ShutdownPlan {
+        if at >= self.drain_until {
+            return *self;
+        }
+        let at = at.max(self.start);
+        let kill_at = (at + self.kill_grace).min(self.kill_at);
+        ShutdownPlan {
+            drain_until: at,
+            cancel_until: at + kill_at.saturating_duration_since(at) / 2,
+            kill_at,
+            ..*self
         }
     }
 
@@ -108,5 +136,21 @@ mod tests {
         assert_eq!(p.close_bound(t + s(55)), s(5));
         assert_eq!(p.close_bound(t + s(58)), s(2));
         assert_eq!(p.offline_bound(t + s(61)), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_early_drain_moves_cancel_and_kill_up_but_not_the_reserve() {
+        let t = Instant::now();
+        let p = ShutdownPlan::new(t, s(60), s(30), s(5));
+        let q = p.drained_at(t + s(2));
+        assert_eq!(q.drain_until, t + s(2));
+        assert_eq!(q.kill_at, t + s(7));
+        assert_eq!(q.cancel_until, t + Duration::from_millis(4_500));
+        assert_eq!((q.children_until, q.deadline), (p.children_until, p.deadline));
+        assert_eq!(p.drained_at(t + s(40)), p, "a late drain changes nothing");
+        // Never later than planned, even under a budget that squeezed the grace.
+        let small = ShutdownPlan::new(t, s(10), s(30), s(5));
+        let q = small.drained_at(t);
+        assert!(q.kill_at <= small.kill_at && q.cancel_until <= q.kill_at);
     }
 }

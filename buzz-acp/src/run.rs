@@ -18,7 +18,7 @@
 use crate::acp::{self, AgentSpec, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
 use crate::agent_spec::agent_spec;
 use crate::asks::Asks;
-use crate::budget::ShutdownPlan;
+use crate::budget::{STALLED_AFTER, ShutdownPlan};
 use crate::config::Config;
 use crate::events;
 use crate::exit::Exit;
@@ -30,7 +30,7 @@ use crate::replies::{BUSY_TEXT, error_reply_due, error_reply_text, timeout_text}
 use crate::schedule::{Scheduler, admit, inactivity_expired};
 use buzz_contract::redact::Literals;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{SignalKind, signal};
@@ -86,6 +86,8 @@ struct Harness {
     error_replies: HashMap<String, Instant>,
     /// The owner's open permission questions (`ask-owner`).
     asks: Asks,
+    /// Slots whose turn stalled during the stop's drain.
+    stalled: HashSet<usize>,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -272,6 +274,13 @@ impl Harness {
                 }
             }
             SlotEvent::Ask { slot, ask } => self.ask_owner(slot, ask),
+            SlotEvent::Stalled { slot } => {
+                tracing::info!(
+                    slot,
+                    "a turn made no progress at the stop; cancelled, not waited for"
+                );
+                self.stalled.insert(slot);
+            }
         }
         self.pump();
         None
@@ -350,14 +359,31 @@ impl Harness {
     }
 
     /// Drain → cancel the rest → reap concurrently, bounded by the plan.
+    /// Draining, a turn silent for [`STALLED_AFTER`] is cancelled at once by
+    /// its slot and no longer waited for; once every running turn finished or
+    /// stalled the drain ends, and cancel and kill move up by as much
+    /// ([`ShutdownPlan::drained_at`]).
     async fn stop_children(&mut self, plan: &ShutdownPlan, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
         self.procs.close();
         let dropped = self.sched.clear_queued();
         if dropped > 0 {
             tracing::info!(dropped, "queued mentions dropped at shutdown");
         }
+        let quiet = STALLED_AFTER.min(plan.drain_until.saturating_duration_since(plan.start));
+        let running: Vec<usize> = self.sched.running().map(|(_, slot)| slot).collect();
+        for slot in running {
+            if let Some(tx) = &self.slots[slot].tx {
+                let _ = tx.send(SlotCmd::Drain { quiet });
+            }
+        }
         self.drain(plan.drain_until, slot_rx).await;
-        let left: Vec<usize> = self.sched.running().map(|(_, slot)| slot).collect();
+        let plan = &plan.drained_at(Instant::now());
+        let left: Vec<usize> = self
+            .sched
+            .running()
+            .map(|(_, slot)| slot)
+            .filter(|s| !self.stalled.contains(s))
+            .collect();
         if !left.is_empty() {
             tracing::warn!(
                 turns = left.len(),
@@ -369,7 +395,9 @@ impl Harness {
                 let _ = tx.send(SlotCmd::Cancel);
             }
         }
-        // Agents that honour session/cancel end their turns here; then SIGTERM.
+        // Agents that honour session/cancel end their turns here (the stalled
+        // ones too: theirs went out when they stalled); then SIGTERM.
+        self.stalled.clear();
         self.drain(plan.cancel_until, slot_rx).await;
         for s in &self.slots {
             if let Some(tx) = &s.tx {
@@ -390,9 +418,10 @@ impl Harness {
 }
 
 impl Harness {
-    /// Lets running turns finish (their replies are published) until `until`.
+    /// Lets running turns finish (their replies are published) until
+    /// `until`, or until every running turn is one that stalled.
     async fn drain(&mut self, until: Instant, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
-        while self.sched.running().next().is_some() {
+        while self.sched.running().any(|(_, s)| !self.stalled.contains(&s)) {
             match tokio::time::timeout_at(until.into(), slot_rx.recv()).await {
                 Ok(Some(ev)) => {
                     let _ = self.on_slot(ev);
@@ -535,6 +564,7 @@ pub async fn run(cfg: Config) -> Exit {
         secrets: secret_literals(&cfg),
         error_replies: HashMap::new(),
         asks: Asks::default(),
+        stalled: HashSet::new(),
         cfg,
     };
     if !h.cfg.lazy_pool {

@@ -16,12 +16,14 @@ use agent_client_protocol::{Agent, UntypedMessage};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 /// Why a turn was cancelled when it ran out of time (the asker is told).
 pub const IDLE_TIMEOUT: &str = "idle timeout";
 pub const MAX_TURN: &str = "max turn duration";
+/// Why a turn was cancelled at a graceful stop: no progress for the quiet bound.
+pub const STALLED: &str = "stalled at stop";
 
 /// The last update and whether an owner question is open.
 fn idle_clock(shared: &Shared, started: Instant) -> (Instant, bool) {
@@ -170,6 +172,7 @@ pub(super) async fn run_turn(
     exited: &mut watch::Receiver<bool>,
     sessions: &mut HashMap<String, SessionId>,
     job: &TurnJob,
+    stalled: &(dyn Fn() + Sync),
 ) -> (TurnOutcome, Fate) {
     let mut lead = None;
     let session = match sessions.get(&job.channel) {
@@ -201,10 +204,15 @@ pub(super) async fn run_turn(
     let hard_deadline = started + spec.max_turn;
     let mut cancelled: Option<(&'static str, Instant)> = None;
     let mut shutdown_requested = false;
+    // Set once the stop's drain began: the quiet bound of a stalled turn.
+    let mut drain_quiet: Option<Duration> = None;
     let result = loop {
         let (last, asking) = idle_clock(shared, started);
         let next_deadline = match cancelled {
             Some((_, grace_end)) => grace_end,
+            // Draining, silence for the quiet bound ends the turn (an open
+            // owner question included: nobody answers a stopping agent).
+            None if drain_quiet.is_some() => (last + drain_quiet.unwrap_or_default()).min(hard_deadline),
             // An open owner question stops the idle clock, not the hard cap.
             None if asking => hard_deadline,
             None => (last + spec.idle_timeout).min(hard_deadline),
@@ -224,12 +232,18 @@ pub(super) async fn run_turn(
                 let (last, asking) = idle_clock(shared, started);
                 if now >= hard_deadline {
                     cancel_now = Some(MAX_TURN);
+                } else if let Some(q) = drain_quiet
+                    && now >= last + q
+                {
+                    cancel_now = Some(STALLED);
+                    stalled();
                 } else if !asking && now >= last + spec.idle_timeout {
                     cancel_now = Some(IDLE_TIMEOUT);
                 }
             }
             c = cmds.recv() => match c {
                 Some(SlotCmd::Cancel) => cancel_now = Some("cancel"),
+                Some(SlotCmd::Drain { quiet }) => drain_quiet = Some(quiet),
                 None | Some(SlotCmd::Shutdown) => {
                     shutdown_requested = true;
                     cancel_now = Some("shutdown");

@@ -4,7 +4,10 @@
 //! Keys: `idle_rss_mb` (lazy pool, online, idle), `mention_to_prompt_ms_p50`
 //! and `_p99` (200 sequential mentions, publish → the agent receiving
 //! `session/prompt`), `shutdown_32_stuck_ms` (SIGTERM → exit with 32 slots
-//! whose agents ignore cancel and SIGTERM, default budget), `reaper_late_ms`
+//! whose agents ignore cancel and SIGTERM, default budget: each is cancelled
+//! once silent for the stall bound), `shutdown_progressing_ms` and
+//! `progressing_reply_published` (one stalled prompt and one that streams for
+//! 6 s: the stop waits for the progressing one only), `reaper_late_ms`
 //! (how long after T = 2 s the reaper fired, lazy pool never woken),
 //! `flood_rss_mb` (RSS once 10 000 mentions from a stranger in `anyone` mode,
 //! over 100 channels, have reached an agent that never answers: the queue
@@ -188,6 +191,47 @@ async fn shutdown_stuck(b: &Bench) -> anyhow::Result<f64> {
     Ok(t0.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// A stop with one stalled prompt (cancelled at once, ignores it and
+/// SIGTERM) and one progressing prompt of 6 s: the time to exit, and whether
+/// the progressing one's reply was published inside the drain.
+async fn shutdown_progressing(b: &Bench) -> anyhow::Result<(f64, bool)> {
+    let (agent, owner) = (Keys::generate(), Keys::generate());
+    let log = b.tmp.path().join("progressing.log");
+    let mut env = b.env(&agent, &owner, "ignore-cancel,ignore-sigterm", &log);
+    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
+    let mut h = HarnessProc::spawn(harness_command(&b.harness, &env));
+    b.online(&agent).await?;
+    crate::harness_support::post(&b.relay.url, &owner, "c1", &agent, "[hang]", vec![]).await;
+    let slow =
+        crate::harness_support::post(&b.relay.url, &owner, "c2", &agent, "[slow:6000] go", vec![]).await;
+    wait_until(Duration::from_secs(60), || {
+        (agent_events(&log, "prompt").len() == 2).then_some(())
+    })
+    .await
+    .ok_or_else(|| anyhow!("the two turns never started"))?;
+    let t0 = Instant::now();
+    h.signal(libc::SIGTERM);
+    h.wait_exit(Duration::from_secs(120))
+        .await
+        .ok_or_else(|| anyhow!("harness did not exit"))?;
+    let took = t0.elapsed().as_secs_f64() * 1000.0;
+    let id = slow.id.to_hex();
+    let replied = wait_until(Duration::from_secs(5), || {
+        b.obs
+            .messages_of(&agent)
+            .iter()
+            .any(|s| {
+                crate::harness_support::relay::tags(&s.event)
+                    .iter()
+                    .any(|t| t.len() >= 2 && t[1] == id)
+            })
+            .then_some(())
+    })
+    .await
+    .is_some();
+    Ok((took, replied))
+}
+
 async fn reaper_late(b: &Bench) -> anyhow::Result<f64> {
     let (agent, owner) = (Keys::generate(), Keys::generate());
     let mut env = b.env(&agent, &owner, "echo", &b.tmp.path().join("reaper.log"));
@@ -272,12 +316,15 @@ pub fn run() -> anyhow::Result<serde_json::Value> {
         let (p50, p99) = mention_latency(&b).await?;
         let reaper = reaper_late(&b).await?;
         let stuck = shutdown_stuck(&b).await?;
+        let (progressing, replied) = shutdown_progressing(&b).await?;
         let flood = flood_rss(&b).await?;
         Ok(serde_json::json!({
             "idle_rss_mb": round1(idle_rss_mb),
             "mention_to_prompt_ms_p50": round1(p50),
             "mention_to_prompt_ms_p99": round1(p99),
             "shutdown_32_stuck_ms": stuck.round(),
+            "shutdown_progressing_ms": progressing.round(),
+            "progressing_reply_published": replied,
             "reaper_late_ms": round1(reaper),
             "flood_rss_mb": round1(flood),
         }))

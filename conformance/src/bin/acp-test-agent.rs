@@ -12,7 +12,8 @@
 //! - `crash`: on a prompt, closes its stdout, lingers 300 ms (as a process
 //!   that dumps core does) and exits with status 3;
 //! - `permission`: asks `session/request_permission` and answers with the chosen option;
-//! - `hang`: never answers a prompt and sends nothing (until cancelled);
+//! - `hang`: never answers a prompt and sends nothing (until cancelled); a
+//!   `[hang]` prompt directive does the same for one prompt in any mode;
 //! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
 //! - `orphan`: at start, leaves an orphaned `sleep 1` behind (its shell exits
 //!   at once), for the PID 1 zombie-reaping test;
@@ -314,7 +315,7 @@ async fn main() -> agent_client_protocol::Result<()> {
                 let task_cx = cx.clone();
                 cx.spawn(async move {
                     let cx = task_cx;
-                    if m.hang {
+                    if m.hang || text.contains("[hang]") {
                         loop {
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             if is_cancelled(&session) {

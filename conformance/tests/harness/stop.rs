@@ -86,6 +86,45 @@ async fn sigterm_publishes_offline_and_exits_0_within_the_budget() {
     );
 }
 
+/// Rule: at a graceful stop a prompt that sent nothing for the stall bound
+/// (4 s) is cancelled at once and not waited for, while a prompt that makes
+/// progress finishes inside the drain and its reply is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_prompt_is_cancelled_at_the_stop_and_a_progressing_one_finishes() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let mut env = w.env("ignore-cancel,ignore-sigterm");
+    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
+    env.insert("BUZZ_ACP_CANCEL_GRACE_MS".into(), "60000".into());
+    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
+    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "40".into());
+    env.insert("BUZZ_ACP_LOG".into(), "info".into());
+    let mut h = w.spawn(&env);
+    w.wait_online().await;
+    w.mention(&w.owner, "c1", "[hang]").await;
+    let slow = w.mention(&w.owner, "c2", "[slow:9000] progressing").await;
+    wait_until(WAIT, || (agent_events(&w.log, "prompt").len() == 2).then_some(()))
+        .await
+        .expect("both turns in flight");
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(Duration::from_secs(60)).await, Some(0));
+    w.wait_offline().await;
+    let r = w.wait_reply(&slow).await;
+    assert_eq!(
+        r.content, "echo: [slow:9000] progressing",
+        "the progressing prompt finished"
+    );
+    let log = h.stderr();
+    assert!(
+        log.contains("a turn made no progress at the stop; cancelled, not waited for"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("drain point reached"),
+        "the stalled turn did not hold the drain to its end: {log}"
+    );
+}
+
 fn alive(pid: i64) -> bool {
     // SAFETY: signal 0 only checks for existence.
     unsafe { libc::kill(pid as i32, 0) == 0 }
