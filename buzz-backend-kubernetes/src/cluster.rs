@@ -17,7 +17,7 @@
 use crate::gc::Fenced;
 use futures::StreamExt;
 use http_body_util::BodyExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Secret};
 use kube::api::{
     DeleteParams, ListParams, ObjectList, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
     WatchEvent, WatchParams,
@@ -120,6 +120,12 @@ pub trait Cluster {
         keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
     ) -> Result<(), ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
+    /// Lists the events of the pod `uid` (field selector
+    /// `involvedObject.uid`) in the order they first happened, then watches
+    /// from the list's resourceVersion, calling `seen` with each; a watch that ends is
+    /// resumed from the last resourceVersion seen, an expired one re-lists.
+    /// Returns only with the error that stopped it (403: not visible).
+    async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError;
 }
 
 /// The real cluster.
@@ -403,6 +409,49 @@ impl Cluster for KubeCluster {
             .await
             .map(|_| ())
             .map_err(classify_error)
+    }
+
+    async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let fields = format!("involvedObject.uid={uid}");
+        loop {
+            let list = match events.list(&ListParams::default().fields(&fields)).await {
+                Ok(l) => l,
+                Err(e) => return classify_error(e),
+            };
+            let mut items = list.items;
+            items.sort_by_key(crate::events::first_millis);
+            items.iter().for_each(&mut *seen);
+            let mut rv = list.metadata.resource_version.unwrap_or_default();
+            // Watch until the resourceVersion expires (410), then re-list.
+            'watch: loop {
+                // A watch the server ends at once is not resumed in a hot loop.
+                let opened = std::time::Instant::now();
+                let wp = WatchParams::default().fields(&fields).timeout(290);
+                let mut stream = match events.watch(&wp, &rv).await {
+                    Ok(s) => s.boxed(),
+                    Err(e) => return classify_error(e),
+                };
+                while let Some(ev) = stream.next().await {
+                    match ev {
+                        Ok(WatchEvent::Added(e) | WatchEvent::Modified(e)) => {
+                            if let Some(v) = &e.metadata.resource_version {
+                                rv = v.clone();
+                            }
+                            seen(&e);
+                        }
+                        Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                        Ok(WatchEvent::Deleted(_)) => {}
+                        Ok(WatchEvent::Error(s)) if s.code == 410 => break 'watch,
+                        Ok(WatchEvent::Error(s)) => return classify_error(kube::Error::Api(s)),
+                        Err(e) => return classify_error(e),
+                    }
+                }
+                if opened.elapsed() < Duration::from_secs(1) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
     }
 }
 

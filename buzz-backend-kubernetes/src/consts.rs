@@ -64,6 +64,12 @@ pub const TEST_ORPHAN_AGE_ENV: &str = "BUZZ_K8S_TEST_ONLY_ORPHAN_MIN_AGE_SECS";
 /// How long a ServiceAccount named in `service_account` may be missing while
 /// the namespace this call created is that young (provisioners add it).
 pub const NAMED_SA_GRACE: Duration = Duration::from_secs(10);
+/// The `undeploy` bound, from process start (issue 21): the pods' own grace
+/// ([`GRACE_SECONDS`], the harness's whole shutdown budget) plus a 30 s margin
+/// for the lists, deletes and the kubelet's final status write.
+pub const UNDEPLOY_DEADLINE: Duration = Duration::from_secs(GRACE_SECONDS as u64 + 30);
+/// Env var that changes the undeploy bound (tests).
+pub const UNDEPLOY_DEADLINE_ENV: &str = "BUZZ_K8S_UNDEPLOY_DEADLINE_SECS";
 /// Bounded safety-net re-read while waiting on a watch.
 pub const WATCH_SAFETY_NET: Duration = Duration::from_secs(5);
 

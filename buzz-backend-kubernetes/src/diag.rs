@@ -34,6 +34,12 @@ pub fn set_redactor(r: Redactor) {
     }
 }
 
+/// The redactor in force (the one [`set_redactor`] installed, else none).
+pub fn redactor() -> Redactor {
+    let g = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    g.as_ref().map(|s| s.redactor.clone()).unwrap_or_default()
+}
+
 /// Writes one diagnostic line to stderr unless it repeats the previous line
 /// or the budget is spent.
 pub fn line(msg: &str) {

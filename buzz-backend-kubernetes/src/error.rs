@@ -34,6 +34,10 @@ pub enum DeployError {
         deadline_secs: u64,
         latest: String,
     },
+    /// A failed or unconfirmed startup, with the pod's last Warning event
+    /// (redacted and bounded; issue 21, [`crate::events`]).
+    #[error("{error}; last warning event: {event}")]
+    WithLastWarning { error: Box<DeployError>, event: String },
     /// The pod names a ServiceAccount that does not exist (and is not the
     /// namespace-`default` admission race).
     #[error(

@@ -1,9 +1,11 @@
 //! `info` (spec §info; wire-facts §7): name, version, `protocol_version: 1`,
 //! description and the JSON Schema of the v1 `provider_config` fields (the nine
-//! original ones and the optional `telemetry_url`).
+//! original ones and the optional `telemetry_url`), and the optional
+//! `operations` list (`deploy`, `undeploy`; issue 21).
 //! Answered with no cluster contact and no kube client construction.
 
 use crate::consts::*;
+use buzz_contract::wire::{INFO_OPERATIONS, OP_DEPLOY, OP_UNDEPLOY};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -101,6 +103,7 @@ pub fn response(default_image: Option<&str>) -> Value {
         "protocol_version": buzz_contract::wire::PROTOCOL_VERSION,
         "description": "Runs a Buzz agent as a bare pod in a Kubernetes cluster, using your kubeconfig.",
         "config_schema": config_schema(default_image),
+        INFO_OPERATIONS: [OP_DEPLOY, OP_UNDEPLOY],
     })
 }
 
@@ -144,6 +147,14 @@ mod tests {
         let desc = image["description"].as_str().unwrap();
         assert!(desc.contains(&digest) && desc.contains("Leave empty"), "{desc}");
         assert_eq!(config_schema(None)["properties"]["image"].get("default"), None);
+    }
+
+    #[test]
+    fn info_advertises_deploy_and_undeploy() {
+        let r = response(None);
+        assert_eq!(r["operations"], json!(["deploy", "undeploy"]));
+        let m = r.as_object().unwrap();
+        assert!(buzz_contract::wire::info_supports(m, OP_UNDEPLOY));
     }
 
     #[test]

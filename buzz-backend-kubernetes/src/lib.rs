@@ -3,7 +3,8 @@
 //!
 //! Pure core (no I/O, clock or randomness inside): [`config`], [`image`],
 //! [`quantity`], [`envtiers`], [`podspec`] (shape and fingerprint),
-//! [`classify`] (the state-machine rows), [`gc`] (the GC plan).
+//! [`classify`] (the state-machine rows), [`gc`] (the GC plan), [`undeploy`]
+//! (the undeploy plan; its loop is [`undeploy::run`]).
 //! Shell: [`cluster`] (the one narrow trait over the API and its kube
 //! implementation), [`reconcile`] (the loop), [`protocol`] (the process contract).
 
@@ -15,6 +16,7 @@ pub mod consts;
 pub mod diag;
 pub mod envtiers;
 pub mod error;
+pub mod events;
 pub mod gc;
 pub mod image;
 pub mod info;
@@ -25,3 +27,4 @@ pub mod quantity;
 pub mod reconcile;
 pub mod telemetry;
 pub mod timing;
+pub mod undeploy;

@@ -2,7 +2,8 @@
 //! and the checks that come before any mutation (§Deploy State Machine step 0,
 //! §Launch data owner rule and relay-mesh rule, §Reserved-key rule, I1).
 //!
-//! One JSON object in (≤ 16 MiB, `op` = `info` | `deploy`, optional string
+//! One JSON object in (≤ 16 MiB, `op` = `info` | `deploy` | `undeploy`
+//! ([`crate::undeploy`]), optional string
 //! `request_id`, unknown fields ignored); one JSON object out. Every failure
 //! the provider can describe is an in-band `{"ok":false,"error":…}` with exit
 //! code 0; the binary exits non-zero only on crash paths.
@@ -17,7 +18,7 @@ use crate::reconcile::{self, Plan, Timing};
 use buzz_contract::gate::{RespondTo, validate_allowlist};
 use buzz_contract::keys::{KeyError, normalize_pubkey_hex, parse_private_key, pubkey_hex};
 use buzz_contract::nip_oa::{AuthTag, AuthTagError};
-use buzz_contract::wire::{MAX_REQUEST_BYTES, OP_DEPLOY, OP_INFO, parse_agent};
+use buzz_contract::wire::{MAX_REQUEST_BYTES, OP_DEPLOY, OP_INFO, OP_UNDEPLOY, parse_agent};
 use nostr::ToBech32;
 use serde_json::{Map, Value, json};
 use std::time::Instant;
@@ -25,7 +26,15 @@ use std::time::Instant;
 /// A parsed request. Deliberately not `Debug`: it holds the raw payload.
 pub enum Request {
     Info,
-    Deploy { agent: Value, provider_config: Value },
+    Deploy {
+        agent: Value,
+        provider_config: Value,
+    },
+    /// `agent` is `{name, pubkey}`: no secret crosses ([`crate::undeploy`]).
+    Undeploy {
+        agent: Value,
+        provider_config: Value,
+    },
 }
 
 /// The in-band failure form.
@@ -91,25 +100,38 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
     };
     match op.as_str() {
         OP_INFO => Ok(Request::Info),
-        OP_DEPLOY => {
+        OP_DEPLOY | OP_UNDEPLOY => {
             let agent = match o.remove("agent") {
                 Some(a @ Value::Object(_)) => a,
                 Some(_) => {
                     return Err(req(
                         RK::WrongType,
                         Some("agent"),
-                        "deploy's agent must be a JSON object",
+                        &format!("{op}'s agent must be a JSON object"),
                     ));
                 }
-                None => return Err(req(RK::Missing, Some("agent"), "deploy needs an agent object")),
+                None => {
+                    return Err(req(
+                        RK::Missing,
+                        Some("agent"),
+                        &format!("{op} needs an agent object"),
+                    ));
+                }
             };
             let provider_config = match o.remove("provider_config") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
                 Some(c) => c,
             };
-            Ok(Request::Deploy {
-                agent,
-                provider_config,
+            Ok(if op == OP_DEPLOY {
+                Request::Deploy {
+                    agent,
+                    provider_config,
+                }
+            } else {
+                Request::Undeploy {
+                    agent,
+                    provider_config,
+                }
             })
         }
         other => {
@@ -117,7 +139,9 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
             Err(req(
                 RK::UnknownOp,
                 Some("op"),
-                &format!("unknown op {shown:?}; this provider implements \"info\" and \"deploy\""),
+                &format!(
+                    "unknown op {shown:?}; this provider implements \"info\", \"deploy\" and \"undeploy\""
+                ),
             ))
         }
     }
@@ -303,7 +327,7 @@ fn exec_plugin_of(context: Option<&str>) -> Option<String> {
     auth.exec?.command
 }
 
-async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
+pub(crate) async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
     let opts = kube::config::KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()
@@ -325,7 +349,7 @@ async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
 }
 
 /// Names the kubeconfig's exec plugin in a credentials failure (§K8s Auth).
-fn name_exec_plugin(e: DeployError, context: Option<&str>) -> DeployError {
+pub(crate) fn name_exec_plugin(e: DeployError, context: Option<&str>) -> DeployError {
     match e {
         DeployError::Cluster(ClusterFailure::Credentials { cause }) => match exec_plugin_of(context) {
             Some(command) => ClusterFailure::ExecPlugin { command, cause }.into(),
@@ -391,6 +415,10 @@ pub fn handle(bytes: &[u8], started: Instant) -> Value {
                 Err(e) => failure(&redactor.scrub(&e.to_string())),
             }
         }
+        Request::Undeploy {
+            agent,
+            provider_config,
+        } => crate::undeploy::run::handle(&agent, &provider_config, started),
     }
 }
 

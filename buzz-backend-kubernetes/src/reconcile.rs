@@ -14,10 +14,11 @@
 //!    removes a referenced or young Secret), so that first classification
 //!    neither re-reads the pod nor the Secret. Success is only ever decided
 //!    on a quorum GET, and every fence still carries the UID and
-//!    resourceVersion of the object it acts on. A fresh deploy so costs 8
+//!    resourceVersion of the object it acts on. A fresh deploy so costs 10
 //!    requests: the two preflight lists, the GET that finds no pod, the
 //!    Secret and pod creates, the watch, the GET that sees the container
-//!    running, and the best-effort image-ID patch.
+//!    running, the best-effort image-ID patch, and the list and watch of the
+//!    pod's events ([`progress`], the status lines of issue 21).
 //!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
 //! its own Secret and adopts the winner, while a create whose committed
@@ -44,6 +45,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 mod attempt;
+pub mod progress;
 
 /// Everything a deploy needs, validated before any cluster contact.
 #[derive(Debug, Clone)]
@@ -75,6 +77,8 @@ struct Loop<'a, C: Cluster> {
     contacted: Cell<bool>,
     /// When this call created the namespace, if it did.
     namespace_created: Cell<Option<Instant>>,
+    /// The pod whose events become status lines ([`progress`]).
+    progress: &'a progress::Progress,
 }
 
 impl<'a, C: Cluster> Loop<'a, C> {
@@ -355,6 +359,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     diag::line(&format!("waiting for {id}: {condition}"));
                     latest = condition;
                     let uid = uid.unwrap_or_default();
+                    self.progress.follow(&uid);
                     // Progress seen on the watch still updates what a
                     // "not confirmed" answer reports.
                     let seen = std::sync::Mutex::new(None::<String>);
@@ -436,7 +441,13 @@ fn report_skew(local: SystemTime, server: SystemTime) {
 /// Runs one deploy to a stable outcome: `Ok(agent_id)` only once the harness
 /// container is running. `timing.started` is the process start: the budget
 /// already spent reading stdin and building the client counts.
+///
+/// Beside the loop, in the same task, the pod's events become status lines
+/// ([`progress`]); that watch ends with this call. A success waits up to
+/// [`progress::STARTED_DRAIN`] for the kubelet's `Started` event it has not
+/// seen yet; a failure names the last Warning event.
 pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Result<String, DeployError> {
+    let progress = progress::Progress::new(&plan.namespace);
     let l = Loop {
         cluster,
         plan,
@@ -445,6 +456,29 @@ pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Res
         cleanup_until: Instant::from_std(timing.cleanup_until()),
         contacted: Default::default(),
         namespace_created: Default::default(),
+        progress: &progress,
     };
-    l.run().await
+    let events = progress::run(cluster, &progress);
+    tokio::pin!(events);
+    let run = l.run();
+    tokio::pin!(run);
+    let result = tokio::select! {
+        biased;
+        r = &mut run => r,
+        // The watch never ends on its own; should it, the loop goes on alone.
+        () = &mut events => run.await,
+    };
+    if result.is_ok() && progress.awaiting_started() {
+        let until = (Instant::now() + progress::STARTED_DRAIN).min(l.cleanup_until);
+        let started = async {
+            while progress.awaiting_started() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let _ = tokio::time::timeout_at(until, async {
+            tokio::select! { () = started => {}, () = &mut events => {} }
+        })
+        .await;
+    }
+    result.map_err(|e| progress.annotate(e))
 }

@@ -13,6 +13,13 @@
 //!   client-side time from the Start's beginning: `deploy_call` (Start
 //!   returned), `scheduled` (the pod has a node), `sandbox` (the kubelet's
 //!   `PodReadyToStartContainers`), `container` (state running), `presence`;
+//! - `event_to_status_line_ms` (issue 21): for a warm Start through the
+//!   launcher, each pod event's time (`lastTimestamp`, one-second resolution,
+//!   or `eventTime`) → the provider's status line for it at the launcher's
+//!   status callback (wall clock; apiserver and launcher share the machine),
+//!   with how many of the provider's event lines the launcher surfaced (it
+//!   shows the latest stderr line per poll, so lines written together
+//!   coalesce);
 //! - `kubelet_pod_start_sli_s`: the kubelet's own
 //!   `kubelet_pod_start_sli_duration_seconds` mean over the same pods, next to
 //!   ours (it counts from `creationTimestamp`, which has one-second
@@ -160,6 +167,51 @@ fn one_start(s: &Scenario) -> anyhow::Result<Value> {
     Ok(out)
 }
 
+/// Event → status line latency of one warm Start through the launcher.
+fn event_latency(s: &Scenario) -> anyhow::Result<Value> {
+    use buzz_backend_kubernetes::events::{Tracker, event_millis};
+    use std::time::SystemTime;
+    let mut seen: Vec<(SystemTime, String)> = Vec::new();
+    let d = desktop_launcher::app::start_provider(&s.store, NAME, &s.opts, &mut |l| {
+        seen.push((SystemTime::now(), l.to_string()))
+    })
+    .map_err(|e| anyhow!("start: {e}; {seen:?}"))?;
+    let client = s.rt.block_on(s.node.env().admin_client())?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.ns);
+    let uid =
+        s.rt.block_on(pods.get(&d.agent_id))?
+            .metadata
+            .uid
+            .unwrap_or_default();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, &s.ns);
+    let lp = kube::api::ListParams::default().fields(&format!("involvedObject.uid={uid}"));
+    let mut items = s.rt.block_on(events.list(&lp))?.items;
+    items.sort_by_key(event_millis);
+    let mut tracker = Tracker::new(&uid);
+    let redactor = buzz_contract::redact::Literals::default();
+    let (mut samples, mut lines) = (Vec::new(), 0usize);
+    for e in &items {
+        let Some(line) = tracker.observe(e, &redactor) else {
+            continue;
+        };
+        lines += 1;
+        let shown = seen.iter().find(|(_, l)| l.ends_with(&line));
+        if let (Some((at, _)), Some(t)) = (shown, event_millis(e)) {
+            let at = at.duration_since(SystemTime::UNIX_EPOCH)?.as_millis() as i64;
+            samples.push(json!({ "line": line, "ms": at - t }));
+        }
+    }
+    let values: Vec<f64> = samples.iter().filter_map(|v| v["ms"].as_f64()).collect();
+    s.rt.block_on(desktop_launcher::app::stop(&s.store, NAME, WAIT))
+        .context("stop")?;
+    Ok(json!({
+        "median": median(values),
+        "samples": samples,
+        "event_lines": lines,
+        "surfaced_by_launcher": samples.len(),
+    }))
+}
+
 /// Runs the benchmark; one JSON object.
 pub fn run() -> anyhow::Result<Value> {
     let node = RealNode::shared();
@@ -183,6 +235,7 @@ pub fn run() -> anyhow::Result<Value> {
     let _ = node.ctr().remove(&[&pinned]);
     let cold = one_start(&s)?;
     let warm = one_start(&s)?;
+    let event_to_line = event_latency(&s)?;
     let (sli_sum, sli_count) = rt.block_on(node.pod_start_sli())?;
     let sli_mean = |sum: f64, n: u64| {
         if n == 0 {
@@ -195,6 +248,7 @@ pub fn run() -> anyhow::Result<Value> {
         "real_node_cold_start_ms": ms(cold_start),
         "pod_create_to_running_ms": { "median": median(creates.clone()), "samples": creates },
         "start_to_online_ms": { "cold": cold, "warm": warm },
+        "event_to_status_line_ms": event_to_line,
         "kubelet_pod_start_sli_s": {
             "pause_pods_mean": sli_mean(sli_sum0, sli_count0),
             "all_pods_mean": sli_mean(sli_sum, sli_count),

@@ -28,6 +28,7 @@ mod on_runtime;
 mod pki;
 pub mod process;
 mod proxy;
+pub mod rbac;
 pub mod real_node;
 mod sa_creator;
 
@@ -37,7 +38,7 @@ pub use proxy::{DateMode, FaultProxy, Matcher, RequestInfo, Verb};
 pub use real_node::RealNode;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::Subject;
 use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -461,58 +462,21 @@ impl TestEnv {
         }
 
         let ns = &self.restricted_namespace;
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(ns.clone()),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .await?;
-        let role = Role {
-            metadata: ObjectMeta {
-                name: Some("buzz-restricted".into()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            rules: Some(vec![PolicyRule {
-                api_groups: Some(vec!["".into()]),
-                resources: Some(vec!["pods".into(), "secrets".into()]),
-                verbs: ["create", "get", "list", "watch", "delete"]
-                    .iter()
-                    .map(|v| v.to_string())
-                    .collect(),
-                ..Default::default()
-            }]),
-        };
-        Api::<Role>::namespaced(client.clone(), ns)
-            .create(&PostParams::default(), &role)
-            .await?;
-        let binding = RoleBinding {
-            metadata: ObjectMeta {
-                name: Some("buzz-restricted".into()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Role".into(),
-                name: "buzz-restricted".into(),
-            },
-            subjects: Some(vec![Subject {
+        // The restricted user runs with exactly the RBAC a user installs
+        // (deploy/kubernetes/provider-rbac.yaml), bound to it instead of the
+        // file's ServiceAccount.
+        rbac::apply_provider_rbac(
+            &client,
+            ns,
+            vec![Subject {
                 kind: "User".into(),
                 api_group: Some("rbac.authorization.k8s.io".into()),
                 name: RESTRICTED_USER.into(),
                 namespace: None,
-            }]),
-        };
-        Api::<RoleBinding>::namespaced(client.clone(), ns)
-            .create(&PostParams::default(), &binding)
-            .await?;
+            }],
+        )
+        .await
+        .map_err(|e| TestEnvError::Start(format!("applying provider-rbac.yaml: {e:#}")))?;
         // With a real node, kube-controller-manager (started once the
         // apiserver is ready) makes the ServiceAccount; the node waits for it.
         if !self.real_node {

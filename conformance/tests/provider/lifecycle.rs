@@ -476,13 +476,14 @@ async fn failed_startup_reports_exit_code_and_reason_but_never_the_message() {
     assert_eq!(secrets_of(&c.client, &c.ns, &c.agent).await.len(), 1);
 }
 
-/// A fresh deploy costs 8 API requests: the preflight lists of pods and
+/// A fresh deploy costs 10 API requests: the preflight lists of pods and
 /// Secrets, the GET that finds no pod, the Secret and pod creates, the
 /// watch, the quorum GET that sees the container running and the image-ID
-/// patch. The pod the create returned is classified without re-reading it
+/// patch, plus the list and watch of the pod's events for the status lines
+/// (issue 21). The pod the create returned is classified without re-reading it
 /// or its just-created Secret; success still comes from a quorum GET.
 #[tokio::test]
-async fn a_fresh_deploy_costs_eight_requests_and_decides_success_on_a_quorum_read() {
+async fn a_fresh_deploy_costs_ten_requests_and_decides_success_on_a_quorum_read() {
     let c = case("p-requests").await;
     let kubelet = env().kubelet().await.unwrap();
     let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(300)));
@@ -511,5 +512,10 @@ async fn a_fresh_deploy_costs_eight_requests_and_decides_success_on_a_quorum_rea
         2,
         "the GET before the create and the quorum GET that sees it run: {counts:?}"
     );
-    assert_eq!(proxy.total(), 8, "{counts:?}");
+    assert_eq!(
+        (n(Verb::List, "events"), n(Verb::Watch, "events")),
+        (1, 1),
+        "the pod's events, listed then watched once: {counts:?}"
+    );
+    assert_eq!(proxy.total(), 10, "{counts:?}");
 }

@@ -20,6 +20,7 @@ mod hardening;
 mod lifecycle;
 mod lost_reply;
 mod ownership;
+mod undeploy;
 
 fn provider() -> Provider {
     Provider::new(env!("CARGO_BIN_EXE_provider-under-test"))

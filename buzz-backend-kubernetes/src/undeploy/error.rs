@@ -1,0 +1,162 @@
+//! In-band `undeploy` failures (issue 21 part 1): each names what is left and
+//! why, and none carries secret material (spec L2 item 5). Typed by kind;
+//! callers match on the variant, never on the text.
+
+use crate::consts::*;
+use crate::error::DeployError;
+use buzz_contract::wire::Removed;
+use std::fmt;
+
+/// Kind of a Kubernetes object left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Pod,
+    Secret,
+}
+
+/// Why an object that carries the agent label was not removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftWhy {
+    /// This agent's identity, but no management marker: not this provider's output.
+    Unmarked,
+    /// The label matches, the full-pubkey annotation does not: another agent's.
+    ForeignAnnotation,
+    /// The identity label itself does not match (never selected in practice).
+    ForeignLabel,
+    /// A Secret a pod this undeploy may not touch still references.
+    ReferencedByUntouchedPod,
+    /// Referenced by no pod and younger than the orphan age gate: it may
+    /// belong to a Start between its Secret create and its pod create.
+    YoungUnreferenced,
+    /// Referenced by no pod, and the Secret list had no usable `Date`.
+    AgeUnknown,
+    /// Without UID or resourceVersion it cannot be deleted fenced.
+    Unfenceable,
+}
+
+/// One object left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    pub kind: Kind,
+    pub name: String,
+    pub why: LeftWhy,
+}
+
+impl Left {
+    pub fn pod(name: String, why: LeftWhy) -> Left {
+        Left {
+            kind: Kind::Pod,
+            name,
+            why,
+        }
+    }
+    pub fn secret(name: String, why: LeftWhy) -> Left {
+        Left {
+            kind: Kind::Secret,
+            name,
+            why,
+        }
+    }
+}
+
+impl fmt::Display for Left {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            Kind::Pod => "pod",
+            Kind::Secret => "Secret",
+        };
+        let why = match self.why {
+            LeftWhy::Unmarked => format!(
+                "it carries this agent's identity but not the marker {LABEL_MANAGED_BY}={MANAGED_BY}, {LABEL_BINDING_VERSION}={BINDING_VERSION}, so this provider did not create it"
+            ),
+            LeftWhy::ForeignAnnotation => {
+                format!("it carries the agent label but its {ANN_PUBKEY_FULL} annotation names another key")
+            }
+            LeftWhy::ForeignLabel => "its identity label does not match this agent".into(),
+            LeftWhy::ReferencedByUntouchedPod => "a pod this provider may not touch still uses it".into(),
+            LeftWhy::YoungUnreferenced => format!(
+                "no pod uses it and it is younger than {} s on the apiserver's clock, so it may belong to a Start in progress; undeploy again once that Start has finished",
+                crate::timing::ORPHAN_MIN_AGE.as_secs()
+            ),
+            LeftWhy::AgeUnknown => {
+                "no pod uses it and the apiserver's answer carried no Date header, so its age is unknown"
+                    .into()
+            }
+            LeftWhy::Unfenceable => "it has no UID or resourceVersion to fence a delete on".into(),
+        };
+        write!(f, "{kind} {} ({why})", self.name)
+    }
+}
+
+fn counts(r: &Removed) -> String {
+    format!("{} pod(s) and {} Secret(s)", r.pods, r.secrets)
+}
+
+fn list(items: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut s = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; ");
+    if items.len() > SHOWN {
+        s.push_str(&format!("; and {} more", items.len() - SHOWN));
+    }
+    s
+}
+
+/// Why an undeploy did not finish with nothing of the agent left.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UndeployError {
+    /// The request or `provider_config` is invalid, or the cluster could not be used.
+    #[error(transparent)]
+    Invalid(#[from] DeployError),
+    /// RBAC refused a verb the undeploy needs.
+    #[error(
+        "your kubeconfig user may not {verb} {resource} in namespace {namespace} ({message}); removed {removed} so far. Ask a cluster admin to apply deploy/kubernetes/provider-rbac.yaml for namespace {namespace}, or to run `kubectl create role buzz-provider -n {namespace} --verb=get,list,watch,create,delete --resource=pods,secrets` and `kubectl create rolebinding buzz-provider -n {namespace} --role=buzz-provider --user=<you>`; check with `kubectl auth can-i {verb} {resource} -n {namespace}`",
+        removed = counts(.removed)
+    )]
+    Forbidden {
+        verb: &'static str,
+        resource: &'static str,
+        namespace: String,
+        message: String,
+        removed: Removed,
+    },
+    /// The namespace does not exist: nothing of the agent can be there.
+    #[error(
+        "namespace {namespace} does not exist, so agent {name} has no pod or Secret there; nothing was deleted (check provider_config.namespace and context)"
+    )]
+    NamespaceMissing { namespace: String, name: String },
+    /// Objects with the agent's label that this provider may not remove.
+    #[error(
+        "undeploy of agent {name} in namespace {namespace} removed {removed}; left: {n} object(s) carry the agent label but are not provably this provider's objects for this agent, and were not touched: {items}. Delete them yourself if they are stale (kubectl delete pod|secret <name> -n {namespace})",
+        removed = counts(.removed),
+        n = .left.len(),
+        items = list(&.left.iter().map(|l| l.to_string()).collect::<Vec<_>>())
+    )]
+    Left {
+        name: String,
+        namespace: String,
+        removed: Removed,
+        left: Vec<Left>,
+    },
+    /// The bound ran out while objects were still disappearing.
+    #[error(
+        "undeploy of agent {name} in namespace {namespace} removed {removed}, but after {bound_secs} s these still exist: {items}; their deletion was accepted and Kubernetes finishes it after the pod's graceful stop — undeploy again to confirm",
+        removed = counts(.removed),
+        items = list(.waiting)
+    )]
+    OutOfTime {
+        name: String,
+        namespace: String,
+        removed: Removed,
+        waiting: Vec<String>,
+        bound_secs: u64,
+    },
+    /// Any other cluster failure.
+    #[error("undeploy of agent {name} could not {action} in namespace {namespace}: {cause}; removed {removed} so far", removed = counts(.removed))]
+    Cluster {
+        name: String,
+        action: &'static str,
+        namespace: String,
+        cause: String,
+        removed: Removed,
+    },
+}

@@ -1,0 +1,324 @@
+//! The `undeploy` loop (issue 21 part 1): the imperative shell around the
+//! pure [`plan`](super::plan). Each pass is a quorum list of this agent's
+//! pods, then of its Secrets (that order: a pod created between the two
+//! lists references a Secret the plan sees as young, hence untouched), a plan,
+//! and the plan's fenced deletes. A `Conflict` (the object changed since it
+//! was listed) abandons the pass and re-lists, so the changed object is
+//! verified again; delete-of-absent is success and not counted. Pods marked
+//! for deletion are waited on with a watch (bounded safety-net re-list). The
+//! loop ends when a pass has nothing left to delete or wait for, or at the
+//! bound ([`UNDEPLOY_DEADLINE`] from process start, less the stop margin).
+//!
+//! A running pod so costs 9 requests: two lists, the pod and Secret
+//! deletes; two lists and a watch while the pod stops; the two lists that
+//! show it gone. A second undeploy costs the two lists and one namespace GET.
+
+use super::{Plan, Target, UndeployError, plan};
+use crate::cluster::{Cluster, ClusterError, Deleted, classify_error};
+use crate::consts::*;
+use crate::diag;
+use crate::podspec;
+use crate::timing::Timing;
+use buzz_contract::wire::Removed;
+use k8s_openapi::api::core::v1::Namespace;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Whether the namespace exists: `None` when the user may not ask.
+#[allow(async_fn_in_trait)]
+pub trait NamespaceProbe {
+    async fn namespace_exists(&self) -> Result<Option<bool>, ClusterError>;
+}
+
+/// The real probe: a GET of the namespace.
+pub struct KubeNamespace {
+    pub client: kube::Client,
+    pub namespace: String,
+}
+
+impl NamespaceProbe for KubeNamespace {
+    async fn namespace_exists(&self) -> Result<Option<bool>, ClusterError> {
+        match kube::Api::<Namespace>::all(self.client.clone())
+            .get_metadata_opt(&self.namespace)
+            .await
+        {
+            Ok(found) => Ok(Some(found.is_some())),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+            Err(e) => Err(classify_error(e)),
+        }
+    }
+}
+
+/// The bound of one undeploy from `started`: [`UNDEPLOY_DEADLINE`] or
+/// [`UNDEPLOY_DEADLINE_ENV`] (tests), with the deploy's stop margin rule.
+pub fn timing(started: std::time::Instant) -> Timing {
+    let mut t = Timing::from_env(started);
+    t.deadline = std::env::var(UNDEPLOY_DEADLINE_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(UNDEPLOY_DEADLINE);
+    t
+}
+
+struct Run<'a, C: Cluster, N: NamespaceProbe> {
+    cluster: &'a C,
+    ns: &'a N,
+    target: &'a Target,
+    timing: Timing,
+    until: Instant,
+    removed: Removed,
+}
+
+impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
+    fn namespace(&self) -> String {
+        self.target.config.namespace.clone()
+    }
+
+    fn err(&self, verb: &'static str, resource: &'static str, e: ClusterError) -> UndeployError {
+        match e {
+            ClusterError::Api {
+                code: 403, message, ..
+            } => UndeployError::Forbidden {
+                verb,
+                resource,
+                namespace: self.namespace(),
+                message,
+                removed: self.removed,
+            },
+            other => UndeployError::Cluster {
+                name: self.target.name.clone(),
+                action: match (verb, resource) {
+                    ("list", "pods") => "list the agent's pods",
+                    ("list", "secrets") => "list the agent's Secrets",
+                    ("delete", "pods") => "delete the agent's pod",
+                    ("delete", "secrets") => "delete the agent's Secret",
+                    ("watch", _) => "watch the agent's pod stop",
+                    _ => "read the namespace",
+                },
+                namespace: self.namespace(),
+                cause: other.to_string(),
+                removed: self.removed,
+            },
+        }
+    }
+
+    /// One call, retrying transient failures with backoff until the bound.
+    async fn call<T, F, Fut>(
+        &self,
+        verb: &'static str,
+        resource: &'static str,
+        mut f: F,
+    ) -> Result<T, UndeployError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClusterError>>,
+    {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let answer = match tokio::time::timeout_at(self.until, f()).await {
+                Ok(a) => a,
+                Err(_) => Err(ClusterError::OutOfTime),
+            };
+            match answer {
+                Err(ClusterError::Transient(m))
+                    if self.until.saturating_duration_since(Instant::now()) > backoff =>
+                {
+                    diag::line(&format!("retrying after a transient API error: {m}"));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                other => return other.map_err(|e| self.err(verb, resource, e)),
+            }
+        }
+    }
+
+    async fn observe(&self, doomed: &BTreeSet<String>) -> Result<(Plan, bool), UndeployError> {
+        let sel = podspec::selector(&self.target.pubkey);
+        let pods = self.call("list", "pods", || self.cluster.list_pods(&sel)).await?;
+        let (secrets, date) = self
+            .call("list", "secrets", || self.cluster.list_secrets_dated(&sel))
+            .await?;
+        let empty = pods.is_empty() && secrets.is_empty();
+        let p = plan(
+            &self.target.pubkey,
+            &pods,
+            &secrets,
+            doomed,
+            date,
+            self.timing.orphan_min_age,
+        );
+        Ok((p, empty))
+    }
+
+    fn out_of_time(&self, p: &Plan) -> UndeployError {
+        let mut waiting: Vec<String> = p
+            .terminating
+            .iter()
+            .map(|t| format!("pod {} (stopping)", t.name))
+            .collect();
+        waiting.extend(p.pods.iter().map(|f| format!("pod {}", f.name)));
+        waiting.extend(p.secrets.iter().map(|f| format!("Secret {}", f.name)));
+        if p.secrets_terminating > 0 {
+            waiting.push(format!("{} Secret(s) being finalized", p.secrets_terminating));
+        }
+        UndeployError::OutOfTime {
+            name: self.target.name.clone(),
+            namespace: self.namespace(),
+            removed: self.removed,
+            waiting,
+            bound_secs: self.timing.deadline.as_secs(),
+        }
+    }
+
+    async fn run(&mut self) -> Result<Removed, UndeployError> {
+        let mut doomed = BTreeSet::new();
+        let mut first = true;
+        loop {
+            let (p, empty) = self.observe(&doomed).await?;
+            if first
+                && empty
+                && self
+                    .ns
+                    .namespace_exists()
+                    .await
+                    .map_err(|e| self.err("get", "namespaces", e))?
+                    == Some(false)
+            {
+                return Err(UndeployError::NamespaceMissing {
+                    namespace: self.namespace(),
+                    name: self.target.name.clone(),
+                });
+            }
+            first = false;
+            doomed.clone_from(&p.doomed);
+            if p.settled() {
+                if p.left.is_empty() {
+                    return Ok(self.removed);
+                }
+                return Err(UndeployError::Left {
+                    name: self.target.name.clone(),
+                    namespace: self.namespace(),
+                    removed: self.removed,
+                    left: p.left,
+                });
+            }
+            if Instant::now() >= self.until {
+                return Err(self.out_of_time(&p));
+            }
+            let mut changed = false;
+            for f in &p.pods {
+                match self.call("delete", "pods", || self.cluster.delete_pod(f)).await? {
+                    Deleted::Deleted => {
+                        self.removed.pods += 1;
+                        diag::line(&format!("undeploy: pod {} deleted (graceful stop)", f.name));
+                    }
+                    Deleted::NotFound => {}
+                    Deleted::Conflict => {
+                        diag::line(&format!(
+                            "undeploy: pod {} changed since it was read; re-reading",
+                            f.name
+                        ));
+                        changed = true;
+                    }
+                }
+            }
+            // Secrets only once every pod delete of the pass was accepted:
+            // a changed pod is verified again before its Secret goes.
+            if !changed {
+                for f in &p.secrets {
+                    match self
+                        .call("delete", "secrets", || self.cluster.delete_secret(f))
+                        .await?
+                    {
+                        Deleted::Deleted => {
+                            self.removed.secrets += 1;
+                            diag::line(&format!("undeploy: Secret {} deleted", f.name));
+                        }
+                        Deleted::NotFound | Deleted::Conflict => {}
+                    }
+                }
+            }
+            if p.pods.is_empty()
+                && p.secrets.is_empty()
+                && let Some(t) = p.terminating.first()
+            {
+                diag::line(&format!("undeploy: waiting for pod {} to stop", t.name));
+                let wait = self
+                    .timing
+                    .safety_net
+                    .min(self.until.saturating_duration_since(Instant::now()));
+                self.call("watch", "pods", || {
+                    self.cluster
+                        .wait_for_change(&t.name, t.resource_version.as_deref(), wait, &|_| true)
+                })
+                .await?;
+            } else if p.pods.is_empty() && p.secrets.is_empty() {
+                // Secrets being finalized: a short re-list interval.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Runs one undeploy to a stable outcome or the bound.
+pub async fn undeploy<C: Cluster, N: NamespaceProbe>(
+    cluster: &C,
+    ns: &N,
+    target: &Target,
+    timing: Timing,
+) -> Result<Removed, UndeployError> {
+    let mut r = Run {
+        cluster,
+        ns,
+        target,
+        timing,
+        until: Instant::from_std(timing.act_until()),
+        removed: Removed::default(),
+    };
+    r.run().await
+}
+
+async fn undeploy_request(
+    agent: &serde_json::Value,
+    provider_config: &serde_json::Value,
+    started: std::time::Instant,
+) -> Result<Removed, UndeployError> {
+    let target = super::parse(agent, provider_config, crate::config::default_image().as_deref())?;
+    let context = target.config.context.clone();
+    let client = crate::protocol::client(context.as_deref()).await?;
+    let namespace = target.config.namespace.clone();
+    let cluster = crate::cluster::KubeCluster::new(client.clone(), &namespace);
+    let probe = KubeNamespace { client, namespace };
+    undeploy(&cluster, &probe, &target, timing(started))
+        .await
+        .map_err(|e| match e {
+            UndeployError::Invalid(d) => {
+                UndeployError::Invalid(crate::protocol::name_exec_plugin(d, context.as_deref()))
+            }
+            other => other,
+        })
+}
+
+/// Handles an `undeploy` request: `{"ok":true,"removed":{"pods":N,"secrets":M}}`
+/// or the in-band failure. A stray secret in the request is redacted from
+/// every output (it is never read otherwise).
+pub fn handle(
+    agent: &serde_json::Value,
+    provider_config: &serde_json::Value,
+    started: std::time::Instant,
+) -> serde_json::Value {
+    let redactor = crate::protocol::redactor_for(agent);
+    diag::set_redactor(redactor.clone());
+    crate::protocol::augment_path();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return crate::protocol::failure(&format!("could not start the async runtime: {e}")),
+    };
+    match rt.block_on(undeploy_request(agent, provider_config, started)) {
+        Ok(removed) => serde_json::json!({ "ok": true, "removed": removed }),
+        Err(e) => crate::protocol::failure(&redactor.scrub(&e.to_string())),
+    }
+}

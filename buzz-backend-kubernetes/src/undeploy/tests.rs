@@ -1,0 +1,231 @@
+//! One test per undeploy rule (module doc of [`super`]).
+
+use super::*;
+use crate::consts::*;
+use crate::podspec::{pod, sample_intent, secret};
+use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const GATE: Duration = Duration::from_secs(1200);
+
+fn g(n: u8) -> String {
+    format!("{n:02x}").repeat(16)
+}
+
+fn stamp(meta: &mut ObjectMeta, created: SystemTime) {
+    let n = meta.name.clone().unwrap();
+    meta.uid = Some(format!("uid-{n}"));
+    meta.resource_version = Some("7".into());
+    meta.creation_timestamp = Some(Time(created.try_into().unwrap()));
+}
+
+fn pd(generation: &str, phase: &str) -> Pod {
+    let mut p = pod(PK, &sample_intent(), generation);
+    stamp(&mut p.metadata, SystemTime::now());
+    p.status = Some(PodStatus {
+        phase: Some(phase.into()),
+        ..Default::default()
+    });
+    p
+}
+
+fn sec(generation: &str, created: SystemTime) -> Secret {
+    let mut s = secret(PK, generation, BTreeMap::new());
+    stamp(&mut s.metadata, created);
+    s
+}
+
+fn names(f: &[Fenced]) -> Vec<String> {
+    f.iter().map(|f| f.name.clone()).collect()
+}
+
+fn none() -> BTreeSet<String> {
+    BTreeSet::new()
+}
+
+#[test]
+fn a_running_pod_and_its_secret_are_deleted_fenced() {
+    let now = SystemTime::now();
+    let p = plan(
+        PK,
+        &[pd(&g(1), "Running")],
+        &[sec(&g(1), now)],
+        &none(),
+        Some(now),
+        GATE,
+    );
+    assert_eq!(names(&p.pods), vec!["buzz-agent-0123456789ab"]);
+    assert_eq!(p.pods[0].uid, "uid-buzz-agent-0123456789ab");
+    assert_eq!(p.pods[0].resource_version, "7");
+    assert_eq!(
+        names(&p.secrets),
+        vec![format!("buzz-agent-0123456789ab-{}", g(1))],
+        "a Secret whose pod is removed goes, whatever its age"
+    );
+    assert!(p.left.is_empty() && !p.settled());
+}
+
+#[test]
+fn a_never_started_pod_is_removed_like_any_other() {
+    let now = SystemTime::now();
+    let p = plan(
+        PK,
+        &[pd(&g(1), "Pending")],
+        &[sec(&g(1), now)],
+        &none(),
+        Some(now),
+        GATE,
+    );
+    assert_eq!((p.pods.len(), p.secrets.len()), (1, 1));
+}
+
+#[test]
+fn a_terminating_pod_is_waited_on_and_its_secret_stays_doomed() {
+    let now = SystemTime::now();
+    let mut dying = pd(&g(1), "Running");
+    dying.metadata.deletion_timestamp = Some(Time(now.try_into().unwrap()));
+    let p = plan(PK, &[dying], &[sec(&g(1), now)], &none(), Some(now), GATE);
+    assert!(p.pods.is_empty());
+    assert_eq!(p.terminating.len(), 1);
+    assert_eq!(p.secrets.len(), 1);
+    // Once the pod is gone, the doomed name still authorizes its Secret.
+    let later = plan(PK, &[], &[sec(&g(1), now)], &p.doomed, Some(now), GATE);
+    assert_eq!(later.secrets.len(), 1);
+}
+
+#[test]
+fn unmarked_or_foreign_objects_are_left_and_reported() {
+    let now = SystemTime::now();
+    let ancient = now - Duration::from_secs(100_000);
+    let mut unmarked = pd(&g(1), "Running");
+    unmarked
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(LABEL_MANAGED_BY);
+    let mut foreign = sec(&g(2), ancient);
+    foreign
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
+    let p = plan(
+        PK,
+        &[unmarked],
+        &[sec(&g(1), ancient), foreign],
+        &none(),
+        Some(now),
+        GATE,
+    );
+    assert!(p.pods.is_empty() && p.secrets.is_empty(), "{p:?}");
+    let why: Vec<LeftWhy> = p.left.iter().map(|l| l.why).collect();
+    assert_eq!(
+        why,
+        vec![
+            LeftWhy::Unmarked,
+            LeftWhy::ReferencedByUntouchedPod,
+            LeftWhy::ForeignAnnotation
+        ]
+    );
+    assert!(p.settled(), "nothing to act on: the answer reports what is left");
+}
+
+#[test]
+fn a_young_unreferenced_secret_is_left_an_old_one_goes() {
+    let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+    let young = sec(&g(2), server_now - Duration::from_secs(60));
+    let old = sec(&g(3), server_now - Duration::from_secs(1201));
+    let p = plan(PK, &[], &[young, old], &none(), Some(server_now), GATE);
+    assert_eq!(
+        names(&p.secrets),
+        vec![format!("buzz-agent-0123456789ab-{}", g(3))]
+    );
+    assert_eq!(p.left.len(), 1);
+    assert_eq!(p.left[0].why, LeftWhy::YoungUnreferenced);
+}
+
+#[test]
+fn no_date_means_no_unreferenced_secret_is_deleted() {
+    let ancient = SystemTime::UNIX_EPOCH + Duration::from_secs(1);
+    let p = plan(PK, &[], &[sec(&g(2), ancient)], &none(), None, GATE);
+    assert!(p.secrets.is_empty());
+    assert_eq!(p.left[0].why, LeftWhy::AgeUnknown);
+}
+
+#[test]
+fn nothing_listed_is_settled_with_nothing_left() {
+    let p = plan(PK, &[], &[], &none(), Some(SystemTime::now()), GATE);
+    assert!(p.settled() && p.left.is_empty());
+}
+
+#[test]
+fn the_request_is_parsed_strictly_and_never_echoed() {
+    let cfg = json!({ "namespace": "ns", "image": "registry.test/s:v1" });
+    let t = parse(&json!({"name": "scout", "pubkey": PK}), &cfg, None).unwrap();
+    assert_eq!(
+        (t.name.as_str(), t.pubkey.as_str(), t.config.namespace.as_str()),
+        ("scout", PK, "ns")
+    );
+    let canary = "nsec1canarycanarycanarycanarycanarycanarycanarycanarycanary";
+    let with_nsec = json!({"name": "scout", "pubkey": PK, "private_key_nsec": canary});
+    assert!(parse(&with_nsec, &cfg, None).is_ok(), "a stray key is ignored");
+    for bad_key in [
+        PK.to_uppercase(),
+        PK[..63].to_string(),
+        format!("{PK}0"),
+        canary.to_string(),
+        format!("g{}", &PK[1..]),
+    ] {
+        let e = parse(&json!({"name": "scout", "pubkey": bad_key}), &cfg, None).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("64 lowercase hex"), "{shown}");
+        assert!(!shown.contains(&bad_key), "the value is never echoed: {shown}");
+    }
+    assert!(parse(&json!({"name": "scout"}), &cfg, None).is_err());
+    assert!(parse(&json!({"pubkey": PK}), &cfg, None).is_err());
+    let e = parse(
+        &json!({"name": "s", "pubkey": PK}),
+        &json!({"namespace": "Bad_NS", "image": "r.test/s:v1"}),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, DeployError::Config(_)),
+        "the deploy's config validation: {e}"
+    );
+}
+
+#[test]
+fn errors_name_what_is_left_and_why() {
+    let e = UndeployError::Left {
+        name: "scout".into(),
+        namespace: "ns".into(),
+        removed: buzz_contract::wire::Removed { pods: 1, secrets: 2 },
+        left: vec![Left::pod("buzz-agent-0123456789ab".into(), LeftWhy::Unmarked)],
+    };
+    let s = e.to_string();
+    assert!(
+        s.contains("removed 1 pod(s) and 2 Secret(s)") && s.contains("left: 1 object(s)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("pod buzz-agent-0123456789ab (it carries this agent's identity but not the marker"),
+        "{s}"
+    );
+    let f = UndeployError::Forbidden {
+        verb: "delete",
+        resource: "pods",
+        namespace: "ns".into(),
+        message: "denied".into(),
+        removed: Default::default(),
+    };
+    assert!(
+        f.to_string().contains("`kubectl auth can-i delete pods -n ns`"),
+        "{f}"
+    );
+}
