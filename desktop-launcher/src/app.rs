@@ -63,6 +63,16 @@ pub enum AppError {
     )]
     Deployed(String, String),
     #[error(
+        "agent `{name}` is deployed (agent_id {agent_id}) and {reason}; deleting its record would orphan the remote agent — pass --force-remote-delete to delete it anyway"
+    )]
+    NoUndeploy {
+        name: String,
+        agent_id: String,
+        reason: String,
+    },
+    #[error("agent `{0}` uses the local backend; there is nothing to undeploy (`stop` ends its harness)")]
+    UndeployLocal(String),
+    #[error(
         "agent `{name}` did not report presence offline within {wait:?}; it may not be running or its relay may be unreachable"
     )]
     NotOffline { name: String, wait: Duration },
@@ -102,7 +112,7 @@ impl StartOptions {
 /// The agent's workdir: the record's, else a private per-agent directory in
 /// the state dir — never the launcher's own cwd (the providers' and the
 /// harness's cwd must not depend on where the launcher was started).
-fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppError> {
+pub(crate) fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppError> {
     match &rec.workdir {
         Some(w) => Ok(w.clone()),
         None => Ok(store.default_workdir(&rec.name)?),
@@ -218,7 +228,7 @@ pub fn start_provider(
 }
 
 /// The lock a start of `name` holds (see [`crate::lock`]).
-fn agent_lock(store: &Store, name: &str) -> PathBuf {
+pub(crate) fn agent_lock(store: &Store, name: &str) -> PathBuf {
     store.lock_path(&format!("agent-{name}"))
 }
 
@@ -578,6 +588,11 @@ pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<()
     let Some(_held) = lock::try_lock_for(&agent_lock(store, name), Duration::from_millis(200))? else {
         return Err(AppError::Busy(name.to_string()));
     };
+    delete_locked(store, name, force_remote_delete)
+}
+
+/// [`delete`] once the agent's lock is held (see [`crate::teardown::delete`]).
+pub(crate) fn delete_locked(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
     store.agent(name)?;
     let state = store.deploy_state(name)?;
     if !force_remote_delete {

@@ -11,6 +11,12 @@
 //! No metadata fallback. Opt-in strict mode refuses a digest not recorded by
 //! `providers approve`.
 //!
+//! `undeploy` (issue 21) passes the same gate — stage, digest, strict mode,
+//! `info`, version — and is invoked on the same sealed copy only when that
+//! `info` advertises it ([`buzz_contract::wire::info_supports`]). Its request
+//! carries the pubkey and `provider_config`, never a secret; its answer is
+//! held to the strict rules plus [`response::parse_removed`].
+//!
 //! Everything the provider prints is redacted before any display or storage
 //! ([`crate::redact`]) and stripped of terminal controls
 //! ([`crate::response::sanitize_line`]).
@@ -22,7 +28,7 @@ use crate::payload::PayloadError;
 use crate::redact::Redactor;
 use crate::response::{self, VersionIssue};
 pub use crate::stage::{StageError, Staged, stage};
-use buzz_contract::wire::DeployRequest;
+use buzz_contract::wire::{DeployRequest, OP_UNDEPLOY, Removed, UndeployRequest, info_supports};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,6 +68,23 @@ pub enum GateError {
         digest: String,
         reason: String,
     },
+    /// Its `info` does not list `undeploy` in `operations`: nothing was invoked after `info`.
+    #[error(
+        "provider `{id}` at {path} (sha256 {digest}) does not offer `undeploy` (its `info` lists no such operation)"
+    )]
+    UndeployUnsupported {
+        id: String,
+        path: PathBuf,
+        digest: String,
+    },
+    #[error("cannot build the undeploy request: {0}")]
+    UndeployPayload(PayloadError),
+    #[error("provider {path} (sha256 {digest}) failed `undeploy`: {reason}")]
+    Undeploy {
+        path: PathBuf,
+        digest: String,
+        reason: String,
+    },
 }
 
 /// Gate settings.
@@ -72,6 +95,8 @@ pub struct GateConfig {
     /// margin, so the provider's own in-band error always arrives first
     /// (see [`crate::limits::DEPLOY_KILL_DEADLINE`]).
     pub deploy_deadline: Duration,
+    /// When the launcher kills `undeploy` (see [`crate::limits::UNDEPLOY_KILL_DEADLINE`]).
+    pub undeploy_deadline: Duration,
     /// Pipe grace after exit (see [`invoke::Limits::drain_grace`]).
     pub drain_grace: Duration,
     /// Refuse digests not in `approvals`.
@@ -85,6 +110,7 @@ impl Default for GateConfig {
         GateConfig {
             info_deadline: INFO_DEADLINE,
             deploy_deadline: DEPLOY_KILL_DEADLINE,
+            undeploy_deadline: crate::limits::UNDEPLOY_KILL_DEADLINE,
             drain_grace: crate::limits::PIPE_DRAIN_GRACE,
             strict: false,
             approvals: BTreeMap::new(),
@@ -289,5 +315,60 @@ pub fn deploy(
         path,
         sha256: digest,
         info,
+    })
+}
+
+/// A successful `undeploy`.
+#[derive(Debug, Clone)]
+pub struct Undeployed {
+    /// What the provider says it removed.
+    pub removed: Removed,
+    /// The binary that ran: discovered path and staged digest.
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+/// The gate for `undeploy`: stage → (strict check) → `info` → version →
+/// advertised? → build → `undeploy` on the same sealed copy → delete.
+///
+/// `build` receives the `info` response and is called only once `info`
+/// advertised `undeploy`. `redactor` scrubs the answer: the launcher sends
+/// no secret, but a provider that held the agent's during `deploy` may echo
+/// them, so the caller passes the state dir's ([`crate::secrets::SecretSet::of_store`]).
+pub fn undeploy(
+    resolution: &Resolution,
+    staging_root: &Path,
+    workdir: &Path,
+    cfg: &GateConfig,
+    redactor: &Redactor,
+    build: impl FnOnce(&Map<String, Value>) -> Result<UndeployRequest, PayloadError>,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Undeployed, GateError> {
+    let (staged, info) = staged_info(resolution, staging_root, workdir, cfg, on_status)?;
+    let path = resolution.path.clone();
+    let digest = staged.sha256.clone();
+    if !info_supports(&info, OP_UNDEPLOY) {
+        return Err(GateError::UndeployUnsupported {
+            id: resolution.id.clone(),
+            path,
+            digest,
+        });
+    }
+    let req = build(&info).map_err(GateError::UndeployPayload)?;
+    let fail = |reason: String| GateError::Undeploy {
+        path: path.clone(),
+        digest: digest.clone(),
+        reason,
+    };
+    let body = serde_json::to_vec(&req).map_err(|e| fail(format!("cannot serialize the request: {e}")))?;
+    let mut limits = Limits::with_deadline(cfg.undeploy_deadline);
+    limits.drain_grace = cfg.drain_grace;
+    let resp = call(&staged, workdir, &body, limits, redactor, on_status).map_err(fail)?;
+    let removed = response::parse_removed(&resp).map_err(|e| fail(e.to_string()))?;
+    drop(staged);
+    Ok(Undeployed {
+        removed,
+        path,
+        sha256: digest,
     })
 }

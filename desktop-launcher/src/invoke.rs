@@ -20,7 +20,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Limits of one invocation.
@@ -81,6 +80,8 @@ enum Msg {
     OutOverflow,
     OutEof,
     Err(Vec<u8>),
+    /// Complete stderr lines, in order ([`crate::status_lines`]).
+    Lines(Vec<String>),
     /// Stderr closed; how many bytes were dropped past the cap.
     ErrEof(u64),
     /// The request writer finished: `Err` when writing failed.
@@ -125,15 +126,6 @@ fn spawn_with_retry(cmd: &mut Command) -> Result<Child, InvokeError> {
     }
 }
 
-fn last_line(buf: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(buf);
-    text.lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(|l| crate::response::truncate_chars(l, 200))
-}
-
 /// Runs `program` with `stdin` as its only input (see [`run_command`]).
 pub fn run(
     program: &Path,
@@ -147,8 +139,9 @@ pub fn run(
 
 /// Runs `cmd` in its own process group with `stdin` as its only input.
 ///
-/// `on_status` receives the provider's latest non-empty stderr line whenever
-/// it changes (the caller redacts before showing it).
+/// `on_status` receives each of the provider's stderr lines as it completes,
+/// in order, a repeat of the previous one skipped ([`crate::status_lines`];
+/// the caller redacts before showing it).
 pub fn run_command(
     mut cmd: Command,
     cwd: &Path,
@@ -179,7 +172,6 @@ pub fn run_command(
             let _ = tx.send(Msg::InDone(r));
         });
     }
-    let latest = Arc::new(Mutex::new(Vec::<u8>::new()));
     if let Some(mut out) = child.stdout.take() {
         let tx = tx.clone();
         let cap = limits.stdout_cap;
@@ -209,29 +201,28 @@ pub fn run_command(
     if let Some(mut err) = child.stderr.take() {
         let tx = tx.clone();
         let cap = limits.stderr_cap;
-        let latest = Arc::clone(&latest);
         std::thread::spawn(move || {
+            let mut lines = crate::status_lines::StatusLines::default();
             let mut kept = 0usize;
             let mut dropped = 0u64;
             let mut buf = vec![0u8; 16 * 1024];
             loop {
                 match err.read(&mut buf) {
                     Ok(0) | Err(_) => {
+                        let _ = tx.send(Msg::Lines(lines.finish()));
                         let _ = tx.send(Msg::ErrEof(dropped));
                         return;
                     }
                     Ok(n) => {
-                        if let Ok(mut l) = latest.lock() {
-                            // Keep a bounded tail for the status line.
-                            l.extend_from_slice(&buf[..n]);
-                            let len = l.len();
-                            if len > 1024 {
-                                l.drain(..len - 1024);
-                            }
-                        }
                         let take = n.min(cap.saturating_sub(kept));
                         kept += take;
                         dropped += (n - take) as u64;
+                        // Status lines come from the kept bytes only: the
+                        // stderr cap bounds them too.
+                        let done = lines.feed(&buf[..take]);
+                        if !done.is_empty() && tx.send(Msg::Lines(done)).is_err() {
+                            return;
+                        }
                         if take > 0 && tx.send(Msg::Err(buf[..take].to_vec())).is_err() {
                             return;
                         }
@@ -250,7 +241,6 @@ pub fn run_command(
     let (mut out_eof, mut err_eof) = (false, false);
     let mut status: Option<ExitStatus> = None;
     let mut exited_at: Option<Instant> = None;
-    let mut shown: Option<String> = None;
     loop {
         match rx.recv_timeout(POLL_INTERVAL) {
             Ok(Msg::Out(b)) => stdout.extend_from_slice(&b),
@@ -261,6 +251,11 @@ pub fn run_command(
             }
             Ok(Msg::OutEof) => out_eof = true,
             Ok(Msg::Err(b)) => stderr.extend_from_slice(&b),
+            Ok(Msg::Lines(lines)) => {
+                for l in &lines {
+                    on_status(l);
+                }
+            }
             Ok(Msg::ErrEof(d)) => {
                 err_eof = true;
                 stderr_dropped = d;
@@ -275,13 +270,6 @@ pub fn run_command(
                 err_eof = true;
                 in_done = true;
             }
-        }
-        let line = latest.lock().ok().and_then(|l| last_line(&l));
-        if line.is_some() && line != shown {
-            if let Some(l) = &line {
-                on_status(l);
-            }
-            shown = line;
         }
         if status.is_none() {
             match child.try_wait() {

@@ -22,9 +22,11 @@
 //! - [`invoke`]: bounded provider invocation (spec §Invocation).
 //! - [`gate`]: the pre-secret negotiation gate (spec §Discovery, Known Defect 5).
 //! - [`stage`]: the sealed in-memory copy the gate executes, and its threat model.
+//! - [`status_lines`]: the provider's stderr split into status lines as they arrive.
 //! - [`relay`]: `!shutdown`, chat and the presence subscription over the relay (spec §Stop, I3, M1).
 //! - [`local`]: the local backend, spawning the harness from the same resolver.
 //! - [`embedded`]: the embedded default relay as launcher state (port, pid, background start).
+//! - [`teardown`]: `undeploy` and the `delete` of a deployed agent through the gate (issue 21, spec §Stop and Delete).
 //! - [`demo`]: `buzz-launcher demo`, the whole loop on embedded defaults.
 //! - [`relayd`]: the embedded relay (`buzz-launcher relay`), NIP-42 and NIP-OA admission over `nostr-relay-builder`.
 
@@ -51,5 +53,7 @@ pub mod response;
 pub mod runtime;
 pub mod secrets;
 pub mod stage;
+pub mod status_lines;
 pub mod store;
+pub mod teardown;
 pub mod ui;

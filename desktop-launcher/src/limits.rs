@@ -45,6 +45,13 @@ pub fn deploy_kill_deadline_from(knob: Option<&str>) -> Duration {
         })
 }
 
+/// When the launcher kills an `undeploy` that has not answered (issue 21:
+/// the provider waits for the objects to disappear "within a bound"; the
+/// spec fixes none). A graceful pod delete may take the binding's 60 s grace
+/// (§K8s Grace) and the apiserver's finalisation on top, so the launcher
+/// waits three times that. `undeploy` is idempotent: a killed one is re-run.
+pub const UNDEPLOY_KILL_DEADLINE: Duration = Duration::from_secs(180);
+
 /// The largest provider binary the gate stages (it is held in memory).
 pub const STAGED_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// Provider stdout cap (spec §Invocation: 1MB; wire-facts §7: 1 MiB).

@@ -4,7 +4,9 @@
 
 use crate::resolve::{Identity, ResolveError, Resolved, Target};
 use buzz_contract::i2::{self, I2Error};
-use buzz_contract::wire::{AgentPayload, DeployRequest, InfoRequest, OP_DEPLOY, OP_INFO};
+use buzz_contract::wire::{
+    AgentPayload, DeployRequest, InfoRequest, OP_DEPLOY, OP_INFO, OP_UNDEPLOY, UndeployAgent, UndeployRequest,
+};
 use serde_json::{Map, Value};
 
 /// Why a `provider_config` was refused.
@@ -27,6 +29,9 @@ pub enum PayloadError {
     Resolve(#[from] ResolveError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// `undeploy` selects by the pubkey: a malformed one could match nothing or too much.
+    #[error("agent `{0}`: its record's pubkey is not 64 lowercase hex; the provider could not select by it")]
+    BadPubkey(String),
 }
 
 /// The `info` request.
@@ -137,6 +142,35 @@ pub fn build_deploy_request(
         agent,
         provider_config,
     })
+}
+
+/// Builds the `undeploy` request (issue 21 "No secret crosses"): the
+/// record's name and public key and the normalised `provider_config`, and
+/// nothing else — the type has no field an nsec, auth tag or env value could
+/// travel in. I2 applies to the config as for `deploy`; a record whose
+/// pubkey is not 64 lowercase hex is refused (the provider selects by it).
+pub fn build_undeploy_request(
+    record: &crate::record::AgentRecord,
+    provider_config: Map<String, Value>,
+    request_id: &str,
+) -> Result<UndeployRequest, PayloadError> {
+    if !is_pubkey_hex(&record.pubkey) {
+        return Err(PayloadError::BadPubkey(record.name.clone()));
+    }
+    i2::validate_provider_config(&Value::Object(provider_config.clone())).map_err(ConfigError::from)?;
+    Ok(UndeployRequest {
+        op: OP_UNDEPLOY.to_string(),
+        request_id: Some(request_id.to_string()),
+        agent: UndeployAgent {
+            name: record.name.clone(),
+            pubkey: record.pubkey.clone(),
+        },
+        provider_config,
+    })
+}
+
+fn is_pubkey_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Resolve + build in one step for the remote target.

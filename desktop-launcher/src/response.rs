@@ -3,7 +3,7 @@
 //! be exactly one JSON object with a boolean `ok`; a missing `ok`, trailing
 //! junk or several values are errors; a UTF-8 cut never panics.
 
-use buzz_contract::wire::PROTOCOL_VERSION;
+use buzz_contract::wire::{PROTOCOL_VERSION, Removed};
 use serde_json::{Map, Value};
 
 /// Why a provider's stdout is not a trustworthy response. Never carries stdout.
@@ -102,6 +102,37 @@ pub fn check_protocol_version(info: &Map<String, Value>) -> Result<u64, VersionI
         },
         Some(_) => Err(VersionIssue::NotInteger),
     }
+}
+
+/// Why an `undeploy` answer's `removed` is not trustworthy (issue 21 "Bad
+/// input": a hostile answer is refused like a hostile `deploy` answer).
+/// Never carries provider text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemovedError {
+    #[error("its response has no `removed` object")]
+    Missing,
+    #[error("its `removed.{0}` is missing")]
+    MissingCount(&'static str),
+    #[error("its `removed.{0}` is not a non-negative integer")]
+    NotCount(&'static str),
+}
+
+/// The counts of an `ok:true` `undeploy` answer: `removed` must be an object
+/// whose `pods` and `secrets` are non-negative integers (other fields are
+/// ignored, as in `deploy`'s answer).
+pub fn parse_removed(resp: &Map<String, Value>) -> Result<Removed, RemovedError> {
+    let Some(Value::Object(removed)) = resp.get("removed") else {
+        return Err(RemovedError::Missing);
+    };
+    let count = |k: &'static str| match removed.get(k) {
+        None => Err(RemovedError::MissingCount(k)),
+        Some(Value::Number(n)) => n.as_u64().ok_or(RemovedError::NotCount(k)),
+        Some(_) => Err(RemovedError::NotCount(k)),
+    };
+    Ok(Removed {
+        pods: count("pods")?,
+        secrets: count("secrets")?,
+    })
 }
 
 /// Cuts `s` to at most `max` characters on a char boundary (never panics).
@@ -221,6 +252,31 @@ mod tests {
             AGENT_ID_MAX_CHARS
         );
         assert_eq!(sanitize_agent_id("pod\u{1b}]0;x"), "pod\u{fffd}]0;x");
+    }
+
+    #[test]
+    fn removed_counts_are_strict_non_negative_integers() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(
+            parse_removed(&m(json!({"ok":true,"removed":{"pods":1,"secrets":2}}))),
+            Ok(Removed { pods: 1, secrets: 2 })
+        );
+        assert_eq!(parse_removed(&m(json!({"ok":true}))), Err(RemovedError::Missing));
+        assert_eq!(
+            parse_removed(&m(json!({"ok":true,"removed":[1,2]}))),
+            Err(RemovedError::Missing)
+        );
+        assert_eq!(
+            parse_removed(&m(json!({"ok":true,"removed":{"pods":1}}))),
+            Err(RemovedError::MissingCount("secrets"))
+        );
+        for bad in [json!(-1), json!(1.5), json!("1"), json!(null), json!(true)] {
+            assert_eq!(
+                parse_removed(&m(json!({"ok":true,"removed":{"pods":bad,"secrets":0}}))),
+                Err(RemovedError::NotCount("pods")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -25,6 +25,20 @@
 //! `schema` (its `info` carries a `config_schema` with defaults, a required
 //! integer, a number, a boolean and an I2-tripping `ssh_key_path`, for the
 //! Start page's form).
+//!
+//! `undeploy` (issue 21) is a knob of every behaviour: `"undeploy"` in
+//! `fake-config.json`. Absent, `info` advertises nothing and an `undeploy`
+//! call is answered as the behaviour answers an unknown op (`ok`, `schema`:
+//! `unknown op`), so a launcher that calls it anyway fails loudly, and the
+//! log shows the call. Otherwise `info` lists
+//! `"operations": ["deploy", "undeploy"]` and the value picks the answer:
+//! `counts` (1 pod and 1 Secret while a `deploy` marker, `fake-deployed`,
+//! exists — the call removes it — else 0/0, like a real idempotent
+//! undeploy), `garbage` (not JSON), `badcounts` (`pods` negative, `secrets`
+//! a string), `noremoved` (`ok:true` without `removed`), `error` (in band,
+//! echoing `fake-agent-hex` if the test planted one), `exit1` (counts, then
+//! exit 1). Every `undeploy` request is appended verbatim to
+//! `fake-undeploy-stdin.jsonl`, so a test can prove no secret was on its stdin.
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -169,6 +183,54 @@ fn cut_secrets(secrets: &[String], k: usize) {
     std::process::exit(1);
 }
 
+/// The `info` answer of `behaviour`.
+fn info_for(behaviour: &str) -> Value {
+    let mut v = info_ok();
+    match behaviour {
+        "noversion" => {
+            v.as_object_mut().map(|o| o.remove("protocol_version"));
+        }
+        "v2" => v["protocol_version"] = json!(2),
+        "schema" => {
+            v["config_schema"] = json!({
+                "properties": {
+                    "replicas": {"type": "integer", "default": 1, "title": "Replicas",
+                                 "description": "How many copies to run"},
+                    "timeout_seconds": {"type": "number", "default": 30},
+                    "debug": {"type": "boolean", "default": false},
+                    "namespace": {"type": "string", "default": "buzz-agents"},
+                    "ssh_key_path": {"type": "string",
+                                     "description": "<b>not bold</b><img src=x onerror=alert(1)>"}},
+                "required": ["replicas"]});
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Answers an `undeploy` as the `undeploy` knob says (see the module doc).
+fn undeploy(knob: &str) {
+    let deployed = std::fs::remove_file("fake-deployed").is_ok();
+    let n = u64::from(deployed);
+    eprintln!("deleting the pods and Secrets of the agent");
+    match knob {
+        "garbage" => print!("removed everything, trust me"),
+        "badcounts" => respond(json!({"ok": true, "removed": {"pods": -1, "secrets": "1"}})),
+        "noremoved" => respond(json!({"ok": true})),
+        "error" => {
+            let hex_key = std::fs::read_to_string("fake-agent-hex").unwrap_or_default();
+            respond(json!({"ok": false, "error": format!(
+                "pods is forbidden: cannot delete pods in namespace ns (key {}); run: kubectl auth can-i delete pods -n ns",
+                hex_key.trim())}));
+        }
+        "exit1" => {
+            respond(json!({"ok": true, "removed": {"pods": n, "secrets": n}}));
+            std::process::exit(1);
+        }
+        _ => respond(json!({"ok": true, "removed": {"pods": n, "secrets": n}})),
+    }
+}
+
 fn main() {
     let started = std::time::Instant::now();
     let exe = std::env::args().next().unwrap_or_default();
@@ -194,6 +256,15 @@ fn main() {
                "exe": exe, "proc_exe": proc_exe, "provider_config": req.get("provider_config")}),
     );
 
+    let undeploy_knob = config()["undeploy"].as_str().map(str::to_string);
+    if op == "undeploy"
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open("fake-undeploy-stdin.jsonl")
+    {
+        let _ = writeln!(f, "{}", input.trim());
+    }
     if op == "info" {
         config_actions();
         if behaviour == "swapself"
@@ -202,32 +273,20 @@ fn main() {
             log(json!({"tamper": swap_self(evil)}));
         }
     }
+    if op == "undeploy"
+        && let Some(knob) = &undeploy_knob
+    {
+        undeploy(knob);
+        return;
+    }
     match (behaviour.as_str(), op.as_str()) {
-        ("noversion", "info") => {
-            let mut v = info_ok();
-            v.as_object_mut().map(|o| o.remove("protocol_version"));
+        (_, "info") if behaviour != "hang" => {
+            let mut v = info_for(&behaviour);
+            if undeploy_knob.is_some() {
+                v["operations"] = json!(["deploy", "undeploy"]);
+            }
             respond(v);
         }
-        ("v2", "info") => {
-            let mut v = info_ok();
-            v["protocol_version"] = json!(2);
-            respond(v);
-        }
-        ("schema", "info") => {
-            let mut v = info_ok();
-            v["config_schema"] = json!({
-                "properties": {
-                    "replicas": {"type": "integer", "default": 1, "title": "Replicas",
-                                 "description": "How many copies to run"},
-                    "timeout_seconds": {"type": "number", "default": 30},
-                    "debug": {"type": "boolean", "default": false},
-                    "namespace": {"type": "string", "default": "buzz-agents"},
-                    "ssh_key_path": {"type": "string",
-                                     "description": "<b>not bold</b><img src=x onerror=alert(1)>"}},
-                "required": ["replicas"]});
-            respond(v);
-        }
-        (_, "info") if behaviour != "hang" => respond(info_ok()),
         ("bigout", _) => {
             let chunk = vec![b' '; 64 * 1024];
             let mut out = std::io::stdout();
@@ -332,6 +391,7 @@ fn main() {
             respond(json!({"ok": false, "error": text}));
         }
         (_, "deploy") => {
+            let _ = std::fs::write("fake-deployed", "1");
             let pk = req["agent"]["name"].as_str().unwrap_or("agent");
             eprintln!("creating pod for {pk}");
             eprintln!("waiting for the container to start");

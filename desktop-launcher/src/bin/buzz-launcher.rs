@@ -23,6 +23,8 @@ mod agent;
 mod fields;
 #[path = "cli/secret_env.rs"]
 mod secret_env;
+#[path = "cli/teardown.rs"]
+mod teardown;
 use fields::Fields;
 
 #[derive(Parser)]
@@ -89,7 +91,9 @@ enum Cmd {
         #[arg(long)]
         open: bool,
     },
-    /// Delete an agent record and its keys.
+    /// Remove a provider agent's remote objects (pods, Secrets) and keep its record.
+    Undeploy { agent: String },
+    /// Delete an agent record and its keys (a deployed agent is undeployed first).
     Delete {
         agent: String,
         #[arg(long)]
@@ -150,7 +154,7 @@ enum AgentCmd {
         #[command(flatten)]
         fields: Box<Fields>,
     },
-    /// Delete an agent (refuses a deployed one without --force-remote-delete).
+    /// Delete an agent (a deployed one is undeployed first; --force-remote-delete when its provider cannot).
     Delete {
         name: String,
         #[arg(long)]
@@ -202,6 +206,7 @@ fn emit(args: std::fmt::Arguments<'_>) {
 macro_rules! out {
     ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
 }
+pub(crate) use out;
 
 pub(crate) fn main() {
     if let Err(e) = run(Cli::parse()) {
@@ -276,9 +281,9 @@ fn run(cli: Cli) -> Result<()> {
             agent: name,
             force_remote_delete,
         } => {
-            app::delete(&store, &name, force_remote_delete)?;
-            out!("deleted {name}");
+            teardown::delete(&store, &name, force_remote_delete)?;
         }
+        Cmd::Undeploy { agent } => teardown::undeploy(&store, &agent)?,
         Cmd::Providers { cmd } => providers(&store, cmd.unwrap_or(ProvidersCmd::List))?,
         Cmd::Start { agent, wait_online } => {
             ensure_embedded(&store, &[store.agent(&agent)?])?;

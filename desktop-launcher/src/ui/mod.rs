@@ -11,6 +11,8 @@
 //!   presets, schema, approve).
 //! - `ops`: Start (one live local harness per agent, spec I4), Stop as
 //!   `!shutdown` (spec §Stop), chat; the embedded relay on demand.
+//! - `teardown`: Delete and Undeploy (issue 21): the plan the confirmation
+//!   names, then [`crate::teardown`] with the provider's progress as events.
 //! - `live`: the presence tracker feeding Server-Sent Events (spec I3), with
 //!   relay retries and TTL expiry.
 //!
@@ -27,6 +29,7 @@ mod live;
 mod ops;
 mod routes;
 pub mod server;
+mod teardown;
 
 pub use server::{UiError, serve};
 

@@ -55,7 +55,7 @@ pub(super) fn live_local(s: &Shared, rec: &AgentRecord, st: &DeployState) -> Opt
 }
 
 /// Marks `name` busy with `op`; the operation already running otherwise.
-fn claim(s: &Shared, name: &str, op: Op) -> Result<(), Op> {
+pub(super) fn claim(s: &Shared, name: &str, op: Op) -> Result<(), Op> {
     let mut busy = s.busy.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(running) = busy.get(name) {
         return Err(*running);
@@ -66,7 +66,7 @@ fn claim(s: &Shared, name: &str, op: Op) -> Result<(), Op> {
     Ok(())
 }
 
-fn release(s: &Shared, name: &str) {
+pub(super) fn release(s: &Shared, name: &str) {
     s.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
     emit(s, json!({"type": "busy", "name": name, "busy": false}));
 }
@@ -126,11 +126,11 @@ pub(super) async fn start_agent(State(s): State<S>, Path(name): Path<String>) ->
                 json!({"already_starting": true, "message": format!("{name} is already starting")}),
             );
         }
-        Err(Op::Stop) => {
+        Err(op) => {
             return fail(
                 &s,
                 StatusCode::CONFLICT,
-                format!("a stop of `{name}` is in progress"),
+                format!("{} of `{name}` is in progress", op.what()),
             );
         }
     }
@@ -230,11 +230,10 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
         Err(r) => return *r,
     };
     if let Err(op) = claim(&s, &name, Op::Stop) {
-        let what = if op == Op::Start { "a start" } else { "a stop" };
         return fail(
             &s,
             StatusCode::CONFLICT,
-            format!("{what} of `{name}` is in progress"),
+            format!("{} of `{name}` is in progress", op.what()),
         );
     }
     if let Err(r) = relay_ready(&s, &rec).await {

@@ -1,6 +1,6 @@
 //! The Start page's record and provider routes, over the CLI's own
 //! functions: `agent create/edit` → [`super::form::apply`] over [`Store`];
-//! `delete` → [`app::delete`]; `providers` → [`discovery::discover`],
+//! `delete` → `super::teardown`; `providers` → [`discovery::discover`],
 //! [`gate::stage`], [`Store::approve`]; the config form → [`gate::info`].
 //! Every handler's file I/O and provider call runs in [`off`].
 //!
@@ -104,10 +104,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "api_key_set": api_key_env.is_some_and(|k| secret_names.iter().any(|n| n == k)),
         "config": config,
         "busy": op.is_some(),
-        "op": op.map(|o| match o {
-            Op::Start => "start",
-            Op::Stop => "stop",
-        }),
+        "op": op.map(Op::as_str),
     }))
 }
 
@@ -336,52 +333,6 @@ pub(super) async fn edit_agent(State(s): State<S>, Path(name): Path<String>, bod
     off(&s, move |s| edit(s, &name, form))
         .await
         .unwrap_or_else(|r| *r)
-}
-
-#[derive(serde::Deserialize)]
-pub(super) struct DeleteQuery {
-    #[serde(default)]
-    force: bool,
-}
-
-/// `DELETE`: 409 while an operation on the agent runs on this page or a
-/// start holds its lock (force or not), and without `force` while it is
-/// deployed or its local harness runs (review b30b1a0 finding 9).
-pub(super) async fn delete_agent(
-    State(s): State<S>,
-    Path(name): Path<String>,
-    Query(q): Query<DeleteQuery>,
-) -> Response {
-    if let Some(op) = op_of(&s, &name) {
-        let what = match op {
-            Op::Start => "a start",
-            Op::Stop => "a stop",
-        };
-        return reply(
-            &s,
-            StatusCode::CONFLICT,
-            json!({"error": format!("{what} of `{name}` is in progress; wait for it to end"), "busy": true}),
-        );
-    }
-    off(&s, move |s| match app::delete(&s.store, &name, q.force) {
-        Ok(()) => {
-            agents_changed(s);
-            reply(s, StatusCode::OK, json!({"deleted": name}))
-        }
-        Err(e @ (AppError::Deployed(..) | AppError::LiveLocal(_))) => reply(
-            s,
-            StatusCode::CONFLICT,
-            json!({"error": sanitize_text(&e.to_string()), "needs_force": true}),
-        ),
-        Err(e @ AppError::Busy(_)) => reply(
-            s,
-            StatusCode::CONFLICT,
-            json!({"error": sanitize_text(&e.to_string()), "busy": true}),
-        ),
-        Err(e) => fail(s, app_status(&e), e),
-    })
-    .await
-    .unwrap_or_else(|r| *r)
 }
 
 // ---- providers ---------------------------------------------------------------------------

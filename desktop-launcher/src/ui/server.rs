@@ -77,6 +77,28 @@ pub enum UiError {
 pub(super) enum Op {
     Start,
     Stop,
+    /// An `undeploy`, alone or as the first half of a Delete.
+    Undeploy,
+}
+
+impl Op {
+    /// As the page's `op` field says it.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Op::Start => "start",
+            Op::Stop => "stop",
+            Op::Undeploy => "undeploy",
+        }
+    }
+
+    /// "a start", "an undeploy": for refusals.
+    pub(super) fn what(self) -> &'static str {
+        match self {
+            Op::Start => "a start",
+            Op::Stop => "a stop",
+            Op::Undeploy => "an undeploy",
+        }
+    }
 }
 
 /// Sizes and modification times of every file secrets come from.
@@ -191,7 +213,7 @@ pub async fn serve(store: Store, listen: SocketAddr, on_ready: impl FnOnce(&str)
 }
 
 fn router(shared: S) -> Router {
-    use super::{live, ops, routes};
+    use super::{live, ops, routes, teardown};
     Router::new()
         .route(
             "/",
@@ -210,8 +232,10 @@ fn router(shared: S) -> Router {
             "/api/agents/{name}",
             get(routes::show_agent)
                 .put(routes::edit_agent)
-                .delete(routes::delete_agent),
+                .delete(teardown::delete_agent),
         )
+        .route("/api/agents/{name}/delete-plan", get(teardown::delete_plan))
+        .route("/api/agents/{name}/undeploy", post(teardown::undeploy_agent))
         .route("/api/agents/{name}/start", post(ops::start_agent))
         .route("/api/agents/{name}/stop", post(ops::stop_agent))
         .route("/api/agents/{name}/chat", post(ops::chat_agent))
@@ -315,7 +339,9 @@ pub(super) fn store_status(e: &StoreError) -> StatusCode {
 pub(super) fn app_status(e: &AppError) -> StatusCode {
     match e {
         AppError::Store(se) => store_status(se),
-        AppError::Deployed(..) | AppError::LiveLocal(_) | AppError::Busy(_) => StatusCode::CONFLICT,
+        AppError::Deployed(..) | AppError::NoUndeploy { .. } | AppError::LiveLocal(_) | AppError::Busy(_) => {
+            StatusCode::CONFLICT
+        }
         AppError::Relay(_) | AppError::NotOffline { .. } => StatusCode::BAD_GATEWAY,
         AppError::Lock(_) | AppError::Runtime(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,

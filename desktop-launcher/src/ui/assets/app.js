@@ -64,6 +64,8 @@ function syncButtons(card) {
   const live = card.dataset.state === 'online' || card.dataset.state === 'away' || card.dataset.running === 'yes';
   card.querySelector('.start').disabled = busy || live;
   card.querySelector('.stop').disabled = busy;
+  card.querySelector('.undeploy').disabled = busy;
+  card.querySelector('.delete').disabled = busy;
 }
 
 function makeCard(name) {
@@ -74,6 +76,7 @@ function makeCard(name) {
   q('.stop').setAttribute('aria-label', `Stop ${name}`);
   q('.edit').setAttribute('aria-label', `Edit ${name}`);
   q('.delete').setAttribute('aria-label', `Delete ${name}`);
+  q('.undeploy').setAttribute('aria-label', `Undeploy ${name}`);
   const inputId = `chat-${name}`;
   q('.chat-input').id = inputId;
   q('.chat-label').htmlFor = inputId;
@@ -83,6 +86,7 @@ function makeCard(name) {
   q('.stop').addEventListener('click', () => stop(name));
   q('.edit').addEventListener('click', () => editAgent(name));
   q('.delete').addEventListener('click', () => askDelete(name));
+  q('.undeploy').addEventListener('click', () => undeploy(name));
   q('.confirm-no').addEventListener('click', () => { q('.confirm').hidden = true; q('.delete').focus(); });
   q('.confirm-yes').addEventListener('click', () => doDelete(name));
   q('.chat').addEventListener('submit', (e) => { e.preventDefault(); chat(name); });
@@ -97,6 +101,8 @@ function renderAgent(card, a) {
   q('.deployed').textContent = a.deployed ? (a.agent_id ? `deployed (${a.agent_id})` : 'deployed') : 'not deployed';
   card.dataset.deployed = a.deployed ? 'yes' : 'no';
   card.dataset.running = a.running ? 'yes' : 'no';
+  // Undeploy is a provider operation (it also clears a Start that never confirmed).
+  q('.undeploy').hidden = !a.backend.startsWith('provider:');
   q('.note').hidden = !a.restart_note;
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';
@@ -167,29 +173,41 @@ async function stop(name) {
   setBusy(card, false);
 }
 
-function askDelete(name) {
+// The confirmation names what a Delete removes: the server plans it (for a
+// deployed provider agent, `info` says whether the provider offers undeploy).
+async function askDelete(name) {
   const card = cards.get(name);
   const a = agentsByName.get(name) || {};
   const q = (s) => card.querySelector(s);
-  q('.confirm-text').textContent = a.deployed
-    ? `${name} is deployed${a.agent_id ? ` (agent_id ${a.agent_id})` : ''}. Deleting its record orphans the running agent: stop it first unless you mean it.`
-    : `Delete ${name} and its keys?`;
-  q('.confirm-yes').textContent = a.deployed ? 'Delete anyway' : 'Delete';
+  const r = await api('GET', `/api/agents/${encodeURIComponent(name)}/delete-plan`);
+  const plan = r.ok ? r.data : { confirm: r.data.error || `Delete ${name}?`, needs_force: !!a.deployed, plan: 'orphan' };
+  card.dataset.deleteForce = plan.needs_force ? 'yes' : 'no';
+  q('.confirm-text').textContent = plan.confirm;
+  q('.confirm-yes').textContent = plan.plan === 'undeploy' ? 'Undeploy and delete' : (plan.needs_force ? 'Delete anyway' : 'Delete');
   q('.confirm').hidden = false;
   q('.confirm-no').focus();
 }
 
 async function doDelete(name) {
-  const a = agentsByName.get(name) || {};
-  const force = a.deployed ? '?force=true' : '';
-  const r = await api('DELETE', `/api/agents/${encodeURIComponent(name)}${force}`);
   const card = cards.get(name);
-  if (!r.ok && card) {
-    card.querySelector('.confirm').hidden = true;
-    progressLine(name, r.data.error || 'delete failed');
-  }
+  const force = card && card.dataset.deleteForce === 'yes' ? '?force=true' : '';
+  if (card) { card.querySelector('.confirm').hidden = true; setBusy(card, true); }
+  const r = await api('DELETE', `/api/agents/${encodeURIComponent(name)}${force}`);
+  if (card) setBusy(card, false);
+  if (!r.ok && card) progressLine(name, r.data.error || 'delete failed');
+  if (r.ok && r.data.warning) notice(r.data.warning);
   if (r.ok && editing === name) resetForm();
   await loadAgents();
+}
+
+async function undeploy(name) {
+  const card = cards.get(name);
+  card.querySelector('.progress').replaceChildren();
+  setBusy(card, true);
+  const r = await api('POST', `/api/agents/${encodeURIComponent(name)}/undeploy`);
+  if (!r.ok) progressLine(name, r.data.error || 'undeploy failed');
+  setBusy(card, false);
+  reloadSoon();
 }
 
 async function chat(name) {

@@ -1,0 +1,174 @@
+//! Delete and Undeploy on the Start page (issue 21 part 1; spec §Stop and
+//! Delete), over the CLI's own [`crate::teardown`]:
+//!
+//! - `GET /api/agents/{name}/delete-plan` → [`teardown::plan_delete`]: what
+//!   the confirmation names (the provider, its pod and Secrets in the
+//!   namespace, or the orphan warning) and whether the delete needs `force`.
+//!   Only `info` runs; no secret is involved.
+//! - `DELETE /api/agents/{name}[?force=true]` → [`teardown::delete`]: a
+//!   deployed agent is undeployed first (409 `needs_force` when its provider
+//!   cannot), the provider's progress streamed as events.
+//! - `POST /api/agents/{name}/undeploy` → [`teardown::undeploy`]: keeps the record.
+//!
+//! Both claim the agent ([`Op::Undeploy`]): no Start or Stop of it on this
+//! page meanwhile, and none of them while one of those runs.
+
+use super::ops::{claim, release};
+use super::server::{Op, S, Shared, agents_changed, app_status, emit, fail, off, progress, reply};
+use crate::app::{AppError, StartOptions};
+use crate::response::sanitize_text;
+use crate::teardown::{self, DeletePlan};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+#[derive(serde::Deserialize)]
+pub(super) struct DeleteQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+/// The status of a failed teardown: a provider that failed is a bad gateway.
+fn status_of(e: &AppError) -> StatusCode {
+    match e {
+        AppError::Gate(_) => StatusCode::BAD_GATEWAY,
+        other => app_status(other),
+    }
+}
+
+fn refused(s: &Shared, e: &AppError) -> Response {
+    let msg = sanitize_text(&e.to_string());
+    match e {
+        AppError::Deployed(..) | AppError::NoUndeploy { .. } | AppError::LiveLocal(_) => reply(
+            s,
+            StatusCode::CONFLICT,
+            json!({"error": msg, "needs_force": true}),
+        ),
+        AppError::Busy(_) => reply(s, StatusCode::CONFLICT, json!({"error": msg, "busy": true})),
+        other => fail(s, status_of(other), msg),
+    }
+}
+
+fn removed_json(u: &crate::gate::Undeployed) -> Value {
+    json!({"pods": u.removed.pods, "secrets": u.removed.secrets,
+           "text": format!("removed {}", teardown::removed_text(&u.removed)),
+           "provider": format!("{} (sha256 {})", u.path.display(), u.sha256)})
+}
+
+/// Claims `name` for an undeploy, or the 409 of the operation that runs.
+fn claim_or_busy(s: &S, name: &str) -> Result<(), Box<Response>> {
+    claim(s, name, Op::Undeploy).map_err(|op| {
+        Box::new(reply(
+            s,
+            StatusCode::CONFLICT,
+            json!({"error": format!("{} of `{name}` is in progress; wait for it to end", op.what()), "busy": true}),
+        ))
+    })
+}
+
+pub(super) async fn delete_plan(State(s): State<S>, Path(name): Path<String>) -> Response {
+    off(&s, move |s| {
+        let plan = StartOptions::from_env(&s.store).and_then(|o| teardown::plan_delete(&s.store, &name, &o));
+        match plan {
+            Ok(p) => {
+                let (kind, namespace) = match &p {
+                    DeletePlan::RecordOnly => ("record", None),
+                    DeletePlan::Undeploy { namespace, .. } => ("undeploy", namespace.clone()),
+                    DeletePlan::Orphan { .. } => ("orphan", None),
+                };
+                reply(
+                    s,
+                    StatusCode::OK,
+                    json!({"plan": kind, "confirm": sanitize_text(&p.confirmation(&name)),
+                           "needs_force": p.needs_force(), "namespace": namespace}),
+                )
+            }
+            Err(e) => fail(s, app_status(&e), e),
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r)
+}
+
+/// `DELETE`: 409 while an operation on the agent runs on this page or a
+/// start holds its lock (force or not); 409 `needs_force` while it runs
+/// locally, or is deployed on a provider that cannot undeploy it.
+pub(super) async fn delete_agent(
+    State(s): State<S>,
+    Path(name): Path<String>,
+    Query(q): Query<DeleteQuery>,
+) -> Response {
+    if let Err(r) = claim_or_busy(&s, &name) {
+        return *r;
+    }
+    let n = name.clone();
+    let out = off(&s, move |s| {
+        let r = StartOptions::from_env(&s.store)
+            .and_then(|o| teardown::delete(&s.store, &n, &o, q.force, &mut |line| progress(s, &n, line)));
+        match r {
+            Ok(d) => {
+                if let Some(u) = &d.undeployed {
+                    progress(
+                        s,
+                        &n,
+                        &format!("undeployed: removed {}", teardown::removed_text(&u.removed)),
+                    );
+                }
+                agents_changed(s);
+                reply(
+                    s,
+                    StatusCode::OK,
+                    json!({"deleted": n, "removed": d.undeployed.as_ref().map(removed_json),
+                           "warning": d.orphan_warning.as_deref().map(sanitize_text)}),
+                )
+            }
+            Err(e) => {
+                agents_changed(s);
+                refused(s, &e)
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r);
+    release(&s, &name);
+    out
+}
+
+/// `POST …/undeploy`: tears the agent down on its provider, keeps the record.
+pub(super) async fn undeploy_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+    if let Err(r) = claim_or_busy(&s, &name) {
+        return *r;
+    }
+    progress(
+        &s,
+        &name,
+        "discovering the provider, staging and checking it before `undeploy`",
+    );
+    let n = name.clone();
+    let out = off(&s, move |s| {
+        let r = StartOptions::from_env(&s.store)
+            .and_then(|o| teardown::undeploy(&s.store, &n, &o, &mut |line| progress(s, &n, line)));
+        let (ok, message) = match &r {
+            Ok(u) => (true, format!("undeployed: removed {}", teardown::removed_text(&u.removed))),
+            Err(e) => (false, e.to_string()),
+        };
+        emit(
+            s,
+            json!({"type": "done", "op": "undeploy", "name": n, "ok": ok, "message": sanitize_text(&message)}),
+        );
+        agents_changed(s);
+        match r {
+            Ok(u) => reply(
+                s,
+                StatusCode::OK,
+                json!({"undeployed": n, "removed": removed_json(&u)}),
+            ),
+            Err(e) => refused(s, &e),
+        }
+    })
+    .await
+    .unwrap_or_else(|r| *r);
+    release(&s, &name);
+    out
+}
