@@ -138,10 +138,13 @@ fn malformed_truncated_and_non_object_json_are_in_band_errors() {
 #[test]
 fn unknown_op_and_wrong_types() {
     assert!(
-        run(br#"{"op":"undeploy"}"#, &[])
+        run(br#"{"op":"redeploy"}"#, &[])
             .error()
-            .contains("unknown op \"undeploy\"")
+            .contains("unknown op \"redeploy\"")
     );
+    // A known op with its fields missing is a field error, not an unknown op.
+    let e = run(br#"{"op":"undeploy"}"#, &[]).error();
+    assert!(!e.contains("unknown op") && e.contains("agent"), "{e}");
     assert!(run(br#"{"request_id":"x"}"#, &[]).error().contains("no op"));
     assert!(run(br#"{"op":7}"#, &[]).error().contains("op must be a string"));
     assert!(

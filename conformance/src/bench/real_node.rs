@@ -17,9 +17,10 @@
 //!   launcher, each pod event's time (`lastTimestamp`, one-second resolution,
 //!   or `eventTime`) → the provider's status line for it at the launcher's
 //!   status callback (wall clock; apiserver and launcher share the machine),
-//!   with how many of the provider's event lines the launcher surfaced (it
-//!   shows the latest stderr line per poll, so lines written together
-//!   coalesce);
+//!   with how many of the provider's event lines the launcher surfaced
+//!   (every line, as it completes);
+//! - `undeploy_ms` (issue 21): the launcher's `undeploy` of a running agent,
+//!   the harness's graceful stop included, with what it removed;
 //! - `kubelet_pod_start_sli_s`: the kubelet's own
 //!   `kubelet_pod_start_sli_duration_seconds` mean over the same pods, next to
 //!   ours (it counts from `creationTimestamp`, which has one-second
@@ -212,6 +213,23 @@ fn event_latency(s: &Scenario) -> anyhow::Result<Value> {
     }))
 }
 
+/// `undeploy` of a running agent through the launcher's gate: wall time
+/// (staging, `info`, the fenced deletes, the harness's graceful stop on the
+/// kubelet's SIGTERM, the wait until pod and Secret are gone) and what it
+/// removed.
+fn undeploy_ms(s: &Scenario) -> anyhow::Result<Value> {
+    desktop_launcher::app::start_provider(&s.store, NAME, &s.opts, &mut |_| {})
+        .map_err(|e| anyhow!("start: {e}"))?;
+    let t0 = std::time::Instant::now();
+    let u = desktop_launcher::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
+        .map_err(|e| anyhow!("undeploy: {e}"))?;
+    Ok(json!({
+        "ms": ms(t0.elapsed()),
+        "removed_pods": u.removed.pods,
+        "removed_secrets": u.removed.secrets,
+    }))
+}
+
 /// Runs the benchmark; one JSON object.
 pub fn run() -> anyhow::Result<Value> {
     let node = RealNode::shared();
@@ -236,6 +254,7 @@ pub fn run() -> anyhow::Result<Value> {
     let cold = one_start(&s)?;
     let warm = one_start(&s)?;
     let event_to_line = event_latency(&s)?;
+    let undeploy = undeploy_ms(&s)?;
     let (sli_sum, sli_count) = rt.block_on(node.pod_start_sli())?;
     let sli_mean = |sum: f64, n: u64| {
         if n == 0 {
@@ -249,6 +268,7 @@ pub fn run() -> anyhow::Result<Value> {
         "pod_create_to_running_ms": { "median": median(creates.clone()), "samples": creates },
         "start_to_online_ms": { "cold": cold, "warm": warm },
         "event_to_status_line_ms": event_to_line,
+        "undeploy_ms": undeploy,
         "kubelet_pod_start_sli_s": {
             "pause_pods_mean": sli_mean(sli_sum0, sli_count0),
             "all_pods_mean": sli_mean(sli_sum, sli_count),
