@@ -120,11 +120,14 @@ pub trait Cluster {
         keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
     ) -> Result<(), ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
-    /// Lists the events of the pod `uid` (field selector
-    /// `involvedObject.uid`) in the order they first happened, then watches
-    /// from the list's resourceVersion, calling `seen` with each; a watch that ends is
-    /// resumed from the last resourceVersion seen, an expired one re-lists.
-    /// Returns only with the error that stopped it (403: not visible).
+    /// Watches the events of the pod `uid` (field selector
+    /// `involvedObject.uid`), calling `seen` with each. The first watch has
+    /// no resourceVersion, so the apiserver opens it with the events that
+    /// already exist (as synthetic ADDED events, in no particular order) and
+    /// then streams new ones: one request instead of a list and a watch. A
+    /// watch that ends is resumed from the last resourceVersion seen; an
+    /// expired one (410) starts afresh the same way. Returns only with the
+    /// error that stopped it (403: not visible).
     async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError;
 }
 
@@ -183,8 +186,25 @@ pub fn classify_error(e: kube::Error) -> ClusterError {
         e @ kube::Error::FromUtf8(_) => ClusterError::Decode(e.to_string()),
         kube::Error::BuildRequest(e) => ClusterError::Request(e.to_string()),
         kube::Error::HttpError(e) => ClusterError::Request(e.to_string()),
-        other => ClusterError::Transient(other.to_string()),
+        other => ClusterError::Transient(with_sources(&other)),
     }
+}
+
+/// An error and its causes, `outer: inner: …`, each said once: a transport
+/// error's own text ("client error (Connect)") names no reason; its sources
+/// do ("Connection refused (os error 111)").
+pub fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// `NotFound` on a namespaced create whose details name the namespace itself.
@@ -414,42 +434,37 @@ impl Cluster for KubeCluster {
     async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         let fields = format!("involvedObject.uid={uid}");
+        // Empty: "the current state, then changes" (the apiserver treats an
+        // empty resourceVersion as unset).
+        let mut rv = String::new();
         loop {
-            let list = match events.list(&ListParams::default().fields(&fields)).await {
-                Ok(l) => l,
+            // A watch the server ends at once is not resumed in a hot loop.
+            let opened = std::time::Instant::now();
+            let wp = WatchParams::default().fields(&fields).timeout(290);
+            let mut stream = match events.watch(&wp, &rv).await {
+                Ok(s) => s.boxed(),
                 Err(e) => return classify_error(e),
             };
-            let mut items = list.items;
-            items.sort_by_key(crate::events::first_millis);
-            items.iter().for_each(&mut *seen);
-            let mut rv = list.metadata.resource_version.unwrap_or_default();
-            // Watch until the resourceVersion expires (410), then re-list.
-            'watch: loop {
-                // A watch the server ends at once is not resumed in a hot loop.
-                let opened = std::time::Instant::now();
-                let wp = WatchParams::default().fields(&fields).timeout(290);
-                let mut stream = match events.watch(&wp, &rv).await {
-                    Ok(s) => s.boxed(),
-                    Err(e) => return classify_error(e),
-                };
-                while let Some(ev) = stream.next().await {
-                    match ev {
-                        Ok(WatchEvent::Added(e) | WatchEvent::Modified(e)) => {
-                            if let Some(v) = &e.metadata.resource_version {
-                                rv = v.clone();
-                            }
-                            seen(&e);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(WatchEvent::Added(e) | WatchEvent::Modified(e)) => {
+                        if let Some(v) = &e.metadata.resource_version {
+                            rv = v.clone();
                         }
-                        Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
-                        Ok(WatchEvent::Deleted(_)) => {}
-                        Ok(WatchEvent::Error(s)) if s.code == 410 => break 'watch,
-                        Ok(WatchEvent::Error(s)) => return classify_error(kube::Error::Api(s)),
-                        Err(e) => return classify_error(e),
+                        seen(&e);
                     }
+                    Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                    Ok(WatchEvent::Deleted(_)) => {}
+                    Ok(WatchEvent::Error(s)) if s.code == 410 => {
+                        rv.clear();
+                        break;
+                    }
+                    Ok(WatchEvent::Error(s)) => return classify_error(kube::Error::Api(s)),
+                    Err(e) => return classify_error(e),
                 }
-                if opened.elapsed() < Duration::from_secs(1) {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
+            }
+            if opened.elapsed() < Duration::from_secs(1) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
     }

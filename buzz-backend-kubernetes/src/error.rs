@@ -239,12 +239,17 @@ pub enum ClusterFailure {
         "the cluster rejected your kubeconfig credentials while trying to {action}; refresh them (for example log in again) and retry"
     )]
     Unauthorized { action: String },
-    /// The cluster was never reached.
-    #[error("could not {action} in namespace {namespace}: the cluster could not be reached: {cause}")]
+    /// The cluster was never reached; `endpoint` names its server and the
+    /// kubeconfig context ([`crate::kubeconfig::name_endpoint`]).
+    #[error(
+        "could not {action} in namespace {namespace}: {} could not be reached: {cause}; check the server and the context (`kubectl config current-context`, or provider_config.context)",
+        endpoint.as_deref().unwrap_or("the cluster")
+    )]
     Unreachable {
         action: String,
         namespace: String,
         cause: String,
+        endpoint: Option<String>,
     },
     /// Any other API failure.
     #[error("could not {action} in namespace {namespace}: {cause}")]

@@ -90,9 +90,55 @@ pub fn validate_image(s: &str, require_digest: bool) -> Result<ImageRef, String>
     })
 }
 
+/// The `sha256:<hex>` a reference or an imageID is pinned to, if any.
+fn pinned_digest(s: &str) -> Option<&str> {
+    s.rsplit_once('@')
+        .map(|(_, d)| d)
+        .or_else(|| s.starts_with("sha256:").then_some(s))
+        .filter(|d| d.starts_with("sha256:"))
+}
+
+/// Whether the kubelet's resolved `image_id` adds anything to the pod's
+/// image annotation, which holds `reference` (spec §Image: the resolved image
+/// ID is recorded "for post-hoc attribution"). A reference pinned by digest
+/// already names the exact bytes: when the kubelet resolved it to that same
+/// digest, recording it again would be a PATCH that says nothing new (the
+/// default image is always pinned, so a default deploy saves the request). A
+/// tag, or a resolution to another digest (an image ID rather than a
+/// manifest digest), is recorded.
+pub fn resolution_adds_attribution(reference: &str, image_id: &str) -> bool {
+    if image_id.is_empty() {
+        return false;
+    }
+    match (pinned_digest(reference), pinned_digest(image_id)) {
+        (Some(wanted), Some(got)) => wanted != got,
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resolution_to_the_pinned_digest_adds_nothing_and_a_tag_resolution_does() {
+        let d = "a".repeat(64);
+        let e = "b".repeat(64);
+        let pinned = format!("localhost:5000/buzz-sprig@sha256:{d}");
+        // containerd reports the repo digest it pulled.
+        assert!(!resolution_adds_attribution(&pinned, &pinned));
+        assert!(!resolution_adds_attribution(
+            &format!("localhost:5000/buzz-sprig:v1@sha256:{d}"),
+            &format!("localhost:5000/buzz-sprig@sha256:{d}")
+        ));
+        // An image ID (config digest) is not the manifest digest: recorded.
+        assert!(resolution_adds_attribution(&pinned, &format!("sha256:{e}")));
+        assert!(resolution_adds_attribution(
+            "registry.test/buzz-sprig:v1",
+            &format!("registry.test/buzz-sprig@sha256:{d}")
+        ));
+        assert!(!resolution_adds_attribution("registry.test/buzz-sprig:v1", ""));
+    }
 
     #[test]
     fn accepts_tags_digests_and_custom_registries() {

@@ -20,6 +20,7 @@ pub mod events;
 pub mod gc;
 pub mod image;
 pub mod info;
+pub mod kubeconfig;
 pub mod ownership;
 pub mod podspec;
 pub mod protocol;

@@ -12,7 +12,8 @@ use crate::config::{ProviderConfig, default_image};
 use crate::consts::*;
 use crate::diag::{self, Redactor};
 use crate::envtiers::{self, Authoritative};
-use crate::error::{ClusterFailure, DeployError, Refusal, RefusalRule, RequestError, RequestErrorKind as RK};
+use crate::error::{DeployError, Refusal, RefusalRule, RequestError, RequestErrorKind as RK};
+use crate::kubeconfig;
 use crate::podspec::{self, PodIntent};
 use crate::reconcile::{self, Plan, Timing};
 use buzz_contract::gate::{RespondTo, validate_allowlist};
@@ -174,6 +175,12 @@ pub fn redactor_for(agent: &Value) -> Redactor {
     Redactor::new(values)
 }
 
+/// The redactor of everything a deploy or undeploy writes: the payload's
+/// secrets and the kubeconfig's credentials ([`kubeconfig::file_secrets`]).
+pub fn output_redactor(agent: &Value) -> Redactor {
+    redactor_for(agent).with(kubeconfig::file_secrets())
+}
+
 fn refused(rule: RefusalRule, m: String) -> DeployError {
     Refusal::new(rule, m).into()
 }
@@ -318,47 +325,6 @@ pub fn timing(started: Instant) -> Timing {
     Timing::from_env(started)
 }
 
-fn exec_plugin_of(context: Option<&str>) -> Option<String> {
-    let kc = kube::config::Kubeconfig::read().ok()?;
-    let ctx_name = context.map(str::to_string).or(kc.current_context.clone())?;
-    let ctx = kc.contexts.iter().find(|c| c.name == ctx_name)?.context.clone()?;
-    let user = ctx.user?;
-    let auth = kc.auth_infos.iter().find(|a| a.name == user)?.auth_info.clone()?;
-    auth.exec?.command
-}
-
-pub(crate) async fn client(context: Option<&str>) -> Result<kube::Client, DeployError> {
-    let opts = kube::config::KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let config = kube::Config::from_kubeconfig(&opts)
-        .await
-        .map_err(|e| ClusterFailure::Kubeconfig {
-            context: context.map(str::to_string),
-            cause: e.to_string(),
-        })?;
-    kube::Client::try_from(config).map_err(|e| {
-        let cause = e.to_string();
-        match exec_plugin_of(context) {
-            Some(command) => ClusterFailure::ExecPlugin { command, cause },
-            None => ClusterFailure::Client { cause },
-        }
-        .into()
-    })
-}
-
-/// Names the kubeconfig's exec plugin in a credentials failure (§K8s Auth).
-pub(crate) fn name_exec_plugin(e: DeployError, context: Option<&str>) -> DeployError {
-    match e {
-        DeployError::Cluster(ClusterFailure::Credentials { cause }) => match exec_plugin_of(context) {
-            Some(command) => ClusterFailure::ExecPlugin { command, cause }.into(),
-            None => ClusterFailure::Credentials { cause }.into(),
-        },
-        other => other,
-    }
-}
-
 /// Runs a deploy end to end; the caller redacts the error. `started` is the
 /// process start, from which the deadline is measured.
 pub async fn deploy(agent: &Value, provider_config: &Value, started: Instant) -> Result<String, DeployError> {
@@ -368,11 +334,11 @@ pub async fn deploy(agent: &Value, provider_config: &Value, started: Instant) ->
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty());
-    let client = client(context).await?;
-    let cluster = crate::cluster::KubeCluster::new(client, &plan.namespace);
+    let connected = kubeconfig::connect(context).await?;
+    let cluster = crate::cluster::KubeCluster::new(connected.client, &plan.namespace);
     reconcile::deploy(&cluster, &plan, timing(started))
         .await
-        .map_err(|e| name_exec_plugin(e, context))
+        .map_err(|e| kubeconfig::name_endpoint(kubeconfig::name_exec_plugin(e, context), &connected.endpoint))
 }
 
 /// Prepends the spec's PATH entries so kubeconfig exec plugins resolve (§K8s Auth).
@@ -403,7 +369,7 @@ pub fn handle(bytes: &[u8], started: Instant) -> Value {
             agent,
             provider_config,
         } => {
-            let redactor = redactor_for(&agent);
+            let redactor = output_redactor(&agent);
             diag::set_redactor(redactor.clone());
             augment_path();
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

@@ -12,13 +12,21 @@
 //!    apiserver's answer to the create is the stored object, and the Secret
 //!    it references was created by this call a moment before (the GC never
 //!    removes a referenced or young Secret), so that first classification
-//!    neither re-reads the pod nor the Secret. Success is only ever decided
-//!    on a quorum GET, and every fence still carries the UID and
-//!    resourceVersion of the object it acts on. A fresh deploy so costs 10
-//!    requests: the two preflight lists, the GET that finds no pod, the
-//!    Secret and pod creates, the watch, the GET that sees the container
-//!    running, the best-effort image-ID patch, and the list and watch of the
-//!    pod's events ([`progress`], the status lines of issue 21).
+//!    neither re-reads the pod nor the Secret; nor does the first pass
+//!    re-read a pod the preflight list (a quorum read of this agent's pods)
+//!    showed is not there. Success is only ever decided on a quorum GET, and
+//!    every fence still carries the UID and resourceVersion of the object it
+//!    acts on. A fresh deploy of a digest-pinned image (the default) so costs
+//!    7 requests: the two preflight lists, the Secret and pod creates, the
+//!    watch, the GET that sees the container running, and one watch of the
+//!    pod's events ([`progress`], the status lines of issue 21; opened with
+//!    no resourceVersion, it carries the existing events too). A tag costs
+//!    one more, the best-effort PATCH that records the image ID the kubelet
+//!    resolved (spec §Image), skipped when the pin already names it
+//!    ([`crate::image::resolution_adds_attribution`]). None of the 7 can go
+//!    without weakening a rule: the lists are the preflight GC, the creates
+//!    are the attempt, the watch is the wait, the GET is success on a quorum
+//!    read, and the events are the Start progress a user sees.
 //!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
 //! its own Secret and adopts the winner, while a create whose committed
@@ -125,6 +133,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 action,
                 namespace,
                 cause,
+                endpoint: None,
             }
             .into(),
             other => ClusterFailure::Failed {
@@ -219,9 +228,19 @@ impl<'a, C: Cluster> Loop<'a, C> {
         Ok(outcome)
     }
 
-    async fn preflight_gc(&self) -> Result<(), DeployError> {
+    /// Returns whether the (quorum) pod list showed the agent's pod by name:
+    /// when it did not, the loop's first observation needs no GET.
+    async fn preflight_gc(&self) -> Result<Listed, DeployError> {
         let sel = podspec::selector(&self.plan.pubkey);
         let pods = self.list_own_pods(&sel).await?;
+        let listed = if pods
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(self.plan.agent_id.as_str()))
+        {
+            Listed::Present
+        } else {
+            Listed::Absent
+        };
         let (secrets, date) = self
             .retry("list secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
@@ -257,7 +276,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 .await?;
             diag::line(&format!("gc: Secret {} {}", s.name, outcome_word(outcome)));
         }
-        Ok(())
+        Ok(listed)
     }
 
     /// A read or watch of the pod; running out of time ends observation.
@@ -274,11 +293,16 @@ impl<'a, C: Cluster> Loop<'a, C> {
     }
 
     async fn run(&self) -> Result<String, DeployError> {
-        self.preflight_gc().await?;
+        let listed = self.preflight_gc().await?;
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
         let mut latest = String::from("no observation yet");
         let mut just_created: Option<Pod> = None;
+        // The preflight list is a quorum read of this agent's pods: when it
+        // held no pod of this name, that is the first observation. A pod of
+        // this name without the agent's labels still surfaces, as the
+        // create's conflict ([`attempt`]), which re-reads it with a GET.
+        let mut listed_absent = listed == Listed::Absent;
         loop {
             if self.remaining().is_zero() {
                 return Err(self.not_confirmed(&latest));
@@ -287,6 +311,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
             let own_secret_known = from_create.is_some();
             let pod = match from_create {
                 Some(p) => Some(p),
+                None if std::mem::take(&mut listed_absent) => None,
                 None => {
                     self.observe("read the agent pod", &latest, || self.cluster.get_pod(id))
                         .await?
@@ -399,7 +424,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
             .and_then(|c| c.iter().find(|c| c.name == CONTAINER))
             .map(|c| c.image_id.clone())
             .unwrap_or_default();
-        if image_id.is_empty() {
+        if !crate::image::resolution_adds_attribution(&self.plan.intent.image, &image_id) {
             return;
         }
         if let Err(e) = self
@@ -413,6 +438,13 @@ impl<'a, C: Cluster> Loop<'a, C> {
             ));
         }
     }
+}
+
+/// What the preflight pod list said about the agent's pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Present,
+    Absent,
 }
 
 fn outcome_word(d: Deleted) -> &'static str {

@@ -321,11 +321,80 @@ fn unreachable_cluster_fails_fast_with_the_reason() {
         ],
     );
     let e = r.error();
-    assert!(e.contains("the cluster could not be reached"), "{e}");
+    assert!(
+        e.contains("the cluster at https://127.0.0.1:9 (kubeconfig context x) could not be reached"),
+        "the server and the context are named: {e}"
+    );
+    assert!(
+        e.contains("Connection refused"),
+        "the transport's own reason: {e}"
+    );
     let took = start.elapsed();
     assert!(
         took < std::time::Duration::from_secs(30),
         "an unreachable cluster must fail fast, not retry to the deadline: {took:?}"
+    );
+}
+
+/// Issue 24 item 5: `--help` explains the protocol on stdout and reads no
+/// stdin; an unknown argument is refused with the way to help.
+#[test]
+fn help_explains_the_protocol_and_other_arguments_are_refused() {
+    let help = |arg: &str| Command::new(BIN).arg(arg).stdin(Stdio::null()).output().unwrap();
+    let out = help("--help");
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "one JSON request on stdin",
+        "{\"op\":\"info\"}",
+        "undeploy",
+        "namespace (required)",
+        "KUBECONFIG",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let out = help("--frobnicate");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unexpected argument \"--frobnicate\"; this provider takes no arguments and reads one JSON request on stdin (try --help)"),
+        "{out:?}"
+    );
+}
+
+/// Issue 24 item 4: a kubeconfig YAML error on its `token:` line names the
+/// file, the line and the key, never the token (nor on stderr).
+#[test]
+fn a_broken_kubeconfig_is_named_by_line_and_key_never_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    let canary = "kubeconfig-token-canary-51c0ffee";
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:9\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\nusers:\n- name: u\n  user:\n    token: {canary}: [\n"
+        ),
+    )
+    .unwrap();
+    let keys = Keys::generate();
+    let req = json!({ "op": "deploy", "agent": {
+        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
+        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
+        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let r = run(
+        req.to_string().as_bytes(),
+        &[("KUBECONFIG", kc.to_str().unwrap())],
+    );
+    let e = r.error();
+    assert!(
+        e.contains(&format!("{} is not valid YAML at line 14", kc.display())) && e.contains("key `token`"),
+        "{e}"
+    );
+    assert!(
+        !r.stdout.contains(canary) && !r.stderr.contains(canary),
+        "{} {}",
+        r.stdout,
+        r.stderr
     );
 }
 

@@ -288,16 +288,18 @@ async fn undeploy_request(
 ) -> Result<Removed, UndeployError> {
     let target = super::parse(agent, provider_config, crate::config::default_image().as_deref())?;
     let context = target.config.context.clone();
-    let client = crate::protocol::client(context.as_deref()).await?;
+    let connected = crate::kubeconfig::connect(context.as_deref()).await?;
+    let client = connected.client;
     let namespace = target.config.namespace.clone();
     let cluster = crate::cluster::KubeCluster::new(client.clone(), &namespace);
     let probe = KubeNamespace { client, namespace };
     undeploy(&cluster, &probe, &target, timing(started))
         .await
         .map_err(|e| match e {
-            UndeployError::Invalid(d) => {
-                UndeployError::Invalid(crate::protocol::name_exec_plugin(d, context.as_deref()))
-            }
+            UndeployError::Invalid(d) => UndeployError::Invalid(crate::kubeconfig::name_endpoint(
+                crate::kubeconfig::name_exec_plugin(d, context.as_deref()),
+                &connected.endpoint,
+            )),
             other => other,
         })
 }
@@ -310,7 +312,7 @@ pub fn handle(
     provider_config: &serde_json::Value,
     started: std::time::Instant,
 ) -> serde_json::Value {
-    let redactor = crate::protocol::redactor_for(agent);
+    let redactor = crate::protocol::output_redactor(agent);
     diag::set_redactor(redactor.clone());
     crate::protocol::augment_path();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

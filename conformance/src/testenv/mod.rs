@@ -33,7 +33,7 @@ pub mod real_node;
 mod sa_creator;
 
 pub use container_node::{ContainerAutomation, ContainerNodeConfig};
-pub use kubelet::{Behavior, KubeletDriver, PodAutomation, wait_for_pod};
+pub use kubelet::{Behavior, KubeletDriver, PodAutomation, resolved_image_id, wait_for_pod};
 pub use proxy::{DateMode, FaultProxy, Matcher, RequestInfo, Verb};
 pub use real_node::RealNode;
 
@@ -520,6 +520,14 @@ impl TestEnv {
     /// PIDs of every process this `TestEnv` started.
     pub fn pids(&self) -> &[u32] {
         &self.pids
+    }
+    /// PID of the kube-apiserver (its CPU time, for `bench scale`).
+    pub fn apiserver_pid(&self) -> u32 {
+        self.pids[1]
+    }
+    /// PID of etcd.
+    pub fn etcd_pid(&self) -> u32 {
+        self.pids[0]
     }
     /// The runtime that owns the env's background tasks and clients.
     pub fn handle(&self) -> &tokio::runtime::Handle {

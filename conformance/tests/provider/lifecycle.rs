@@ -476,21 +476,39 @@ async fn failed_startup_reports_exit_code_and_reason_but_never_the_message() {
     assert_eq!(secrets_of(&c.client, &c.ns, &c.agent).await.len(), 1);
 }
 
-/// A fresh deploy costs 10 API requests: the preflight lists of pods and
-/// Secrets, the GET that finds no pod, the Secret and pod creates, the
-/// watch, the quorum GET that sees the container running and the image-ID
-/// patch, plus the list and watch of the pod's events for the status lines
-/// (issue 21). The pod the create returned is classified without re-reading it
-/// or its just-created Secret; success still comes from a quorum GET.
-#[tokio::test]
-async fn a_fresh_deploy_costs_ten_requests_and_decides_success_on_a_quorum_read() {
-    let c = case("p-requests").await;
+/// Counts a fresh deploy's requests at a proxy: `(verb, resource) → n`.
+async fn fresh_deploy_counts(
+    prefix: &str,
+    image: Option<&str>,
+) -> (std::collections::BTreeMap<(Verb, String), u64>, u64) {
+    let c = case(prefix).await;
     let kubelet = env().kubelet().await.unwrap();
     let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(300)));
     let proxy = env().start_proxy().await.unwrap();
-    let out = deploy(proxy.admin_kubeconfig(), &c.request()).await;
+    let request = match image {
+        Some(image) => c.request_with(serde_json::json!({ "image": image })),
+        None => c.request(),
+    };
+    let out = deploy(proxy.admin_kubeconfig(), &request).await;
     assert_eq!(out.agent_id(), c.agent.pod_name());
-    let counts = proxy.counts();
+    let pod = c.pod().await;
+    assert_eq!(
+        pod.metadata.annotations.clone().unwrap()["buzz.block.xyz/image"],
+        container(&pod).unwrap().image_id,
+        "the annotation names the resolved image either way"
+    );
+    (proxy.counts(), proxy.total())
+}
+
+/// Issue 22 part 3: a fresh deploy of a digest-pinned image (the default
+/// image always is) costs 7 requests, and success is still decided on a
+/// quorum GET: the preflight lists, one create each, the pod watch, the GET
+/// that sees it run, and one events watch. The GET before the create is the
+/// preflight list's answer; the image-ID PATCH would repeat the pin.
+#[tokio::test]
+async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests_and_decides_success_on_a_quorum_read() {
+    let pinned = buzz_conformance::testenv::resolved_image_id(IMAGE);
+    let (counts, total) = fresh_deploy_counts("p-requests", Some(&pinned)).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
     assert_eq!(
         (n(Verb::List, "pods"), n(Verb::List, "secrets")),
@@ -509,13 +527,28 @@ async fn a_fresh_deploy_costs_ten_requests_and_decides_success_on_a_quorum_read(
     );
     assert_eq!(
         n(Verb::Get, "pods"),
-        2,
-        "the GET before the create and the quorum GET that sees it run: {counts:?}"
+        1,
+        "only the quorum GET that sees it run: {counts:?}"
     );
+    assert_eq!(n(Verb::Watch, "pods"), 1, "one wait: {counts:?}");
     assert_eq!(
         (n(Verb::List, "events"), n(Verb::Watch, "events")),
-        (1, 1),
-        "the pod's events, listed then watched once: {counts:?}"
+        (0, 1),
+        "the pod's events, one watch that opens with the existing ones: {counts:?}"
     );
-    assert_eq!(proxy.total(), 10, "{counts:?}");
+    assert_eq!(
+        n(Verb::Patch, "pods"),
+        0,
+        "the pin already names the image: {counts:?}"
+    );
+    assert_eq!(total, 7, "{counts:?}");
+}
+
+/// A tag costs the one request more that records what it resolved to.
+#[tokio::test]
+async fn a_fresh_deploy_of_a_tag_records_the_resolved_image_with_one_patch() {
+    let (counts, total) = fresh_deploy_counts("p-requests-tag", None).await;
+    let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
+    assert_eq!(n(Verb::Patch, "pods"), 1, "{counts:?}");
+    assert_eq!(total, 8, "{counts:?}");
 }
