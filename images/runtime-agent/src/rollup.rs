@@ -3,7 +3,17 @@
 //! arrives" and "Delivery semantics").
 //!
 //! Pure: every poll hands in a [`ClockReading`] and a [`Reading`]; nothing here reads
-//! a clock or a file.
+//! a clock or a file. The module is split by concept:
+//!
+//! - `window`: the UTC hour grid and the exact pro-rata split of an interval's delta
+//!   across it ([`window_start_of`], [`split_pro_rata`]; design §3 "Windows", "Counters").
+//! - `totals`: one window's record blocks — the serde types the payloads carry — and
+//!   how samples are counted into them and merged ([`WindowTotals`]; design §3
+//!   "Fields", "Merge", §4 `usage_snapshot`).
+//! - Here: the rollup state — counter baselines and the open windows — that folds one
+//!   poll in ([`Rollup::observe`]; design §3 "Windows", "Reset, start, resume").
+//!
+//! The rules:
 //!
 //! - Windows are 3600 s, UTC-aligned ([`window_start_of`]).
 //! - A poll's interval is `[t − Δmono, t)` with `t` the realtime reading. Δmono ≤ 0 is
@@ -26,179 +36,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use crate::grid::{Histogram, Scale};
 use crate::time::{ClockReading, NANOS_PER_SEC};
 
-/// Window length in seconds (contract §4: initially hourly).
-pub const WINDOW_SECONDS: u64 = 3600;
+mod totals;
+mod window;
+
+pub use totals::{CpuTotals, MemoryTotals, WindowTotals};
+pub use window::{Segment, WINDOW_SECONDS, split_pro_rata, window_start_of};
+
 /// Largest tolerated disagreement between the realtime and monotonic advance.
 pub const MAX_CLOCK_DIVERGENCE_NS: u64 = NANOS_PER_SEC;
-
-const WINDOW_NS: u64 = WINDOW_SECONDS * NANOS_PER_SEC;
-
-/// Start (Unix seconds) of the window holding the instant `ns`.
-pub fn window_start_of(ns: u64) -> u64 {
-    (ns / WINDOW_NS) * WINDOW_SECONDS
-}
-
-/// One window's share of a split interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    /// Start of the window, Unix seconds.
-    pub window_start: u64,
-    /// Nanoseconds of the interval inside that window.
-    pub length_ns: u64,
-    /// The window's part of the delta.
-    pub part: u64,
-}
-
-/// Split `delta` over `[start_ns, end_ns)` pro rata by the time spent in each window.
-/// Empty when the interval is empty.
-pub fn split_pro_rata(start_ns: u64, end_ns: u64, delta: u64) -> Vec<Segment> {
-    let mut segments = Vec::new();
-    if end_ns <= start_ns {
-        return segments;
-    }
-    let total = u128::from(end_ns - start_ns);
-    let mut cursor = start_ns;
-    let mut given = 0u64;
-    while cursor < end_ns {
-        let window_start = window_start_of(cursor);
-        let window_end = (cursor / WINDOW_NS).saturating_add(1).saturating_mul(WINDOW_NS);
-        let seg_end = window_end.min(end_ns);
-        let length_ns = seg_end - cursor;
-        let part = if seg_end == end_ns {
-            delta - given
-        } else {
-            // length < total, so the quotient is below delta: it fits.
-            (u128::from(delta) * u128::from(length_ns) / total) as u64
-        };
-        given += part;
-        segments.push(Segment {
-            window_start,
-            length_ns,
-            part,
-        });
-        cursor = seg_end;
-    }
-    segments
-}
-
-/// The CPU block of one record (collector-design.md §4 `usage_snapshot`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuTotals {
-    pub core_nanoseconds: u64,
-    pub covered_nanoseconds: u64,
-    pub throttled_periods: u64,
-    pub total_periods: u64,
-    pub throttling_samples: u64,
-    pub psi_stall_nanoseconds: u64,
-    pub psi_samples: u64,
-    pub samples: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_milli: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_milli: Option<u64>,
-    pub hist_milli: Histogram,
-}
-
-/// The memory block of one record (collector-design.md §4 `usage_snapshot`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryTotals {
-    pub samples: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_bytes: Option<u64>,
-    pub sum_bytes: u64,
-    pub psi_stall_nanoseconds: u64,
-    pub psi_samples: u64,
-    pub hist_bytes: Histogram,
-}
-
-/// One window's running totals.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WindowTotals {
-    pub cpu: CpuTotals,
-    pub memory: MemoryTotals,
-}
-
-fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-impl CpuTotals {
-    /// Count one CPU rate sample.
-    pub fn record_rate(&mut self, milli: u64) {
-        self.samples = self.samples.saturating_add(1);
-        self.min_milli = min_opt(self.min_milli, Some(milli));
-        self.max_milli = max_opt(self.max_milli, Some(milli));
-        self.hist_milli.record(Scale::CpuMilli, milli);
-    }
-
-    /// Add `other` into `self`.
-    pub fn merge(&mut self, other: &CpuTotals) {
-        self.core_nanoseconds = self.core_nanoseconds.saturating_add(other.core_nanoseconds);
-        self.covered_nanoseconds = self.covered_nanoseconds.saturating_add(other.covered_nanoseconds);
-        self.throttled_periods = self.throttled_periods.saturating_add(other.throttled_periods);
-        self.total_periods = self.total_periods.saturating_add(other.total_periods);
-        self.throttling_samples = self.throttling_samples.saturating_add(other.throttling_samples);
-        self.psi_stall_nanoseconds = self
-            .psi_stall_nanoseconds
-            .saturating_add(other.psi_stall_nanoseconds);
-        self.psi_samples = self.psi_samples.saturating_add(other.psi_samples);
-        self.samples = self.samples.saturating_add(other.samples);
-        self.min_milli = min_opt(self.min_milli, other.min_milli);
-        self.max_milli = max_opt(self.max_milli, other.max_milli);
-        self.hist_milli.merge(&other.hist_milli);
-    }
-}
-
-impl MemoryTotals {
-    /// Count one working-set read.
-    pub fn record_working_set(&mut self, bytes: u64) {
-        self.samples = self.samples.saturating_add(1);
-        self.min_bytes = min_opt(self.min_bytes, Some(bytes));
-        self.max_bytes = max_opt(self.max_bytes, Some(bytes));
-        self.sum_bytes = self.sum_bytes.saturating_add(bytes);
-        self.hist_bytes.record(Scale::MemoryBytes, bytes);
-    }
-
-    /// Add `other` into `self`.
-    pub fn merge(&mut self, other: &MemoryTotals) {
-        self.samples = self.samples.saturating_add(other.samples);
-        self.min_bytes = min_opt(self.min_bytes, other.min_bytes);
-        self.max_bytes = max_opt(self.max_bytes, other.max_bytes);
-        self.sum_bytes = self.sum_bytes.saturating_add(other.sum_bytes);
-        self.psi_stall_nanoseconds = self
-            .psi_stall_nanoseconds
-            .saturating_add(other.psi_stall_nanoseconds);
-        self.psi_samples = self.psi_samples.saturating_add(other.psi_samples);
-        self.hist_bytes.merge(&other.hist_bytes);
-    }
-}
-
-impl WindowTotals {
-    /// Add `other` into `self` (associative and commutative).
-    pub fn merge(&mut self, other: &WindowTotals) {
-        self.cpu.merge(&other.cpu);
-        self.memory.merge(&other.memory);
-    }
-}
 
 /// What one poll read; `None` = not read this poll.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -407,43 +254,6 @@ mod tests {
     }
 
     #[test]
-    fn windows_are_utc_hour_aligned() {
-        assert_eq!(window_start_of(T10 * S), T10);
-        assert_eq!(window_start_of((T10 + 3599) * S + (S - 1)), T10);
-        assert_eq!(window_start_of((T10 + 3600) * S), T10 + 3600);
-        assert_eq!(window_start_of(T10 * S - 1), T10 - 3600);
-    }
-
-    #[test]
-    fn split_gives_the_remainder_to_the_last_segment() {
-        // [10:59:59, 11:00:02): 1 s then 2 s; 10 → ⌊10·1/3⌋ = 3, then 7.
-        let segs = split_pro_rata((T10 + 3599) * S, (T10 + 3602) * S, 10);
-        assert_eq!(
-            segs,
-            vec![
-                Segment {
-                    window_start: T10,
-                    length_ns: S,
-                    part: 3
-                },
-                Segment {
-                    window_start: T10 + 3600,
-                    length_ns: 2 * S,
-                    part: 7
-                },
-            ]
-        );
-        // Three windows; u64::MAX does not overflow.
-        let segs = split_pro_rata((T10 + 1800) * S, (T10 + 3600 * 2 + 1800) * S, u64::MAX);
-        assert_eq!(segs.len(), 3);
-        assert_eq!(
-            segs.iter().map(|s| u128::from(s.part)).sum::<u128>(),
-            u128::from(u64::MAX)
-        );
-        assert_eq!(split_pro_rata(5, 5, 9), vec![]);
-    }
-
-    #[test]
     fn a_delta_across_the_hour_is_split_and_the_sample_lands_before_t() {
         let mut r = Rollup::new();
         r.observe(at(T10 + 3595, 100), &cpu(0));
@@ -604,18 +414,6 @@ mod tests {
 
     proptest! {
         #[test]
-        fn split_parts_sum_exactly(a in 0u64..1 << 62, len in 1u64..1 << 44, delta in any::<u64>()) {
-            let segs = split_pro_rata(a, a + len, delta);
-            prop_assert_eq!(segs.iter().map(|s| u128::from(s.part)).sum::<u128>(), u128::from(delta));
-            prop_assert_eq!(segs.iter().map(|s| s.length_ns).sum::<u64>(), len);
-            for s in &segs {
-                // Each part is its pro-rata share, the last one up to the remainder.
-                let share = u128::from(delta) * u128::from(s.length_ns) / u128::from(len);
-                prop_assert!(u128::from(s.part) >= share);
-            }
-        }
-
-        #[test]
         fn splitting_then_merging_gives_the_totals((offset, steps) in polls()) {
             let mut r = Rollup::new();
             let mut real = T10 + offset;
@@ -639,61 +437,6 @@ mod tests {
             prop_assert_eq!(all.cpu.covered_nanoseconds, (real - first_real) * S);
             prop_assert_eq!(all.cpu.samples, steps.len() as u64);
             prop_assert_eq!(all.memory, memory);
-        }
-
-        #[test]
-        fn merge_of_partials_equals_the_rollup_over_the_union(
-            samples in prop::collection::vec((0u64..1 << 40, 0u64..20_000, 0usize..4), 0..60)
-        ) {
-            let mut union = WindowTotals::default();
-            let mut parts = vec![WindowTotals::default(); 4];
-            for (bytes, milli, part) in &samples {
-                union.memory.record_working_set(*bytes);
-                union.cpu.record_rate(*milli);
-                parts[*part].memory.record_working_set(*bytes);
-                parts[*part].cpu.record_rate(*milli);
-            }
-            let mut forward = WindowTotals::default();
-            for p in &parts {
-                forward.merge(p);
-            }
-            let mut backward = WindowTotals::default();
-            for p in parts.iter().rev() {
-                backward.merge(p);
-            }
-            prop_assert_eq!(&forward, &union);
-            prop_assert_eq!(&backward, &union);
-        }
-
-        #[test]
-        fn window_merge_is_associative_and_commutative(
-            a in prop::collection::vec((0u64..1 << 40, 0u64..20_000), 0..10),
-            b in prop::collection::vec((0u64..1 << 40, 0u64..20_000), 0..10),
-            c in prop::collection::vec((0u64..1 << 40, 0u64..20_000), 0..10),
-        ) {
-            let build = |v: &Vec<(u64, u64)>| {
-                let mut w = WindowTotals::default();
-                for (bytes, milli) in v {
-                    w.memory.record_working_set(*bytes);
-                    w.cpu.record_rate(*milli);
-                    w.cpu.core_nanoseconds += milli;
-                }
-                w
-            };
-            let (a, b, c) = (build(&a), build(&b), build(&c));
-            let mut ab_c = a.clone();
-            ab_c.merge(&b);
-            ab_c.merge(&c);
-            let mut bc = b.clone();
-            bc.merge(&c);
-            let mut a_bc = a.clone();
-            a_bc.merge(&bc);
-            prop_assert_eq!(&ab_c, &a_bc);
-            let mut ba = b.clone();
-            ba.merge(&a);
-            let mut ab = a.clone();
-            ab.merge(&b);
-            prop_assert_eq!(ab, ba);
         }
     }
 }
