@@ -3,19 +3,34 @@
 //!
 //! Pure: [`Config::from_cli`] turns the raw [`Cli`] into a [`Config`] or a
 //! typed refusal, before any connection. Errors never contain a secret value.
+//! The module is split by concept:
+//!
+//! - `identity`: who the agent is and who owns it — the key, a relay URL, then
+//!   the verifying NIP-OA auth tag or the owner fallback, refused in that order
+//!   ([`resolve_identity`]; I1, §Launch data owner rule, wire-facts §1).
+//! - `error`: the typed refusals and the exit reason each maps to
+//!   ([`StartupError::exit`]; §Conformance \[L1\] exit codes).
+//! - Here: the validated [`Config`] and its pure checks on the other settings —
+//!   the relay URL scheme, the agent slots, the inbound gate, the start nonce,
+//!   the settings that must not be zero, the presence interval bound, the
+//!   shutdown budget over the finalization reserve, the channels and the
+//!   session cwd (§Auto-Stop; wire-facts §3, §4, §5, §6).
 
 use crate::args::normalize_agent_args;
 use crate::budget::FINALIZATION_RESERVE;
 use crate::cli::Cli;
-use crate::exit::Exit;
 use buzz_contract::agents::PermissionPolicy;
-use buzz_contract::gate::{self, GateError, RespondTo};
-use buzz_contract::keys::{self, KeyError};
-use buzz_contract::nip_oa::{AuthTag, AuthTagError, ConditionError};
-use buzz_contract::presence::KIND_AUTH;
-use nostr_sdk::prelude::{Keys, RelayUrl};
+use buzz_contract::gate::{self, RespondTo};
+use buzz_contract::keys;
+use nostr_sdk::prelude::RelayUrl;
 use std::path::PathBuf;
 use std::time::Duration;
+
+mod error;
+mod identity;
+
+pub use error::{ConfigError, IdentityError, InternalError, StartupError};
+pub use identity::{Identity, TagRejection, resolve_identity};
 
 /// Most agent slots (wire-facts §5).
 pub const MAX_AGENTS: u32 = 32;
@@ -25,127 +40,6 @@ pub const SESSION_TITLE_MAX: usize = 80;
 /// (wire-facts §3); at most 90 s leaves room for one lost republish, so no
 /// setting can make presence lapse while the agent serves (I3).
 pub const MAX_PRESENCE_INTERVAL_SECS: u64 = 90;
-
-/// Identity refusals (I1): the harness refuses to start, before connecting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdentityError {
-    /// `BUZZ_PRIVATE_KEY` missing or malformed.
-    #[error("refusing to start: BUZZ_PRIVATE_KEY: {0}")]
-    Key(#[from] KeyError),
-    /// `BUZZ_PRIVATE_KEY` not set at all.
-    #[error("refusing to start: BUZZ_PRIVATE_KEY is not set")]
-    KeyMissing,
-    /// `BUZZ_RELAY_URL` missing or empty.
-    #[error("refusing to start: BUZZ_RELAY_URL is not set")]
-    RelayMissing,
-    /// Neither a verifying `BUZZ_AUTH_TAG` nor a valid `BUZZ_ACP_AGENT_OWNER`.
-    #[error(
-        "refusing to start: no owner (neither a verifying BUZZ_AUTH_TAG nor a 64-hex BUZZ_ACP_AGENT_OWNER); \
-         !shutdown could never match"
-    )]
-    NoOwner,
-    /// No auth tag verifies and `BUZZ_ACP_AGENT_OWNER` is not a pubkey: there is no owner.
-    #[error(
-        "refusing to start: no owner (BUZZ_ACP_AGENT_OWNER is not a 64-hex pubkey and no BUZZ_AUTH_TAG verifies); \
-         !shutdown could never match"
-    )]
-    OwnerMalformed,
-    /// The resolved owner is the agent itself: its own events are dropped,
-    /// so its `!shutdown` could never be heard.
-    #[error("refusing to start: the owner is the agent's own key; !shutdown could never be heard")]
-    OwnerIsAgent,
-}
-
-/// The environment is unusable in a way no setting explains (exit 1).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InternalError {
-    /// The current directory cannot be read and `BUZZ_ACP_CWD` is not absolute.
-    #[error("cannot determine the current directory (set an absolute BUZZ_ACP_CWD)")]
-    Cwd,
-}
-
-/// Why a configured `BUZZ_AUTH_TAG` does not name the owner.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TagRejection {
-    /// Malformed, or its signature does not verify for this agent.
-    #[error(transparent)]
-    Invalid(#[from] AuthTagError),
-    /// It verifies, but its conditions do not cover this agent's AUTH now.
-    #[error(transparent)]
-    Conditions(#[from] ConditionError),
-}
-
-/// Configuration errors. Messages name the variable, never a secret value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("BUZZ_RELAY_URL is not a ws:// or wss:// URL")]
-    RelayUrl,
-    #[error("BUZZ_ACP_AGENTS must be in 1..=32")]
-    Agents,
-    #[error("BUZZ_ACP_AGENT_COMMAND is empty")]
-    Command,
-    #[error("{0}")]
-    Gate(#[from] GateError),
-    #[error("BUZZ_MANAGED_AGENT_START_NONCE must be exactly 32 lowercase hex")]
-    Nonce,
-    #[error("BUZZ_ACP_PRESENCE_INTERVAL_SECS must be at most 90 (presence expires after 180 s)")]
-    PresenceInterval,
-    #[error("{0} must be greater than zero")]
-    Zero(&'static str),
-    #[error("BUZZ_ACP_SHUTDOWN_BUDGET_SECS must exceed the 7 s finalization reserve")]
-    Budget,
-    #[error("BUZZ_ACP_CHANNELS entry {0} is empty or contains whitespace")]
-    Channel(usize),
-    #[error("BUZZ_ACP_PERMISSION_POLICY must be one of allow, reject, ask-owner")]
-    PermissionPolicy,
-}
-
-/// Either refusal, mapped to its exit code.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StartupError {
-    #[error(transparent)]
-    Identity(#[from] IdentityError),
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Internal(#[from] InternalError),
-}
-
-impl StartupError {
-    /// The pinned exit reason.
-    pub fn exit(&self) -> Exit {
-        match self {
-            StartupError::Identity(_) => Exit::Identity,
-            StartupError::Config(_) => Exit::Config,
-            StartupError::Internal(_) => Exit::Internal,
-        }
-    }
-}
-
-/// The resolved identity. `Debug` is redacted.
-#[derive(Clone)]
-pub struct Identity {
-    /// The agent keys.
-    pub keys: Keys,
-    /// Agent pubkey, 64 lowercase hex.
-    pub pubkey: String,
-    /// Resolved owner, 64 lowercase hex.
-    pub owner: String,
-    /// The verified NIP-OA tag to add to the NIP-42 event, if any.
-    pub auth_tag: Option<AuthTag>,
-    /// Why a configured auth tag was not used, if it was not.
-    pub auth_tag_rejected: Option<TagRejection>,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Identity")
-            .field("pubkey", &self.pubkey)
-            .field("owner", &self.owner)
-            .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
 
 /// The validated configuration. Each field is the matching [`Cli`] argument
 /// after validation (durations as [`Duration`], `0` spelled as `None` where
@@ -233,54 +127,6 @@ impl Ambient {
             cwd: std::env::current_dir().ok(),
         }
     }
-}
-
-/// Resolves the identity (wire-facts §1 owner resolution). Order of refusal:
-/// key, relay URL, owner — all before any connection. An auth tag names the
-/// owner only if it verifies and its conditions cover the kind 22242 AUTH
-/// event it rides on, created now (an expired attestation is not an owner).
-/// An owner equal to the agent is refused: self-authored events are dropped,
-/// so such an agent could never be stopped.
-pub fn resolve_identity(cli: &Cli, now_secs: u64) -> Result<Identity, StartupError> {
-    let raw_key = cli.private_key.as_deref().ok_or(IdentityError::KeyMissing)?;
-    let keys = keys::parse_private_key(raw_key).map_err(IdentityError::Key)?;
-    if cli.relay_url.as_deref().is_none_or(|u| u.trim().is_empty()) {
-        return Err(IdentityError::RelayMissing.into());
-    }
-    let pubkey = keys::pubkey_hex(&keys);
-    let mut auth_tag = None;
-    let mut auth_tag_rejected = None;
-    if let Some(raw) = cli.auth_tag.as_deref().filter(|s| !s.trim().is_empty()) {
-        let checked = AuthTag::parse(raw)
-            .and_then(|t| t.verify(&pubkey).map(|()| t))
-            .map_err(TagRejection::from)
-            .and_then(|t| {
-                t.covers(u64::from(KIND_AUTH), now_secs)
-                    .map(|()| t)
-                    .map_err(TagRejection::from)
-            });
-        match checked {
-            Ok(t) => auth_tag = Some(t),
-            Err(e) => auth_tag_rejected = Some(e),
-        }
-    }
-    let owner = match &auth_tag {
-        Some(t) => t.owner.clone(),
-        None => match non_empty(cli.agent_owner.as_ref()) {
-            Some(o) => keys::normalize_pubkey_hex(&o).ok_or(IdentityError::OwnerMalformed)?,
-            None => return Err(IdentityError::NoOwner.into()),
-        },
-    };
-    if owner == pubkey {
-        return Err(IdentityError::OwnerIsAgent.into());
-    }
-    Ok(Identity {
-        keys,
-        pubkey,
-        owner,
-        auth_tag,
-        auth_tag_rejected,
-    })
 }
 
 impl Config {
@@ -406,101 +252,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exit::Exit;
     use clap::Parser;
-    use nostr_sdk::prelude::ToBech32;
+    use nostr_sdk::prelude::Keys;
 
-    fn cli(args: &[&str]) -> Cli {
+    pub(super) fn cli(args: &[&str]) -> Cli {
         let mut v = vec!["buzz-acp"];
         v.extend_from_slice(args);
         Cli::try_parse_from(v).unwrap()
     }
 
-    fn nonce() -> String {
+    pub(super) fn nonce() -> String {
         "0".repeat(32)
     }
 
-    const NOW: u64 = 1_800_000_000;
+    pub(super) const NOW: u64 = 1_800_000_000;
 
-    fn amb() -> Ambient {
+    pub(super) fn amb() -> Ambient {
         Ambient {
             now_secs: NOW,
             cwd: Some(PathBuf::from("/work")),
         }
-    }
-
-    #[test]
-    fn identity_refusals_in_order() {
-        let k = Keys::generate();
-        let nsec = k.secret_key().to_bech32().unwrap();
-        let owner = Keys::generate().public_key().to_hex();
-        let e = |a: &[&str]| Config::from_cli(&cli(a), &amb(), nonce).unwrap_err();
-        assert_eq!(e(&[]), StartupError::Identity(IdentityError::KeyMissing));
-        assert_eq!(
-            e(&["--private-key", "  "]),
-            StartupError::Identity(IdentityError::Key(KeyError::Empty))
-        );
-        assert_eq!(
-            e(&["--private-key", "nsec1garbage"]),
-            StartupError::Identity(IdentityError::Key(KeyError::Malformed))
-        );
-        assert_eq!(
-            e(&["--private-key", &nsec]),
-            StartupError::Identity(IdentityError::RelayMissing)
-        );
-        assert_eq!(
-            e(&["--private-key", &nsec, "--relay-url", "ws://x"]),
-            StartupError::Identity(IdentityError::NoOwner)
-        );
-        let ok = Config::from_cli(
-            &cli(&[
-                "--private-key",
-                &nsec,
-                "--relay-url",
-                "ws://x",
-                "--agent-owner",
-                &owner,
-            ]),
-            &amb(),
-            nonce,
-        )
-        .unwrap();
-        assert_eq!(ok.identity.owner, owner);
-        assert_eq!(ok.run_nonce, nonce());
-        assert!(!format!("{:?}", ok).contains(&k.secret_key().to_secret_hex()));
-    }
-
-    #[test]
-    fn verifying_auth_tag_wins_and_bad_tag_falls_back() {
-        let agent = Keys::generate();
-        let hex = agent.secret_key().to_secret_hex();
-        let owner = Keys::generate();
-        let other = Keys::generate().public_key().to_hex();
-        let tag = AuthTag::mint(&owner, &agent.public_key().to_hex(), "")
-            .unwrap()
-            .to_json();
-        let base = ["--private-key", &hex, "--relay-url", "wss://r.example"];
-        let mut a = base.to_vec();
-        a.extend(["--auth-tag", &tag, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
-        assert_eq!(c.identity.owner, owner.public_key().to_hex());
-        assert!(c.identity.auth_tag.is_some());
-        // A tag minted for another agent does not verify: fall back to the owner env.
-        let wrong = AuthTag::mint(&owner, &other, "").unwrap().to_json();
-        let mut b = base.to_vec();
-        b.extend(["--auth-tag", &wrong, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
-        assert_eq!(c.identity.owner, other);
-        assert_eq!(
-            c.identity.auth_tag_rejected,
-            Some(TagRejection::Invalid(AuthTagError::BadSignature))
-        );
-        // ...and without a fallback, refuse.
-        let mut d = base.to_vec();
-        d.extend(["--auth-tag", &wrong]);
-        assert_eq!(
-            Config::from_cli(&cli(&d), &amb(), nonce).unwrap_err(),
-            StartupError::Identity(IdentityError::NoOwner)
-        );
     }
 
     #[test]
@@ -561,87 +333,6 @@ mod tests {
         assert_eq!(sanitize_session_title("a\u{0}b\nc"), Some("abc".into()));
         assert_eq!(sanitize_session_title(&"x".repeat(200)).unwrap().len(), 80);
         assert_eq!(sanitize_session_title("\u{7}"), None);
-    }
-
-    #[test]
-    fn malformed_owner_without_a_tag_is_no_owner() {
-        let hex = Keys::generate().secret_key().to_secret_hex();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            "xyz",
-        ];
-        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
-        assert_eq!(e, StartupError::Identity(IdentityError::OwnerMalformed));
-        assert_eq!(e.exit(), Exit::Identity);
-    }
-
-    #[test]
-    fn the_agent_cannot_own_itself() {
-        let agent = Keys::generate();
-        let hex = agent.secret_key().to_secret_hex();
-        let me = agent.public_key().to_hex();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &me,
-        ];
-        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
-        assert_eq!(e, StartupError::Identity(IdentityError::OwnerIsAgent));
-        assert_eq!(e.exit(), Exit::Identity);
-        // Upper-case spelling of the same key is the same key.
-        let upper = me.to_uppercase();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &upper,
-        ];
-        assert_eq!(
-            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
-            StartupError::Identity(IdentityError::OwnerIsAgent)
-        );
-    }
-
-    #[test]
-    fn an_expired_or_not_yet_valid_attestation_is_not_an_owner() {
-        let agent = Keys::generate();
-        let hex = agent.secret_key().to_secret_hex();
-        let owner = Keys::generate();
-        let me = agent.public_key().to_hex();
-        let fallback = Keys::generate().public_key().to_hex();
-        for (conditions, why) in [
-            (format!("created_at<{NOW}"), ConditionError::Expired),
-            (format!("created_at>{NOW}"), ConditionError::NotYetValid),
-            ("kind=9".to_string(), ConditionError::Kind),
-        ] {
-            let tag = AuthTag::mint(&owner, &me, &conditions).unwrap().to_json();
-            let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
-            assert_eq!(
-                Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
-                StartupError::Identity(IdentityError::NoOwner),
-                "{conditions}"
-            );
-            let mut b = a.to_vec();
-            b.extend(["--agent-owner", &fallback]);
-            let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
-            assert_eq!(c.identity.owner, fallback, "{conditions}");
-            assert_eq!(c.identity.auth_tag_rejected, Some(TagRejection::Conditions(why)));
-            assert!(c.identity.auth_tag.is_none());
-        }
-        let live = format!("created_at>{}&created_at<{}&kind=22242", NOW - 1, NOW + 1);
-        let tag = AuthTag::mint(&owner, &me, &live).unwrap().to_json();
-        let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
-        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
-        assert_eq!(c.identity.owner, owner.public_key().to_hex());
     }
 
     #[test]
