@@ -9,8 +9,12 @@
 //! form the agent advertises (`acp/setup.rs`). The command is a name
 //! resolved on `PATH`; a known agent gets what it needs to run unattended
 //! (`acp/launch.rs`), and a command that is not installed gives up at once
-//! with the install hint. A crashed agent respawns with backoff; a slot that
-//! keeps dying gives up.
+//! with the install hint. So does an agent whose first start in this run
+//! exits before it answers `initialize` (`/bin/false`, a wrong command, a
+//! CLI that is not an ACP agent): the reason names the command and its exit
+//! status, and the askers hear it at once rather than after the respawn
+//! backoff (issue 24 item 1). An agent that was ready once and then
+//! crashes respawns with backoff; a slot that keeps dying gives up.
 //!
 //! `initialize` and `session/new` are bounded by the turn timeouts (the idle
 //! timeout, capped by the hard cap; I5): an agent that hangs there is killed
@@ -170,9 +174,16 @@ enum Once {
     Died {
         had_success: bool,
     },
-    /// Nothing to respawn: the command is not installed.
+    /// Nothing to respawn: the command is not installed, or its first
+    /// start in this run exited before `initialize`.
     Missing(String),
+    /// The agent exited before it answered `initialize` ([`launch::exit_words`]).
+    ExitedBeforeInit(String),
 }
+
+/// How long a connection that broke before `initialize` was answered waits
+/// for the agent's exit to be seen (its pipe breaks first).
+const EXIT_SETTLE: Duration = Duration::from_millis(500);
 
 async fn slot_main(
     slot: usize,
@@ -182,13 +193,26 @@ async fn slot_main(
     mut cmds: mpsc::UnboundedReceiver<SlotCmd>,
 ) {
     let mut failures = 0u32;
+    // Whether this slot's agent ever answered `initialize` in this run.
+    let mut ever_ready = false;
     loop {
         if procs.is_closed() {
             return;
         }
-        match run_once(slot, &spec, &procs, &events, &mut cmds).await {
+        let once = match run_once(slot, &spec, &procs, &events, &mut cmds, &mut ever_ready).await {
+            // A first start that exits is not a crash to retry: the same
+            // command with the same args fails the same way (a wrong
+            // command, a missing key, not an ACP agent). The askers are
+            // told at once instead of after the respawn backoff.
+            Once::ExitedBeforeInit(how) if !ever_ready => {
+                Once::Missing(launch::exited_text(&spec.command, &how))
+            }
+            Once::ExitedBeforeInit(_) => Once::Died { had_success: false },
+            o => o,
+        };
+        match once {
             Once::Shutdown => return,
-            Once::Missing(reason) => {
+            Once::Missing(reason) | Once::ExitedBeforeInit(reason) => {
                 tracing::error!(slot, "{reason}");
                 let _ = events.send(SlotEvent::GaveUp {
                     slot,
@@ -253,6 +277,7 @@ async fn run_once(
     procs: &ProcessTable,
     events: &mpsc::UnboundedSender<SlotEvent>,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
+    ever_ready: &mut bool,
 ) -> Once {
     let (program, args) =
         crate::echo_agent::program_for(&spec.command, &spec.args, || std::env::current_exe().ok());
@@ -295,8 +320,12 @@ async fn run_once(
         return Once::Died { had_success: false };
     };
     let table = procs.clone();
+    let status: Arc<std::sync::OnceLock<std::process::ExitStatus>> = Arc::default();
+    let status_w = status.clone();
     tokio::spawn(async move {
-        let _ = child.wait().await;
+        if let Ok(s) = child.wait().await {
+            let _ = status_w.set(s);
+        }
         table.remove(pid);
         let _ = exited_tx.send(true);
     });
@@ -311,6 +340,7 @@ async fn run_once(
     let on_ask = shared.clone();
     let ask_events = events.clone();
     let mut had_success = false;
+    let mut ready = false;
     let mut in_flight: Option<(u64, String)> = None;
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
     let result = Client
@@ -333,6 +363,7 @@ async fn run_once(
             let mut st = SlotState {
                 exited: &mut exited,
                 had_success: &mut had_success,
+                ready: &mut ready,
                 in_flight: &mut in_flight,
                 spawned,
             };
@@ -348,14 +379,26 @@ async fn run_once(
             outcome: TurnOutcome::Failed { error: None },
         });
     }
-    let once = match result {
+    let broke = result.is_err();
+    let mut once = match result {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(slot, error = %e, "agent connection ended");
             Once::Died { had_success }
         }
     };
-    if matches!(once, Once::Died { .. }) {
+    *ever_ready |= ready;
+    // Before `initialize` was answered, a broken connection or an exit is
+    // told apart from a hang (killed below) by the agent's exit status.
+    if !ready && matches!(once, Once::Died { .. }) && (broke || *exited.borrow()) {
+        let _ = tokio::time::timeout(EXIT_SETTLE, exited.wait_for(|e| *e)).await;
+        if let Some(s) = status.get() {
+            use std::os::unix::process::ExitStatusExt;
+            tracing::warn!(slot, status = %s, "agent exited before answering initialize");
+            once = Once::ExitedBeforeInit(launch::exit_words(s.code(), s.signal()));
+        }
+    }
+    if matches!(once, Once::Died { .. } | Once::ExitedBeforeInit(_)) {
         signal_group(pid, libc::SIGKILL);
     }
     once
@@ -365,6 +408,8 @@ async fn run_once(
 struct SlotState<'a> {
     exited: &'a mut watch::Receiver<bool>,
     had_success: &'a mut bool,
+    /// Set once the agent answered `initialize`.
+    ready: &'a mut bool,
     in_flight: &'a mut Option<(u64, String)>,
     spawned: Instant,
 }
@@ -381,6 +426,7 @@ async fn serve(
     let SlotState {
         exited,
         had_success,
+        ready,
         in_flight,
         ..
     } = st;
@@ -407,6 +453,7 @@ async fn serve(
         since_spawn_ms = st.spawned.elapsed().as_millis() as u64,
         "agent initialized"
     );
+    **ready = true;
     let _ = events.send(SlotEvent::Ready { slot });
     let mut sessions: HashMap<String, SessionId> = HashMap::new();
     loop {

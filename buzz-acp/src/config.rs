@@ -22,6 +22,7 @@ use crate::cli::Cli;
 use buzz_contract::agents::PermissionPolicy;
 use buzz_contract::gate::{self, RespondTo};
 use buzz_contract::keys;
+use buzz_contract::relay_url::RelayUrlError;
 use nostr_sdk::prelude::RelayUrl;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -138,11 +139,11 @@ impl Config {
         fresh_nonce: impl FnOnce() -> String,
     ) -> Result<Config, StartupError> {
         let identity = resolve_identity(cli, ambient.now_secs)?;
-        let relay_raw = cli.relay_url.as_deref().unwrap_or_default().trim();
-        let relay_url = RelayUrl::parse(relay_raw).map_err(|_| ConfigError::RelayUrl)?;
-        if !(relay_raw.starts_with("ws://") || relay_raw.starts_with("wss://")) {
-            return Err(ConfigError::RelayUrl.into());
-        }
+        // The rule every front end applies (buzz_contract::relay_url; issue 24 item 3).
+        let relay_checked = buzz_contract::relay_url::check(cli.relay_url.as_deref().unwrap_or_default())
+            .map_err(ConfigError::RelayUrl)?;
+        let relay_url = RelayUrl::parse(&relay_checked)
+            .map_err(|e| ConfigError::RelayUrl(RelayUrlError::Malformed(e.to_string())))?;
         if cli.agents == 0 || cli.agents > MAX_AGENTS {
             return Err(ConfigError::Agents.into());
         }
@@ -304,6 +305,17 @@ mod tests {
         assert_eq!(
             Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err().exit(),
             Exit::Config
+        );
+        // The shared relay-URL rule: credentials are refused, never quoted.
+        let mut a = base.clone();
+        a[3] = "wss://user:hunter2@r";
+        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        assert_eq!(e.exit(), Exit::Config);
+        assert!(
+            e.to_string()
+                .starts_with("BUZZ_RELAY_URL: the relay URL carries credentials")
+                && !e.to_string().contains("hunter2"),
+            "{e}"
         );
         assert_eq!(
             err(&["--presence-interval-secs", "91"]),

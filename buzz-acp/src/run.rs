@@ -14,6 +14,21 @@
 //! error reply (at most one per channel per
 //! [`crate::replies::ERROR_REPLY_INTERVAL`]), so the asker is never left with
 //! silence; a turn cancelled for running out of time is answered too.
+//!
+//! **Presence and an agent that cannot start** (issue 24 item 1). `online`
+//! means "can receive work" (wire-facts §3): it goes out once the relay
+//! subscription is live, not once an agent process runs, because the pool
+//! is lazy by the spec's choice (§Launch data `BUZZ_ACP_LAZY_POOL=true`: no
+//! idle LLM process per launch) and the first agent starts on the first
+//! mention. What keeps that `online` honest is the answer to that mention:
+//! an agent command that is not installed, or one whose first start exits
+//! before it answers `initialize`, gives up at once (`acp.rs`), every
+//! waiting asker gets a reply that says why (the command, the install hint
+//! or the exit status) within a second of asking, and the harness exits 5
+//! (all agents dead) and publishes `offline` rather than staying online for
+//! work it cannot do. A local launcher refuses a missing command before it
+//! spawns the harness; for a deploy, only the image knows its commands, so
+//! this reply is how the user learns it.
 
 use crate::acp::{self, AgentSpec, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
 use crate::agent_spec::agent_spec;

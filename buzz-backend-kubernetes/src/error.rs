@@ -214,7 +214,8 @@ pub enum StartupFailure {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterFailure {
     /// The kubeconfig could not be loaded.
-    #[error("could not load your kubeconfig ($KUBECONFIG, else ~/.kube/config){}: {cause}", context_note(.context))]
+    /// `cause` names the file ($KUBECONFIG's, else ~/.kube/config).
+    #[error("could not load your kubeconfig{}: {cause}", context_note(.context))]
     Kubeconfig { context: Option<String>, cause: String },
     /// A client could not be built from a loaded kubeconfig.
     #[error("could not build a cluster client from your kubeconfig: {cause}")]
@@ -313,7 +314,7 @@ mod tests {
         });
         assert_eq!(
             e.to_string(),
-            "could not load your kubeconfig ($KUBECONFIG, else ~/.kube/config) with context prod: no such file"
+            "could not load your kubeconfig with context prod: no such file"
         );
         let e = DeployError::StartupNotConfirmed {
             agent_id: "buzz-agent-0123456789ab".into(),

@@ -258,19 +258,14 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
             "this agent uses Buzz shared compute (relay-mesh), which only works on this computer; choose a model provider the pod can reach, or run the agent locally".into(),
         ));
     }
-    let relay_url = agent.relay_url.trim().to_string();
-    if relay_url.is_empty() {
-        return Err(refused(
+    // The rule every front end applies (issue 24 item 3), one place.
+    let relay_url = buzz_contract::relay_url::check(&agent.relay_url).map_err(|e| match e {
+        buzz_contract::relay_url::RelayUrlError::Empty => refused(
             RefusalRule::Relay,
             "agent.relay_url is empty; the agent needs a relay to connect to".into(),
-        ));
-    }
-    if !(relay_url.starts_with("wss://") || relay_url.starts_with("ws://")) {
-        return Err(refused(
-            RefusalRule::Relay,
-            "agent.relay_url must be a ws:// or wss:// URL".into(),
-        ));
-    }
+        ),
+        e => refused(RefusalRule::Relay, format!("agent.relay_url: {e}")),
+    })?;
     let respond_to = RespondTo::parse(agent.respond_to.trim())
         .map_err(|e| refused(RefusalRule::RespondTo, format!("agent.{e}")))?;
     let allowlist = validate_allowlist(respond_to, &agent.respond_to_allowlist)
@@ -602,7 +597,18 @@ mod tests {
         a["relay_url"] = json!("  ");
         assert!(refusal(&a).starts_with("agent.relay_url is empty"));
         a["relay_url"] = json!("https://relay.test");
-        assert_eq!(refusal(&a), "agent.relay_url must be a ws:// or wss:// URL");
+        assert_eq!(
+            refusal(&a),
+            "agent.relay_url: a relay speaks WebSocket, not https://; write the URL with wss:// (or ws:// for a relay without TLS)"
+        );
+        // The shared rule refuses credentials without quoting them.
+        a["relay_url"] = json!("wss://user:hunter2@relay.test");
+        let r = refusal(&a);
+        assert!(
+            r.starts_with("agent.relay_url: the relay URL carries credentials"),
+            "{r}"
+        );
+        assert!(!r.contains("hunter2"), "{r}");
         a["relay_url"] = json!("wss://relay.test");
         a["provider"] = json!(" relay-mesh ");
         assert!(

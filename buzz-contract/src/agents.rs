@@ -71,7 +71,7 @@ pub const PRESETS: &[Preset] = &[
         npm: None,
         key_env: &[],
         base_url_env: None,
-        install: "install goose (https://block.github.io/goose/docs/getting-started/installation) and put it on PATH",
+        install: "see https://block.github.io/goose/docs/getting-started/installation, then put `goose` on PATH",
     },
     Preset {
         name: "echo",

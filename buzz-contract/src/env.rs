@@ -15,8 +15,10 @@ pub const AGENT_OWNER: &str = "BUZZ_ACP_AGENT_OWNER";
 pub const AGENT_COMMAND: &str = "BUZZ_ACP_AGENT_COMMAND";
 /// Comma-separated ACP agent args.
 pub const AGENT_ARGS: &str = "BUZZ_ACP_AGENT_ARGS";
-/// Parallel agent slots, 1..=32.
+/// Parallel agent slots, 1..=[`MAX_AGENTS`].
 pub const AGENTS: &str = "BUZZ_ACP_AGENTS";
+/// The most parallel agent slots a harness runs (`BUZZ_ACP_AGENTS`).
+pub const MAX_AGENTS: u64 = 32;
 /// Seconds of ACP silence allowed within a turn.
 pub const IDLE_TIMEOUT: &str = "BUZZ_ACP_IDLE_TIMEOUT";
 /// Hard cap on one turn, seconds.
@@ -138,6 +140,41 @@ pub fn is_posix_env_key(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why a user-given env key was refused (issue 24 item 3: the same rule
+/// for `--env`, an env file and every other channel; never quotes a key
+/// that is not a name the launcher knows: it may be a secret typed without
+/// its `=`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserKeyError {
+    #[error("the key is empty; write KEY=VALUE with a name such as GOOSE_MODEL")]
+    Empty,
+    #[error(
+        "the key is not a POSIX name ([A-Za-z_][A-Za-z0-9_]*) (the key is not shown: it may hold a secret)"
+    )]
+    NotPosix,
+    #[error("{0} is set by the launcher itself (reserved) and would never reach the agent; remove it")]
+    Reserved(String),
+    #[error("{0} is resolved on this machine (host-resolved) and never reaches an agent; remove it")]
+    HostResolved(String),
+}
+
+/// The rule for an env key a user sets in any layer: a POSIX name that is
+/// neither reserved nor host-resolved (a value under such a key would be
+/// stripped before launch, so it is refused where it is typed instead).
+pub fn check_user_key(key: &str) -> Result<(), UserKeyError> {
+    if key.is_empty() {
+        Err(UserKeyError::Empty)
+    } else if !is_posix_env_key(key) {
+        Err(UserKeyError::NotPosix)
+    } else if is_reserved(key) {
+        Err(UserKeyError::Reserved(key.to_string()))
+    } else if is_host_resolved(key) {
+        Err(UserKeyError::HostResolved(key.to_string()))
+    } else {
+        Ok(())
+    }
+}
+
 /// Truthy env value as the harness reads booleans (`1`, `true`, `yes`, `on`).
 pub fn is_truthy(value: &str) -> bool {
     matches!(
@@ -167,6 +204,22 @@ mod tests {
         for bad in ["", "1A", "BUZZ_AUTH_TAG=x", "A B", "A-B", "É", "A\0"] {
             assert!(!is_posix_env_key(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn user_keys() {
+        assert_eq!(check_user_key("GOOSE_MODEL"), Ok(()));
+        assert_eq!(check_user_key(""), Err(UserKeyError::Empty));
+        assert_eq!(check_user_key("A B"), Err(UserKeyError::NotPosix));
+        assert_eq!(
+            check_user_key(PRIVATE_KEY),
+            Err(UserKeyError::Reserved(PRIVATE_KEY.into()))
+        );
+        assert_eq!(
+            check_user_key("PATH"),
+            Err(UserKeyError::HostResolved("PATH".into()))
+        );
+        assert!(!UserKeyError::NotPosix.to_string().contains("A B"));
     }
 
     #[test]

@@ -24,6 +24,16 @@ pub enum GateError {
 }
 
 impl RespondTo {
+    /// Every mode, in the order help texts list them.
+    pub const ALL: [RespondTo; 4] = [
+        RespondTo::OwnerOnly,
+        RespondTo::Allowlist,
+        RespondTo::Anyone,
+        RespondTo::Nobody,
+    ];
+    /// The wire strings of [`RespondTo::ALL`].
+    pub const NAMES: [&'static str; 4] = ["owner-only", "allowlist", "anyone", "nobody"];
+
     /// Parses the exact mode string.
     pub fn parse(s: &str) -> Result<RespondTo, GateError> {
         match s {
@@ -91,6 +101,9 @@ mod tests {
         assert_eq!(RespondTo::parse("owner-only"), Ok(RespondTo::OwnerOnly));
         for bad in ["Owner-only", "owner_only", " anyone", "all", ""] {
             assert_eq!(RespondTo::parse(bad), Err(GateError::Mode), "{bad:?}");
+        }
+        for (m, n) in RespondTo::ALL.iter().zip(RespondTo::NAMES) {
+            assert_eq!((m.as_str(), RespondTo::parse(n)), (n, Ok(*m)));
         }
     }
 

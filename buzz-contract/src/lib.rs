@@ -14,16 +14,19 @@
 //!   secret-safe payload parser (spec §Provider Protocol, wire-facts §7).
 //! - [`i2`]: `provider_config` validation (spec I2).
 //! - [`redact`]: secret scrubbing of text shown or stored (spec §Provider Output Is Untrusted).
+//! - [`relay_url`]: the relay URL rule of every front end (issue 24 item 3).
 //! - [`sidecar`]: the sidecars' env allowlist and its deployer-only names,
 //!   shared by the image entrypoint, the collector and the provider.
 
 pub mod agents;
 pub mod env;
+pub mod exit;
 pub mod gate;
 pub mod i2;
 pub mod keys;
 pub mod nip_oa;
 pub mod presence;
 pub mod redact;
+pub mod relay_url;
 pub mod sidecar;
 pub mod wire;

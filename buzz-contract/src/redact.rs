@@ -2,8 +2,16 @@
 //! Untrusted, [L2] item 5; DESIGN.md Decision 4). Pure text in, text out.
 //!
 //! Two passes: known literal values (length ≥ 4, longest first, so a value
-//! that contains another is scrubbed whole), then any `nsec1…` or
-//! `sprt_tok_…` token, whoever's it is.
+//! that contains another is scrubbed whole), then tokens whoever's they are:
+//! any `nsec1…` or `sprt_tok_…` token, and every secret *shape* of
+//! [`shapes`] (URL user info, bearer tokens, secret-named values, API key
+//! formats, JWTs, PEM private keys; issue 24 item 4).
+//!
+//! A prefix with no key body after it is a hint, not a key, and is kept:
+//! "expected nsec1… or 64 hex characters" stays readable (issue 24 item 5).
+
+pub mod shapes;
+pub use shapes::{scrub_shapes, scrub_url_userinfo};
 
 /// Values shorter than this are not scrubbed (they would shred ordinary text).
 pub const MIN_LEN: usize = 4;
@@ -64,8 +72,13 @@ fn token_char(prefix: &str, b: u8) -> bool {
     }
 }
 
-/// Replaces `nsec1…` (any case) and `sprt_tok_…` tokens.
+/// Replaces `nsec1…` (any case) and `sprt_tok_…` tokens that have a body
+/// (a bare prefix is a hint), then every shape of [`scrub_shapes`].
 pub fn scrub_tokens(text: &str) -> String {
+    scrub_shapes(&scrub_prefixed(text))
+}
+
+fn scrub_prefixed(text: &str) -> String {
     let lower = text.to_ascii_lowercase();
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -81,6 +94,10 @@ pub fn scrub_tokens(text: &str) -> String {
                 let mut end = i + p.len();
                 while end < bytes.len() && token_char(p, bytes[end]) {
                     end += 1;
+                }
+                if end == i + p.len() {
+                    i = end;
+                    continue;
                 }
                 out.push_str(&text[copied..i]);
                 out.push_str(REDACTED);
@@ -112,6 +129,26 @@ mod tests {
         );
         assert_eq!(scrub_tokens("héllo nsec1x é"), "héllo [REDACTED] é");
         assert_eq!(scrub_tokens("no secrets"), "no secrets");
+    }
+
+    #[test]
+    fn a_bare_prefix_is_a_hint_and_stays() {
+        for hint in [
+            "agent.private_key_nsec is malformed: expected nsec1… or 64 hex characters",
+            "a key starts with nsec1 or is 64 hex; tokens start sprt_tok_",
+        ] {
+            assert_eq!(scrub_tokens(hint), hint);
+        }
+        assert_eq!(scrub_tokens("nsec1… nsec1qqqq"), "nsec1… [REDACTED]");
+    }
+
+    #[test]
+    fn literals_then_tokens_then_shapes() {
+        let r = Literals::new(["known-value".to_string()]);
+        assert_eq!(
+            r.scrub("known-value nsec1abc token: kube-canary wss://u:p@h"),
+            "[REDACTED] [REDACTED] token: [REDACTED] wss://[REDACTED]@h"
+        );
     }
 
     #[test]

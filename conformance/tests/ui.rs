@@ -435,14 +435,15 @@ fn ui_no_secret_in_any_response_or_event() {
             "/api/agents/leaky",
             Some(format!(r#"{{"config":{{"api_token":"{env_value}"}}}}"#)),
         ),
+        // Its deploy failed: chat and stop say so at once (issue 24), before any relay.
         (
-            "chat to an unreachable relay",
+            "chat to an agent that is not deployed",
             "POST",
             "/api/agents/leaky/chat",
             Some(r#"{"text":"hi"}"#.to_string()),
         ),
         (
-            "stop on an unreachable relay",
+            "stop of an agent that is not deployed",
             "POST",
             "/api/agents/leaky/stop",
             None,
@@ -458,8 +459,20 @@ fn ui_no_secret_in_any_response_or_event() {
     assert_eq!(status("bad body"), Some(400));
     assert_eq!(status("bad name"), Some(422));
     assert_eq!(status("I2"), Some(422));
-    assert_eq!(status("chat to an unreachable relay"), Some(502));
-    assert_eq!(status("stop on an unreachable relay"), Some(502));
+    assert_eq!(status("chat to an agent that is not deployed"), Some(409));
+    assert_eq!(status("stop of an agent that is not deployed"), Some(409));
+    for n in [
+        "chat to an agent that is not deployed",
+        "stop of an agent that is not deployed",
+    ] {
+        let r = &seen.iter().find(|(k, _)| k == n).unwrap().1;
+        assert!(
+            r.body
+                .contains("agent `leaky` is not deployed; start it with `buzz-launcher start leaky`"),
+            "{n}: {}",
+            r.body
+        );
+    }
     assert_eq!(status("unknown agent"), Some(404));
     assert_eq!(status("delete"), Some(200));
     for (name, r) in &seen {
@@ -638,6 +651,9 @@ fn ui_delete_of_a_deployed_agent_needs_force_and_edits_note_the_restart() {
         "ws://127.0.0.1:1",
         "--backend",
         "provider:schema",
+        // The schema requires it (a Start without it names it, issue 24).
+        "--config",
+        "replicas=1",
     ]);
     let ui = s.ui();
     let events = std::thread::scope(|scope| {

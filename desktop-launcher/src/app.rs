@@ -13,7 +13,6 @@ use crate::limits::STRICT_ENV;
 use crate::local::Running;
 use crate::lock::{self, LockError};
 use crate::payload::{self, ConfigError, PayloadError};
-use crate::presence::{Derived, Tracker};
 use crate::record::{AgentRecord, Backend, DeployState};
 use crate::relay::{self, RelayError};
 use crate::resolve::{self, ResolveError, Target};
@@ -23,6 +22,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::Duration;
+
+// The commands that wait on a running agent live in `relay_ops` and
+// `status_watch`; their paths stay `app::stop`, `app::chat`, ….
+pub use crate::relay_ops::{
+    StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, start_local_watched, stop,
+    stop_with, until_after_second, wait_online,
+};
+pub use crate::status_watch::{PresenceWatch, expected_live, local_status, running_local};
 
 /// A command failure. Single actionable sentences; no secret inside.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +83,34 @@ pub enum AppError {
         "agent `{name}` did not report presence offline within {wait:?}; it may not be running or its relay may be unreachable"
     )]
     NotOffline { name: String, wait: Duration },
+    /// Known not to run, before any wait (the sentence says why and what to do).
+    #[error("{0}")]
+    NotRunning(String),
+    #[error(
+        "nothing to send: the message for `{0}` is empty; give its text, e.g. `buzz-launcher chat {0} \"hello\"`"
+    )]
+    EmptyChat(String),
+    #[error("the harness of `{name}` {how}; its log: {}", .log.display())]
+    HarnessExited { name: String, how: String, log: PathBuf },
+    #[error(
+        "{name} did not report presence online within {}s; its harness (pid {pid}) still runs{lines}; its log: {}",
+        .wait.as_secs(), .log.display()
+    )]
+    NotOnline {
+        name: String,
+        wait: Duration,
+        pid: u32,
+        lines: String,
+        log: PathBuf,
+    },
+    #[error(
+        "agent command `{command}` {what}; install it, or give its full path with `buzz-launcher agent edit {name} --command /path/to/{command}`"
+    )]
+    CommandMissing {
+        name: String,
+        command: String,
+        what: &'static str,
+    },
     #[error("cannot start the async runtime: {0}")]
     Runtime(String),
 }
@@ -171,7 +206,8 @@ pub fn start_provider(
         &opts.gate,
         |info| {
             let schema = info.get("config_schema");
-            let cfg = payload::normalize_provider_config(&config, schema).map_err(PayloadError::from)?;
+            // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
+            let cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
             let request_id = hex::encode(rand::random::<[u8; 16]>());
             payload::build_deploy_request(&record_for_build, &resolved, &ident, cfg, &request_id)
         },
@@ -232,23 +268,38 @@ pub(crate) fn agent_lock(store: &Store, name: &str) -> PathBuf {
     store.lock_path(&format!("agent-{name}"))
 }
 
-/// Refuses a local start whose preset agent binary is missing from the
-/// `PATH` the harness will get: the spawn env's own, else the launcher's,
-/// which the harness inherits (`PATH` is host-resolved: no user layer sets it).
-fn refuse_missing_agent(command: &str, env: &BTreeMap<String, String>) -> Result<(), AppError> {
+/// Refuses a local start whose agent command is missing from the `PATH`
+/// the harness will get: the spawn env's own, else the launcher's, which
+/// the harness inherits (`PATH` is host-resolved: no user layer sets it).
+/// A preset's refusal carries its install hint; a custom command's says
+/// how to name it (issue 24 item 1: a local start refuses a missing command).
+fn refuse_missing_agent(name: &str, command: &str, env: &BTreeMap<String, String>) -> Result<(), AppError> {
     let path = env
         .get("PATH")
         .map(std::ffi::OsString::from)
         .or_else(|| std::env::var_os("PATH"));
-    match crate::presets::missing_binary(command, path.as_deref()) {
-        Some(m) => Err(m.into()),
-        None => Ok(()),
+    if let Some(m) = crate::presets::missing_binary(command, path.as_deref()) {
+        return Err(m.into());
     }
+    let builtin = command == buzz_contract::env::BUILTIN_ECHO_AGENT
+        || buzz_contract::agents::preset_for_command(command).is_some();
+    if builtin || crate::presets::find_on_path(command, path.as_deref()).is_some() {
+        return Ok(());
+    }
+    Err(AppError::CommandMissing {
+        name: name.to_string(),
+        command: command.to_string(),
+        what: if command.contains('/') {
+            "is not an executable file"
+        } else {
+            "is not on PATH"
+        },
+    })
 }
 
 /// The local spawn env of `rec` from the one resolver, after every refusal
 /// of a local start (nothing is spawned here).
-fn local_launch_env(
+pub(crate) fn local_launch_env(
     store: &Store,
     rec: &AgentRecord,
     nonce: &str,
@@ -257,7 +308,7 @@ fn local_launch_env(
     let ident = store.identity(&rec.name)?;
     let resolved = resolve::resolve_launch(rec, &settings, &ident, Target::Local)?;
     let env = resolve::local_env(rec, &resolved, &ident, nonce);
-    refuse_missing_agent(&resolved.launch.command, &env)?;
+    refuse_missing_agent(&rec.name, &resolved.launch.command, &env)?;
     Ok(env)
 }
 
@@ -285,7 +336,13 @@ pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Resu
     }
     let nonce = crate::local::new_nonce();
     let env = local_launch_env(store, &rec, &nonce)?;
-    let child = crate::local::spawn(harness, &env, &workdir(store, &rec)?, &store.log_path(name))?;
+    let child = crate::local::spawn(
+        harness,
+        &env,
+        &workdir(store, &rec)?,
+        &store.log_path(name),
+        &nonce,
+    )?;
     // Read while the child is ours and unreaped: its pid cannot be reused yet.
     let identity = crate::procid::ProcessId::of(child.id()).ok();
     store.update_deploy_state(name, |state| {
@@ -297,286 +354,6 @@ pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Resu
         state.last_error = None;
     })?;
     Ok(LocalStart::Spawned { child, nonce })
-}
-
-/// The floor of a presence wait that began at `began` (unix seconds).
-fn presence_floor(began: u64) -> u64 {
-    began.saturating_sub(crate::limits::PRESENCE_SKEW.as_secs())
-}
-
-/// True when `tracker` holds `want` for `pk` from the run `run` (any run when `None`).
-fn reached(tracker: &Tracker, pk: &str, want: Derived, run: Option<&str>) -> bool {
-    tracker.state(pk) == want
-        && run.is_none_or(|r| tracker.last(pk).and_then(|l| l.run.as_deref()) == Some(r))
-}
-
-/// `stop`: owner-signed `!shutdown` on the agent's relay, then wait for presence
-/// `offline` up to `wait` (spec §Stop). Subscribes before publishing so the
-/// `offline` cannot be missed. Only an `offline` created after the command
-/// began counts, and, when the last start recorded a launch generation, only
-/// one from that `run`: a relay replaying stored presence cannot make a
-/// never-started agent look stopped.
-pub async fn stop(store: &Store, name: &str, wait: Duration) -> Result<(), AppError> {
-    let began = relay::unix_now();
-    let rec = store.agent(name)?;
-    let owner = store.owner()?;
-    // Refuse before publishing a `!shutdown` the agent would not accept.
-    resolve::check_identity(&rec, &store.identity(name)?)?;
-    let run = store.deploy_state(name)?.generation;
-    let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
-    let authors = vec![rec.pubkey.clone()];
-    let since = presence_floor(began);
-    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
-    relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
-    // The second the `!shutdown` is dated in (it was signed before this read).
-    let shutdown_second = relay::unix_now();
-    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
-    let pk = rec.pubkey.clone();
-    let ok = feed
-        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
-            reached(t, &pk, Derived::Offline, run.as_deref())
-        })
-        .await;
-    client.shutdown().await;
-    store.update_deploy_state(name, |state| {
-        // The harness said offline, or its recorded process is gone.
-        if ok || crate::local::running_from(name, state).is_none() {
-            state.local_pid = None;
-            state.local_process = None;
-        }
-    })?;
-    // A harness subscribes from the second it starts, and the relay keeps the
-    // `!shutdown`: a run started in the same second would read it and stop.
-    // Returning only once that second is over keeps a `stop` from reaching
-    // the next `start`.
-    tokio::time::sleep(until_after_second(shutdown_second, std::time::SystemTime::now())).await;
-    if ok {
-        Ok(())
-    } else {
-        Err(AppError::NotOffline {
-            name: name.to_string(),
-            wait,
-        })
-    }
-}
-
-/// How long until the unix second `second` is over (zero once it is).
-pub fn until_after_second(second: u64, now: std::time::SystemTime) -> Duration {
-    let end = std::time::UNIX_EPOCH + Duration::from_secs(second.saturating_add(1));
-    end.duration_since(now).unwrap_or(Duration::ZERO)
-}
-
-/// Waits up to `wait` for presence `online` from the run `nonce` of agent
-/// `name`, counting only events created after `began` (unix seconds, minus
-/// a small skew). Returns whether it came.
-pub async fn wait_online(
-    store: &Store,
-    name: &str,
-    nonce: &str,
-    began: u64,
-    wait: Duration,
-) -> Result<bool, AppError> {
-    let rec = store.agent(name)?;
-    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
-    let authors = vec![rec.pubkey.clone()];
-    let since = presence_floor(began);
-    let mut feed = relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await?;
-    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
-    let pk = rec.pubkey.clone();
-    let ok = feed
-        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
-            reached(t, &pk, Derived::Online, Some(nonce))
-        })
-        .await;
-    client.shutdown().await;
-    Ok(ok)
-}
-
-/// What a watched local start did.
-#[derive(Debug)]
-pub enum Watched {
-    /// A harness was spawned and watched.
-    Started(WatchedStart),
-    /// The agent's harness already runs: nothing was spawned (spec I4).
-    AlreadyRunning(Running),
-}
-
-/// A local start that was watched from before the spawn.
-#[derive(Debug)]
-pub struct WatchedStart {
-    /// The harness (not supervised: the caller reaps or leaves it).
-    pub child: Child,
-    /// The launch generation it was given.
-    pub nonce: String,
-    /// Whether presence `online` from that run arrived within the wait.
-    pub online: bool,
-}
-
-/// `start` on the local backend with the presence subscription opened
-/// *before* the harness is spawned: presence is ephemeral, and a harness
-/// that reaches the relay faster than a subscription opened after the
-/// spawn would announce `online` to nobody (the next republish is a
-/// minute away). `on_spawned` sees the pid and run once the child exits
-/// `spawn`. Refuses before spawning when the relay cannot be reached. An
-/// agent whose harness already runs is left alone ([`Watched::AlreadyRunning`]).
-pub async fn start_local_watched(
-    store: &Store,
-    name: &str,
-    harness: &std::path::Path,
-    wait: Duration,
-    on_spawned: &mut (dyn FnMut(u32, &str) + Send),
-) -> Result<Watched, AppError> {
-    let began = relay::unix_now();
-    let rec = store.agent(name)?;
-    if let Some(r) = crate::local::running(store, name)? {
-        return Ok(Watched::AlreadyRunning(r));
-    }
-    // The refusals of the spawn, before a relay is reached (the spawn checks again).
-    if matches!(rec.backend, Backend::Local) {
-        local_launch_env(store, &rec, "")?;
-    }
-    let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
-    let authors = vec![rec.pubkey.clone()];
-    let since = presence_floor(began);
-    let mut feed = match relay::subscribe_presence(&client, &rec.relay_url, &authors, since).await {
-        Ok(f) => f,
-        Err(e) => {
-            client.shutdown().await;
-            return Err(e.into());
-        }
-    };
-    let (child, nonce) = match start_local(store, name, harness) {
-        Ok(LocalStart::Spawned { child, nonce }) => (child, nonce),
-        Ok(LocalStart::AlreadyRunning(r)) => {
-            client.shutdown().await;
-            return Ok(Watched::AlreadyRunning(r));
-        }
-        Err(e) => {
-            client.shutdown().await;
-            return Err(e);
-        }
-    };
-    on_spawned(child.id(), &nonce);
-    let mut tracker = Tracker::new(authors, presence_ttl()).since(since);
-    let pk = rec.pubkey.clone();
-    let online = feed
-        .pump(&mut tracker, wait, &mut |_, _| {}, &|t| {
-            reached(t, &pk, Derived::Online, Some(nonce.as_str()))
-        })
-        .await;
-    client.shutdown().await;
-    Ok(Watched::Started(WatchedStart { child, nonce, online }))
-}
-
-/// Live presence of a set of agents across their relays (spec I3), for
-/// `status`: subscriptions asking for the last TTL of presence, reports timed
-/// by `created_at`.
-pub struct PresenceWatch {
-    /// The derived state of every agent.
-    pub tracker: Tracker,
-    feeds: Vec<relay::PresenceFeed>,
-    clients: Vec<nostr_sdk::Client>,
-    /// Relays that could not be reached (one message each).
-    pub warnings: Vec<String>,
-}
-
-impl PresenceWatch {
-    /// Connects to every relay of `agents` and subscribes. Presence created
-    /// within the last TTL is asked for, so a relay that keeps presence
-    /// answers at once; older events are ignored.
-    pub async fn open(store: &Store, agents: &[AgentRecord]) -> Result<PresenceWatch, AppError> {
-        let owner = store.owner()?;
-        let ttl = presence_ttl();
-        let since = relay::unix_now().saturating_sub(ttl.as_secs());
-        let tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
-        let mut by_relay: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-        for a in agents {
-            by_relay
-                .entry(a.relay_url.as_str())
-                .or_default()
-                .push(a.pubkey.clone());
-        }
-        let (mut feeds, mut clients, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-        for (url, authors) in by_relay {
-            match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
-                Ok(c) => match relay::subscribe_presence(&c, url, &authors, since).await {
-                    Ok(f) => {
-                        feeds.push(f);
-                        clients.push(c);
-                    }
-                    Err(e) => warnings.push(e.to_string()),
-                },
-                Err(e) => warnings.push(e.to_string()),
-            }
-        }
-        Ok(PresenceWatch {
-            tracker,
-            feeds,
-            clients,
-            warnings,
-        })
-    }
-
-    /// Feeds every subscription for about `step`.
-    pub async fn pump(
-        &mut self,
-        step: Duration,
-        on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
-    ) {
-        for f in self.feeds.iter_mut() {
-            f.pump(&mut self.tracker, step, on_change, &|_| false).await;
-        }
-        if self.feeds.is_empty() {
-            tokio::time::sleep(step).await;
-        }
-    }
-
-    /// Listens until every pubkey in `expected` has reported or `listen`
-    /// passed (at once when no relay could be reached).
-    pub async fn listen(&mut self, expected: &[String], listen: Duration) {
-        let deadline = tokio::time::Instant::now() + listen;
-        let step = Duration::from_millis(200);
-        while !self.feeds.is_empty()
-            && !expected.iter().all(|pk| self.tracker.last(pk).is_some())
-            && tokio::time::Instant::now() < deadline
-        {
-            self.pump(step, &mut |_, _| {}).await;
-        }
-    }
-
-    /// Disconnects.
-    pub async fn close(self) {
-        for c in self.clients {
-            c.shutdown().await;
-        }
-    }
-}
-
-/// The agents `status` waits for: deployed ones and live local ones.
-pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
-    agents
-        .iter()
-        .filter(|a| store.deploy_state(&a.name).is_ok_and(|st| is_live(&a.name, &st)))
-        .map(|a| a.pubkey.clone())
-        .collect()
-}
-
-/// `chat`: send a mention as the owner and return the agent's reply.
-pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Result<String, AppError> {
-    let rec = store.agent(name)?;
-    let owner = store.owner()?;
-    let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
-    let reply = relay::chat(
-        &client,
-        &rec.relay_url,
-        &rec.pubkey,
-        rec.channel.as_deref(),
-        text,
-        wait,
-    )
-    .await;
-    client.shutdown().await;
-    Ok(reply?)
 }
 
 /// `delete` (spec §Stop and Delete; review b30b1a0 finding 9): refuses,

@@ -355,7 +355,10 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
         }
     }) && cx.step("status", |c| {
         match c.launcher("status", &["status", "--listen", "20"]) {
-            Ok(o) if status_state(&o, AGENT) == Some("online") => Outcome::Ok(format!("{AGENT} online")),
+            // A local agent is `running` (its harness process verified) until its presence is heard.
+            Ok(o) if matches!(status_state(&o, AGENT), Some("online" | "running")) => {
+                Outcome::Ok(format!("{AGENT} {}", status_state(&o, AGENT).unwrap_or_default()))
+            }
             Ok(o) => Outcome::Failed(format!("{AGENT} is {:?}, not online", status_state(&o, AGENT))),
             Err(e) => Outcome::Failed(e),
         }

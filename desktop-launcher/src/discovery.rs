@@ -9,6 +9,13 @@
 //! The first valid hit per id wins; later valid hits are *shadowed*;
 //! directories, non-executables and malformed names are *rejected* with a
 //! reason. Discovery executes nothing.
+//!
+//! Not candidates at all (issue 24 item 5 "ignores build artifacts"):
+//! build artifacts beside a binary ([`BUILD_ARTIFACT_SUFFIXES`]: cargo's
+//! `buzz-backend-kubernetes.d`), and a file that is neither executable nor
+//! named like a provider. A non-executable file with a provider's name
+//! stays *rejected* ("is not executable": a missing `chmod +x`). Every
+//! "not found" names the directories searched ([`Discovery::searched`]).
 
 use crate::limits::{PROVIDER_PATH_ENV, PROVIDER_PREFIX, WINDOWS_SUFFIXES};
 use std::collections::{BTreeMap, HashSet};
@@ -63,6 +70,10 @@ pub struct Rejected {
     pub reason: String,
 }
 
+/// File name endings of build outputs that are never providers (cargo's
+/// dep-info `.d`, libraries and debug files beside the binaries).
+pub const BUILD_ARTIFACT_SUFFIXES: &[&str] = &[".d", ".rlib", ".rmeta", ".pdb", ".dwp"];
+
 /// The discovery result with its diagnostics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
@@ -70,6 +81,8 @@ pub struct Discovery {
     pub selected: BTreeMap<String, PathBuf>,
     pub shadowed: Vec<Shadowed>,
     pub rejected: Vec<Rejected>,
+    /// The directories searched, in order.
+    pub searched: Vec<PathBuf>,
 }
 
 /// Why a provider could not be resolved.
@@ -77,8 +90,15 @@ pub struct Discovery {
 pub enum DiscoveryError {
     #[error("`{0}` is not a valid provider id ([a-z0-9][a-z0-9_-]*)")]
     BadId(String),
-    #[error("no provider `buzz-backend-{id}` was found on the discovery path{diag}")]
-    NotFound { id: String, diag: String },
+    #[error(
+        "no provider `buzz-backend-{id}` was found in {searched}{diag}; install it in one of these directories, or set BUZZ_PROVIDER_PATH to the directory that holds it"
+    )]
+    NotFound {
+        id: String,
+        /// [`Discovery::searched_list`].
+        searched: String,
+        diag: String,
+    },
 }
 
 /// The search directories in order (pure over its inputs). Duplicates are dropped.
@@ -155,13 +175,17 @@ fn unusable(path: &Path) -> Option<String> {
 
 /// Scans `dirs` in order. Executes nothing.
 pub fn discover(dirs: &[PathBuf]) -> Discovery {
-    let mut d = Discovery::default();
+    let mut d = Discovery {
+        searched: dirs.to_vec(),
+        ..Discovery::default()
+    };
     for dir in dirs {
         let Ok(entries) = fs::read_dir(dir) else { continue };
         let mut names: Vec<(String, PathBuf)> = Vec::new();
         for e in entries.filter_map(|e| e.ok()) {
             let raw = e.file_name();
             match raw.to_str() {
+                Some(n) if BUILD_ARTIFACT_SUFFIXES.iter().any(|s| n.ends_with(s)) => {}
                 Some(n) if n.starts_with(PROVIDER_PREFIX) => names.push((n.to_string(), e.path())),
                 Some(_) => {}
                 // A provider-looking name that is not UTF-8 cannot yield an id;
@@ -179,6 +203,8 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
         for (name, path) in names {
             let id = match id_from_file_name(&name) {
                 Ok(id) => id,
+                // Neither named nor made like a provider: not a candidate.
+                Err(NameIssue::BadId(_)) if unusable(&path).is_some() => continue,
                 Err(NameIssue::BadId(bad)) => {
                     d.rejected.push(Rejected {
                         path,
@@ -226,6 +252,7 @@ impl Discovery {
         }
         let path = self.selected.get(id).ok_or_else(|| DiscoveryError::NotFound {
             id: id.to_string(),
+            searched: self.searched_list(),
             diag: {
                 let s = self.diagnostics_for(id);
                 if s.is_empty() {
@@ -241,6 +268,16 @@ impl Discovery {
             path: path.clone(),
             cache_overridden,
         })
+    }
+
+    /// The directories searched, as a message names them.
+    pub fn searched_list(&self) -> String {
+        if self.searched.is_empty() {
+            return "no directory (none of BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin is set)"
+                .to_string();
+        }
+        let dirs: Vec<String> = self.searched.iter().map(|d| d.display().to_string()).collect();
+        dirs.join(", ")
     }
 
     /// Diagnostics for one id: selected path, shadowed and rejected candidates.
@@ -301,6 +338,37 @@ mod tests {
             Err(NameIssue::BadId(String::new()))
         );
         assert_eq!(id_from_file_name("kubectl"), Err(NameIssue::NotProvider));
+    }
+
+    #[test]
+    fn build_artifacts_and_non_executable_odd_names_are_not_candidates() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let put = |name: &str, mode: u32| {
+            let p = dir.path().join(name);
+            fs::write(&p, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        let good = put("buzz-backend-kubernetes", 0o755);
+        put("buzz-backend-kubernetes.d", 0o644);
+        put("buzz-backend-kubernetes.d.old", 0o644);
+        put("buzz-backend-x.pdb", 0o755);
+        let noexec = put("buzz-backend-plain", 0o644);
+        let odd = put("buzz-backend-Odd", 0o755);
+        let d = discover(&[dir.path().to_path_buf()]);
+        assert_eq!(d.selected.get("kubernetes"), Some(&good));
+        let rejected: Vec<&Path> = d.rejected.iter().map(|r| r.path.as_path()).collect();
+        assert_eq!(rejected, [odd.as_path(), noexec.as_path()]);
+        assert_eq!(d.rejected[1].reason, "is not executable");
+        let e = d.resolve("nope", None).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "no provider `buzz-backend-nope` was found in {}; install it in one of these directories, or set BUZZ_PROVIDER_PATH to the directory that holds it",
+                dir.path().display()
+            )
+        );
     }
 
     #[test]

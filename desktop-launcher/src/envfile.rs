@@ -23,7 +23,7 @@
 //! the key; never the line or the value (a secret typed without its key, or
 //! with the `=` forgotten, must not be echoed).
 
-use buzz_contract::env as names;
+use buzz_contract::env::{self as names, UserKeyError};
 use std::collections::BTreeMap;
 
 /// What an env file asks for: key → `Some(value)` to set, `None` to remove.
@@ -65,6 +65,16 @@ fn unquote(v: &str) -> Option<&str> {
     Some(v)
 }
 
+/// The key rule of every env channel (an env file, `--env`, the page):
+/// [`names::check_user_key`], and a key shaped like a private key is not a
+/// name ([`crate::secrets::secret_shaped`]: it is a key pasted in the wrong place).
+pub fn check_key(key: &str) -> Result<(), UserKeyError> {
+    if crate::secrets::secret_shaped(key) {
+        return Err(UserKeyError::NotPosix);
+    }
+    names::check_user_key(key)
+}
+
 /// Parses an env file (see the module doc for the format).
 pub fn parse(text: &str) -> Result<EnvChanges, EnvFileError> {
     let mut out = EnvChanges::new();
@@ -80,22 +90,16 @@ pub fn parse(text: &str) -> Result<EnvChanges, EnvFileError> {
             return Err(EnvFileError::NotKeyValue(line_no));
         };
         let key = key.trim_end();
-        if !names::is_posix_env_key(key) || crate::secrets::secret_shaped(key) {
-            return Err(EnvFileError::BadKey(line_no));
-        }
-        let why = if names::is_reserved(key) {
-            Some("reserved")
-        } else if names::is_host_resolved(key) {
-            Some("host-resolved")
-        } else {
-            None
+        let launcher_key = |why| EnvFileError::LauncherKey {
+            line: line_no,
+            key: key.to_string(),
+            why,
         };
-        if let Some(why) = why {
-            return Err(EnvFileError::LauncherKey {
-                line: line_no,
-                key: key.to_string(),
-                why,
-            });
+        match check_key(key) {
+            Ok(()) => {}
+            Err(UserKeyError::Empty | UserKeyError::NotPosix) => return Err(EnvFileError::BadKey(line_no)),
+            Err(UserKeyError::Reserved(_)) => return Err(launcher_key("reserved")),
+            Err(UserKeyError::HostResolved(_)) => return Err(launcher_key("host-resolved")),
         }
         if let Some(first) = first_line.get(key) {
             return Err(EnvFileError::Duplicate {

@@ -13,9 +13,14 @@
 //! - [`procid`]: "is this process ours" (pid + start time + boot + exe), pidfd signalling.
 //! - [`response`]: the strict provider response rules (spec §Invocation, wire-facts §8 item 5).
 //! - [`presence`]: presence derivation and change-only events (spec I3, wire-facts §3).
+//! - [`waits`]: what `chat`, `stop` and `status` know before a wait and say during one (issue 24).
+//! - [`harness_exit`]: the harness's exit codes and a run's log lines, in words (issue 24).
 //!
 //! Shell (one narrow module per boundary):
 //! - [`app`]: the commands (start, stop, chat, delete) over the modules below.
+//! - [`relay_ops`]: the commands that wait on a running agent (stop, chat, a local start).
+//! - [`status_watch`]: what `status` listens for: deployed agents' presence, local agents' verified harness.
+//! - [`child_watch`]: a local harness's run: its fresh log, its reaping and how it ended.
 //! - [`store`]: the state directory, key files at `0600`.
 //! - [`lock`]: advisory locks in the state dir (relay start, agent start, deploy state).
 //! - [`discovery`]: provider discovery with diagnostics (spec §Discovery, Known Defect 1).
@@ -31,11 +36,13 @@
 //! - [`relayd`]: the embedded relay (`buzz-launcher relay`), NIP-42 and NIP-OA admission over `nostr-relay-builder`.
 
 pub mod app;
+pub mod child_watch;
 pub mod demo;
 pub mod discovery;
 pub mod embedded;
 pub mod envfile;
 pub mod gate;
+pub mod harness_exit;
 pub mod invoke;
 pub mod limits;
 pub mod local;
@@ -47,6 +54,7 @@ pub mod procid;
 pub mod record;
 pub mod redact;
 pub mod relay;
+pub mod relay_ops;
 pub mod relayd;
 pub mod resolve;
 pub mod response;
@@ -54,6 +62,8 @@ pub mod runtime;
 pub mod secrets;
 pub mod stage;
 pub mod status_lines;
+pub mod status_watch;
 pub mod store;
 pub mod teardown;
 pub mod ui;
+pub mod waits;

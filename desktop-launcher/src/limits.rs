@@ -85,6 +85,11 @@ pub const PRESENCE_REPUBLISH: Duration = Duration::from_secs(60);
 /// so every live agent is heard at least once even on a relay that does not
 /// replay presence. `status` stops earlier once every deployed agent reported.
 pub const STATUS_LISTEN: Duration = Duration::from_secs(60 + 5);
+/// How long `status` listens for the presence of a local agent whose
+/// harness runs (its verified process already says it runs; a relay that
+/// replays presence answers within this, one that does not is not waited
+/// out for a republish interval).
+pub const STATUS_LOCAL_LISTEN: Duration = Duration::from_secs(2);
 /// Default bound on waiting for a chat reply.
 pub const CHAT_WAIT: Duration = Duration::from_secs(300);
 /// State directory override (issue 5 "Records and identity").

@@ -13,7 +13,6 @@
 use crate::limits::HARNESS_BIN_ENV;
 use buzz_contract::env as names;
 use std::collections::BTreeMap;
-use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,13 +20,12 @@ use std::process::{Child, Command, Stdio};
 /// A local spawn failure.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
-    #[error("cannot open the harness log {path}: {source}")]
-    Log { path: PathBuf, source: std::io::Error },
-    #[error("cannot start the harness {program}: {source}; install buzz-acp on PATH or set BUZZ_ACP_BIN")]
-    Spawn {
-        program: PathBuf,
-        source: std::io::Error,
-    },
+    // The OS error is named `cause`, not `source`: it is in the sentence
+    // already, and a source would be printed a second time after it.
+    #[error("cannot open the harness log {path}: {cause}")]
+    Log { path: PathBuf, cause: std::io::Error },
+    #[error("cannot start the harness {program}: {cause}; install buzz-acp on PATH or set BUZZ_ACP_BIN")]
+    Spawn { program: PathBuf, cause: std::io::Error },
 }
 
 /// A live local harness of one agent.
@@ -64,11 +62,18 @@ pub fn running(store: &crate::store::Store, name: &str) -> Result<Option<Running
     Ok(running_from(name, &store.deploy_state(name)?))
 }
 
-/// The harness program: `$BUZZ_ACP_BIN`, else `buzz-acp` (looked up on PATH).
+/// The harness program: `$BUZZ_ACP_BIN`, else `buzz-acp` next to this
+/// executable, else on PATH — the lookup `demo` uses
+/// ([`crate::demo::find_harness`]; issue 24 item 5), else the bare name
+/// (the spawn error then says to install it).
 pub fn harness_program() -> PathBuf {
-    std::env::var_os(HARNESS_BIN_ENV)
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from("buzz-acp"), PathBuf::from)
+    if let Some(p) = std::env::var_os(HARNESS_BIN_ENV).filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| crate::demo::find_harness(&exe))
+        .unwrap_or_else(|| PathBuf::from("buzz-acp"))
 }
 
 /// A fresh launch generation: 32 lowercase hex (wire-facts §3 `run`).
@@ -79,25 +84,21 @@ pub fn new_nonce() -> String {
 /// Spawns the harness in its own process group with `env` layered over the
 /// launcher's environment, minus every reserved and launcher-managed key
 /// inherited from it (so an ambient `BUZZ_ACP_NO_PRESENCE` cannot leak in).
-/// Output goes to `log`. The caller decides whether to wait.
+/// Output goes to `log`, which starts afresh for the run `run` (the
+/// previous run's log is kept beside it: [`crate::child_watch::open_run_log`]).
+/// The caller decides whether to wait.
 pub fn spawn(
     program: &Path,
     env: &BTreeMap<String, String>,
     workdir: &Path,
     log: &Path,
+    run: &str,
 ) -> Result<Child, LocalError> {
     let log_err = |e| LocalError::Log {
         path: log.to_path_buf(),
-        source: e,
+        cause: e,
     };
-    if let Some(dir) = log.parent() {
-        fs::create_dir_all(dir).map_err(log_err)?;
-    }
-    let out = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(log_err)?;
+    let out = crate::child_watch::open_run_log(log, run).map_err(log_err)?;
     let err = out.try_clone().map_err(log_err)?;
     let mut cmd = Command::new(program);
     for k in names::RESERVED_ENV_KEYS {
@@ -112,8 +113,8 @@ pub fn spawn(
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    cmd.spawn().map_err(|source| LocalError::Spawn {
+    cmd.spawn().map_err(|cause| LocalError::Spawn {
         program: program.to_path_buf(),
-        source,
+        cause,
     })
 }

@@ -20,6 +20,21 @@ pub enum ConfigError {
     NotNumber(String),
     #[error("provider_config field `{0}` must be true or false")]
     NotBoolean(String),
+    /// Fields the provider's `config_schema` requires that the record does
+    /// not set, all of them at once, each with its `--config` fix (issue 24
+    /// item 5: not one per `start`).
+    #[error(
+        "the provider requires provider_config {} that agent `{agent}` does not set; set {}: buzz-launcher agent edit {agent} {} (or fill them in on the Start page)",
+        fields.join(", "),
+        if fields.len() == 1 { "it" } else { "them all at once" },
+        fixes.join(" ")
+    )]
+    Missing {
+        agent: String,
+        fields: Vec<String>,
+        /// `--config NAME=EXAMPLE`, one per field.
+        fixes: Vec<String>,
+    },
 }
 
 /// Why a deploy payload could not be built.
@@ -44,6 +59,65 @@ pub fn info_request(request_id: &str) -> InfoRequest {
 
 fn schema_type<'a>(schema: Option<&'a Value>, field: &str) -> Option<&'a str> {
     schema?.get("properties")?.get(field)?.get("type")?.as_str()
+}
+
+/// A name or an example value from a provider's schema, when it is plain
+/// enough to print in a command line (the schema is provider output).
+fn plain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-/:@".contains(&b))
+}
+
+/// The fields `schema` requires (`required`) that `config` leaves unset or
+/// cleared: the one rule of the page's form and of `start`. Names that are
+/// not plain are skipped (the provider still refuses them by itself).
+pub fn missing_required(config: &Map<String, Value>, schema: Option<&Value>) -> Vec<String> {
+    let Some(required) = schema.and_then(|s| s.get("required")).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|k| plain(k))
+        .filter(|k| {
+            config
+                .get(*k)
+                .is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The config a deploy sends: [`normalize_provider_config`], after every
+/// field the schema requires is known to be set ([`missing_required`]; all
+/// of them named at once, with the schema's default as the example value
+/// when it has one).
+pub fn deploy_config(
+    agent: &str,
+    config: &Map<String, Value>,
+    schema: Option<&Value>,
+) -> Result<Map<String, Value>, ConfigError> {
+    let fields = missing_required(config, schema);
+    if !fields.is_empty() {
+        let fixes = fields
+            .iter()
+            .map(|k| {
+                let example = schema
+                    .and_then(|s| s.get("properties")?.get(k)?.get("default")?.as_str())
+                    .filter(|d| plain(d))
+                    .map_or_else(|| k.to_ascii_uppercase(), str::to_string);
+                format!("--config {k}={example}")
+            })
+            .collect();
+        return Err(ConfigError::Missing {
+            agent: agent.to_string(),
+            fields,
+            fixes,
+        });
+    }
+    normalize_provider_config(config, schema)
 }
 
 /// Normalises user-entered config against the provider's `config_schema`
@@ -241,6 +315,32 @@ mod tests {
         .unwrap_err();
         assert_eq!(e, ConfigError::NotNumber("inactivity_seconds".into()));
         assert!(!e.to_string().contains("canary"));
+    }
+
+    #[test]
+    fn every_missing_required_field_is_named_at_once_with_its_fix() {
+        let schema = json!({"required": ["namespace", "image", "bad name!"],
+            "properties": {"namespace": {"type": "string", "default": "buzz-agents-ab12cd"},
+                           "image": {"type": "string"}}});
+        let e = deploy_config("k1", &map(json!({"image": " "})), Some(&schema)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the provider requires provider_config namespace, image that agent `k1` does not set; set them all at once: buzz-launcher agent edit k1 --config namespace=buzz-agents-ab12cd --config image=IMAGE (or fill them in on the Start page)"
+        );
+        let e = deploy_config("k1", &map(json!({"namespace": "ns"})), Some(&schema)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("provider_config image that agent `k1` does not set; set it: "),
+            "{e}"
+        );
+        let out = deploy_config(
+            "k1",
+            &map(json!({"namespace": "ns", "image": "i:1"})),
+            Some(&schema),
+        )
+        .unwrap();
+        assert_eq!(out["image"], json!("i:1"));
+        assert!(deploy_config("k1", &Map::new(), None).unwrap().is_empty());
     }
 
     #[test]

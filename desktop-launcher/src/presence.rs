@@ -216,14 +216,26 @@ pub fn drift(
 
 /// The fleet line: "N deployed, M online — missing: a, b".
 pub fn fleet_line(rows: &[(String, bool, Derived)]) -> String {
+    fleet_line_with(rows, &[])
+}
+
+/// The fleet line where the agents named in `running` are local agents
+/// whose harness process verifies: one not heard is counted as running,
+/// not missing ("N deployed, M online, K running — missing: a").
+pub fn fleet_line_with(rows: &[(String, bool, Derived)], running: &[String]) -> String {
     let deployed: Vec<&(String, bool, Derived)> = rows.iter().filter(|r| r.1).collect();
     let online = deployed.iter().filter(|r| r.2 == Derived::Online).count();
+    let unheard = |r: &&&(String, bool, Derived)| r.2 == Derived::Unknown && running.contains(&r.0);
+    let quiet = deployed.iter().filter(unheard).count();
     let missing: Vec<&str> = deployed
         .iter()
-        .filter(|r| r.2 != Derived::Online && r.2 != Derived::Away)
+        .filter(|r| r.2 != Derived::Online && r.2 != Derived::Away && !unheard(r))
         .map(|r| r.0.as_str())
         .collect();
     let mut line = format!("{} deployed, {} online", deployed.len(), online);
+    if quiet > 0 {
+        line.push_str(&format!(", {quiet} running"));
+    }
     if !missing.is_empty() {
         line.push_str(" — missing: ");
         line.push_str(&missing.join(", "));
@@ -351,5 +363,10 @@ mod tests {
         ];
         assert_eq!(fleet_line(&rows), "3 deployed, 1 online — missing: b, d");
         assert_eq!(fleet_line(&rows[..1]), "1 deployed, 1 online");
+        // A verified local harness not heard yet runs; it is not missing.
+        assert_eq!(
+            fleet_line_with(&rows, &["d".to_string(), "b".to_string()]),
+            "3 deployed, 1 online, 1 running — missing: b"
+        );
     }
 }

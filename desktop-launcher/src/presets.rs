@@ -54,6 +54,30 @@ pub enum PresetError {
     BadMode,
 }
 
+/// An agent preset and a different custom command, given at once (the
+/// CLI's `--agent` with `--command`, the page's preset select with its
+/// command field): which one was meant? The same command as the preset's
+/// is no conflict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("choose the {preset} preset or a custom command, not both (the preset runs {command})")]
+pub struct PresetAndCommand {
+    pub preset: &'static str,
+    pub command: &'static str,
+}
+
+/// Refuses `preset` together with a different custom `command` (one rule
+/// for the CLI and the page).
+pub fn check_preset_and_command(preset: &Preset, command: &str) -> Result<(), PresetAndCommand> {
+    if command.trim() == preset.command {
+        Ok(())
+    } else {
+        Err(PresetAndCommand {
+            preset: preset.name,
+            command: preset.command,
+        })
+    }
+}
+
 /// The preset named `name` (trimmed).
 pub fn lookup(name: &str) -> Result<&'static Preset, PresetError> {
     let name = name.trim();
@@ -214,6 +238,16 @@ mod tests {
         assert!(default_args("my-agent").is_empty());
         apply(&mut r, lookup("echo").unwrap());
         assert_eq!(r.agent_command.as_deref(), Some("builtin:echo"));
+    }
+
+    #[test]
+    fn a_preset_and_another_command_conflict_the_same_command_does_not() {
+        let echo = lookup("echo").unwrap();
+        assert_eq!(check_preset_and_command(echo, " builtin:echo "), Ok(()));
+        assert_eq!(
+            check_preset_and_command(echo, "goose").unwrap_err().to_string(),
+            "choose the echo preset or a custom command, not both (the preset runs builtin:echo)"
+        );
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! The relay boundary (spec M1, §Stop and Delete, I3; wire-facts §3, §4):
 //! owner-signed `!shutdown`, chat mentions and the kind-20001 presence
 //! subscription. The relay is the only channel to a running agent.
+//!
+//! [`connect`] names what failed (issue 24 "a relay that never answers its
+//! handshake is named as such"): nothing listening or an unreachable host
+//! within [`TCP_WAIT`], then a listener that accepted the TCP connection but
+//! did not answer the WebSocket handshake within [`HANDSHAKE_WAIT`] — not
+//! the client library's bare `timeout`.
 
 use crate::presence::{Change, Tracker};
 use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, KIND_PRESENCE, SHUTDOWN_COMMAND, TAG_RUN};
@@ -13,12 +19,65 @@ use tokio::sync::broadcast::error::RecvError;
 pub enum RelayError {
     #[error("cannot connect to relay {url}: {message}")]
     Connect { url: String, message: String },
+    #[error("cannot reach relay {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "relay {url} accepted the TCP connection but did not answer the WebSocket handshake within {secs}s; \
+         is this the relay's address (host, port, ws:// or wss://)?"
+    )]
+    NoHandshake { url: String, secs: u64 },
     #[error("relay {url} did not accept the event: {message}")]
     Publish { url: String, message: String },
     #[error("`{0}` is not a valid pubkey")]
     BadPubkey(String),
     #[error("no reply from the agent within {0:?}")]
     NoReply(Duration),
+    /// The agent is known to be gone while a chat waits (its sentence).
+    #[error("{0}")]
+    AgentGone(String),
+}
+
+/// How long the TCP connection to a relay may take.
+pub const TCP_WAIT: Duration = Duration::from_secs(3);
+/// How long a relay that accepted the TCP connection may take to answer
+/// the WebSocket (and TLS) handshake.
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+
+/// Why a TCP connection failed, in words a user acts on.
+fn tcp_reason(addr: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            format!("connection refused: nothing listens on {addr} (is the relay running?)")
+        }
+        std::io::ErrorKind::TimedOut => format!("no TCP answer from {addr} within {}s", TCP_WAIT.as_secs()),
+        _ => format!("{addr}: {e}"),
+    }
+}
+
+/// Reaches the relay's host and port over TCP (the first half of a
+/// connection, told apart from the handshake). `Ok` when it cannot be
+/// judged here (no host in the URL): the client library then says why.
+async fn reach_tcp(url: &str, wait: Duration) -> Result<(), RelayError> {
+    let Ok(parsed) = Url::parse(url) else {
+        return Ok(());
+    };
+    let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+        return Ok(());
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addr = format!("{host}:{port}");
+    let unreachable = |reason: String| RelayError::Unreachable {
+        url: url.to_string(),
+        reason,
+    };
+    match tokio::time::timeout(wait, tokio::net::TcpStream::connect((host, port))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(unreachable(tcp_reason(&addr, &e))),
+        Err(_) => Err(unreachable(format!(
+            "no TCP answer from {addr} within {}s",
+            wait.as_secs()
+        ))),
+    }
 }
 
 /// Unix seconds now.
@@ -30,6 +89,8 @@ pub fn unix_now() -> u64 {
 }
 
 /// A connected client signing as `keys` (the owner, for stop and chat).
+/// The TCP connection may take [`TCP_WAIT`] and the handshake
+/// [`HANDSHAKE_WAIT`], each at most `timeout`; each failure is named.
 pub async fn connect(url: &str, keys: Keys, timeout: Duration) -> Result<Client, RelayError> {
     let err = |m: String| RelayError::Connect {
         url: url.to_string(),
@@ -37,10 +98,20 @@ pub async fn connect(url: &str, keys: Keys, timeout: Duration) -> Result<Client,
     };
     let client = Client::builder().signer(keys).build();
     client.add_relay(url).await.map_err(|e| err(e.to_string()))?;
-    client
-        .try_connect_relay(url, timeout)
-        .await
-        .map_err(|e| err(e.to_string()))?;
+    reach_tcp(url, timeout.min(TCP_WAIT)).await?;
+    let handshake = timeout.min(HANDSHAKE_WAIT);
+    let started = tokio::time::Instant::now();
+    if let Err(e) = client.try_connect_relay(url, handshake).await {
+        client.shutdown().await;
+        // The listener was there a moment ago: a silent one is not a relay.
+        if started.elapsed() >= handshake {
+            return Err(RelayError::NoHandshake {
+                url: url.to_string(),
+                secs: handshake.as_secs(),
+            });
+        }
+        return Err(err(e.to_string()));
+    }
     Ok(client)
 }
 
@@ -92,8 +163,24 @@ pub async fn send_shutdown(
     publish(client, url, kind9(SHUTDOWN_COMMAND, &agent, channel)).await
 }
 
+/// What a chat hears while it waits.
+pub enum Heard<'a> {
+    /// An event of the agent's about the mention ([`crate::waits::classify`]).
+    Progress(&'a crate::waits::ChatEvent),
+    /// The agent's presence, fresh since the chat began (its content).
+    Presence(&'a str),
+    /// Nothing for [`CHAT_TICK`]: a moment to check the agent is still there.
+    Tick,
+}
+
+/// How often a waiting chat checks on its agent.
+pub const CHAT_TICK: Duration = Duration::from_millis(250);
+
 /// Sends a mention and waits for the agent's reply (a kind 9 by the agent
-/// that references the mention in an `e` tag).
+/// that references the mention in an `e` tag). `on_heard` sees the queued
+/// reaction and typing indicator about the mention, the agent's fresh
+/// presence and a tick every [`CHAT_TICK`]; a `Some` sentence from it ends
+/// the wait at once ([`RelayError::AgentGone`]).
 pub async fn chat(
     client: &Client,
     url: &str,
@@ -101,34 +188,58 @@ pub async fn chat(
     channel: Option<&str>,
     text: &str,
     wait: Duration,
+    on_heard: &mut dyn FnMut(Heard<'_>) -> Option<String>,
 ) -> Result<String, RelayError> {
+    use crate::waits::{ChatEvent, classify};
+    use buzz_contract::presence::{KIND_REACTION, KIND_TYPING};
     let agent = pubkey(agent_hex)?;
     let mut notes = client.notifications();
+    let began = unix_now();
     let sub = Filter::new()
-        .kind(Kind::from(KIND_CHANNEL_MESSAGE))
+        .kinds([
+            Kind::from(KIND_CHANNEL_MESSAGE),
+            Kind::from(KIND_REACTION),
+            Kind::from(KIND_TYPING),
+            Kind::from(KIND_PRESENCE),
+        ])
         .author(agent)
-        .since(Timestamp::from(unix_now().saturating_sub(5)));
+        .since(Timestamp::from(began.saturating_sub(5)));
     // The reply can come within milliseconds of the mention: the
     // subscription must be live before the mention goes out.
     subscribe_live(client, url, sub, SUBSCRIPTION_LIVE_BOUND).await?;
     let id = publish(client, url, kind9(text, &agent, channel)).await?;
+    let mention = id.to_hex();
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             return Err(RelayError::NoReply(wait));
         }
-        match tokio::time::timeout(left, notes.recv()).await {
-            Err(_) => return Err(RelayError::NoReply(wait)),
-            Ok(Err(RecvError::Lagged(_))) => continue,
+        let heard = match tokio::time::timeout(left.min(CHAT_TICK), notes.recv()).await {
+            Err(_) => on_heard(Heard::Tick),
+            Ok(Err(RecvError::Lagged(_))) => None,
             Ok(Err(RecvError::Closed)) => return Err(RelayError::NoReply(wait)),
-            Ok(Ok(RelayPoolNotification::Event { event, .. })) => {
-                let refs = event.tags.event_ids().any(|e| *e == id);
-                if event.pubkey == agent && event.kind == Kind::from(KIND_CHANNEL_MESSAGE) && refs {
-                    return Ok(event.content.clone());
+            Ok(Ok(RelayPoolNotification::Event { event, .. })) if event.pubkey == agent => {
+                let kind = event.kind.as_u16();
+                if kind == KIND_PRESENCE {
+                    // Only presence published after the mention went out is news.
+                    if event.created_at.as_secs() + 1 < began {
+                        continue;
+                    }
+                    on_heard(Heard::Presence(&event.content))
+                } else {
+                    let e_tags: Vec<String> = event.tags.event_ids().map(|e| e.to_hex()).collect();
+                    match classify(kind, &event.content, &e_tags, &mention) {
+                        Some(ChatEvent::Reply(text)) => return Ok(text),
+                        Some(step) => on_heard(Heard::Progress(&step)),
+                        None => None,
+                    }
                 }
             }
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => None,
+        };
+        if let Some(why) = heard {
+            return Err(RelayError::AgentGone(why));
         }
     }
 }

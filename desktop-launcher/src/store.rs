@@ -21,6 +21,12 @@
 //! agent's key and never in its record: [`Store::secret_env`],
 //! [`Store::set_secret_env`].
 //!
+//! A deploy state's `last_error` is redacted where it is written, whoever
+//! wrote it (issue 24 item 4 "never stores an unredacted `last_error`"): with
+//! every secret of the state dir and every secret shape
+//! ([`Store::save_deploy_state`]); and again where it is read, by shape, for
+//! files written by older launchers ([`Store::deploy_state`]).
+//!
 //! Writes are atomic (a temp file unique to the call, then a rename), and a
 //! read-modify-write of `deploy/<name>.json` holds that agent's deploy lock
 //! ([`Store::update_deploy_state`]), so two threads of the Start page or two
@@ -390,17 +396,42 @@ impl Store {
         self.root.join("deploy").join(format!("{name}.json"))
     }
 
-    /// Deploy bookkeeping (default when absent).
+    /// Deploy bookkeeping (default when absent); `last_error` scrubbed of
+    /// every secret shape (a file an older launcher wrote may hold one).
     pub fn deploy_state(&self, name: &str) -> Result<DeployState, StoreError> {
         Self::check_name(name)?;
-        Ok(self.read_json(&self.deploy_path(name))?.unwrap_or_default())
+        let mut st: DeployState = self.read_json(&self.deploy_path(name))?.unwrap_or_default();
+        if let Some(e) = &mut st.last_error {
+            *e = buzz_contract::redact::scrub_tokens(e);
+        }
+        Ok(st)
     }
 
     /// Saves deploy bookkeeping (a whole replacement; prefer
-    /// [`Store::update_deploy_state`] for a change to some fields).
+    /// [`Store::update_deploy_state`] for a change to some fields). The
+    /// `last_error` is stored redacted ([`Store::redact_error`]).
     pub fn save_deploy_state(&self, name: &str, s: &DeployState) -> Result<(), StoreError> {
         Self::check_name(name)?;
-        self.write_json(&self.deploy_path(name), s, 0o600)
+        match &s.last_error {
+            Some(e) => {
+                let mut clean = s.clone();
+                clean.last_error = Some(self.redact_error(e));
+                self.write_json(&self.deploy_path(name), &clean, 0o600)
+            }
+            None => self.write_json(&self.deploy_path(name), s, 0o600),
+        }
+    }
+
+    /// `text` with every secret of this state dir (keys, auth tags, env
+    /// values, by fragment too) and every secret shape replaced. Fails
+    /// closed: when the secrets cannot be read, the text is not kept.
+    pub fn redact_error(&self, text: &str) -> String {
+        match crate::secrets::SecretSet::of_store(self) {
+            Ok(set) => crate::redact::Redactor::from_set(&set).scrub(text),
+            Err(_) => {
+                "the error is not kept: this state dir's secrets could not be read to redact it".to_string()
+            }
+        }
     }
 
     /// Read-modify-write of `deploy/<name>.json` under that agent's deploy
@@ -574,5 +605,31 @@ mod tests {
         assert_eq!(got.public_key(), k.public_key());
         assert!(matches!(store.init_owner(None), Err(StoreError::OwnerExists(_))));
         assert_eq!(store.owner().unwrap().public_key(), k.public_key());
+    }
+
+    #[test]
+    fn a_last_error_is_stored_redacted_whoever_writes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.init_owner(None).unwrap();
+        store.create_agent("a", "ws://r").unwrap();
+        let nsec = store.identity("a").unwrap().nsec;
+        let raw = format!(
+            "deploy failed for {nsec}: kubeconfig line 9: token: kube-canary-0123456789 (expected nsec1… or 64 hex)"
+        );
+        store
+            .update_deploy_state("a", |st| st.last_error = Some(raw.clone()))
+            .unwrap();
+        let file = fs::read_to_string(dir.path().join("deploy/a.json")).unwrap();
+        assert!(!file.contains(&nsec) && !file.contains("kube-canary"), "{file}");
+        assert!(
+            file.contains("expected nsec1… or 64 hex"),
+            "a hint is kept: {file}"
+        );
+        // A file an older launcher wrote is scrubbed on reading.
+        let old = serde_json::json!({"last_error": "GET https://u:pw-canary@k8s: Bearer abcdEFGH12345678"});
+        fs::write(dir.path().join("deploy/a.json"), old.to_string()).unwrap();
+        let e = store.deploy_state("a").unwrap().last_error.unwrap();
+        assert_eq!(e, "GET https://[REDACTED]@k8s: Bearer [REDACTED]");
     }
 }

@@ -54,6 +54,8 @@ fn cli_round_trip_never_prints_a_secret() {
     // A secret comes through a file, never argv (`--env API_SECRET=…` is refused).
     let env_file = tmp.path().join("scout.env");
     std::fs::write(&env_file, format!("API_SECRET={canary}\n")).unwrap();
+    // An env file holds secrets: group and others must not read it.
+    std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     let all = std::cell::RefCell::new(String::new());
     let ok = |args: &[&str]| {
@@ -244,6 +246,7 @@ fn cli_env_values_are_never_shown_and_can_come_from_a_file_or_stdin() {
     assert!(run(&home, tmp.path(), &["init"]).status.success());
     let file = tmp.path().join("agent.env");
     std::fs::write(&file, "# secrets\nFILE_SECRET=file-canary-0123456789\n\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let o = run(
         &home,
         tmp.path(),

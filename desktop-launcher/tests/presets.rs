@@ -107,6 +107,8 @@ fn create_with_a_preset_and_an_env_file_keeps_the_key_out_of_outputs_and_the_rec
         format!("# the agent's key\nexport ANTHROPIC_API_KEY=\"{CANARY}\"\n\nANTHROPIC_BASE_URL=http://127.0.0.1:9\n"),
     )
     .unwrap();
+    // An env file holds secrets: group and others must not read it.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut all = String::new();
     let o = e.run(
         &[
@@ -195,12 +197,13 @@ fn create_with_a_preset_and_an_env_file_keeps_the_key_out_of_outputs_and_the_rec
 }
 
 /// Unknown presets, a preset with a custom command, a secret on argv and a
-/// bad env-file line are refused, and leave no record behind.
+/// bad env-file line are refused as usage errors (exit 2, the flag named),
+/// and leave no record behind.
 #[test]
 fn refusals_name_what_to_do_and_leave_nothing_behind() {
     let e = Env::new();
     let o = e.run(&["agent", "create", "x", "--agent", "nope"], None);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         stderr(&o)
             .contains("unknown agent preset `nope`; the presets are claude, codex, gemini, goose, echo"),
@@ -213,7 +216,14 @@ fn refusals_name_what_to_do_and_leave_nothing_behind() {
         None,
     );
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(
+            "--command: choose the claude preset or a custom command, not both (the preset runs claude-agent-acp)"
+        ),
+        "{}",
+        stderr(&o)
+    );
 
     let o = e.run(
         &[
@@ -227,10 +237,10 @@ fn refusals_name_what_to_do_and_leave_nothing_behind() {
         ],
         None,
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(
-        err.contains("--env ANTHROPIC_API_KEY=… would put a secret on the command line")
+        err.contains("--env: ANTHROPIC_API_KEY=… would put a secret on the command line")
             && err.contains("--env-file FILE or --env-stdin"),
         "{err}"
     );
@@ -240,7 +250,7 @@ fn refusals_name_what_to_do_and_leave_nothing_behind() {
         &["agent", "create", "x", "--agent", "codex", "--env-stdin"],
         Some(&format!("# ok\nOPENAI_BASE_URL=http://x\n{CANARY}\n")),
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("env file line 3 is not KEY=VALUE"),
         "{}",
@@ -252,7 +262,7 @@ fn refusals_name_what_to_do_and_leave_nothing_behind() {
         &["agent", "create", "x", "--permission-policy", "sometimes"],
         None,
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("must be one of allow, reject, ask-owner"),
         "{}",
@@ -294,7 +304,7 @@ fn refusals_name_what_to_do_and_leave_nothing_behind() {
         (Some("gemini"), 0)
     );
     let o = e.run(&["agent", "edit", "x", "--agent", "nope"], None);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         e.store().agent("x").unwrap().agent_command.as_deref(),
         Some("gemini")

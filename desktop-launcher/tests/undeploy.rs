@@ -76,6 +76,8 @@ impl World {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         let env_file = tmp.path().join("scout.env");
         std::fs::write(&env_file, format!("API_SECRET={CANARY}\n")).unwrap();
+        // An env file holds secrets: group and others must not read it.
+        std::fs::set_permissions(&env_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         let w = World {
             _tmp: tmp,
             home,

@@ -131,8 +131,31 @@ pub fn missing_text(command: &str) -> String {
             "the agent command `{command}` is not installed here (not on PATH); install it: {}",
             p.install
         ),
+        None if command.contains('/') => {
+            format!("the agent command `{command}` is not an executable file here")
+        }
         None => format!("the agent command `{command}` is not installed here (not on PATH)"),
     }
+}
+
+/// How an agent process ended: `status 1`, `signal 9`.
+pub fn exit_words(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        (None, None) => "an unknown status".to_string(),
+    }
+}
+
+/// What the asker and the log are told when `command`, on its first start
+/// in this run, exits before it answers `initialize` (`how`: [`exit_words`]).
+/// Its own stderr is in the harness's log, never quoted to the channel (it
+/// may hold anything).
+pub fn exited_text(command: &str, how: &str) -> String {
+    format!(
+        "the agent command `{command}` exited ({how}) before it answered ACP `initialize`; \
+         check that it is an ACP agent and starts by hand with its args (its stderr is in the harness log)"
+    )
 }
 
 #[cfg(test)]
@@ -257,6 +280,17 @@ mod tests {
         assert!(
             missing_text("claude-agent-acp")
                 .ends_with("npm install -g @zed-industries/claude-agent-acp@0.23.1")
+        );
+        assert_eq!(
+            missing_text("/opt/none/agent"),
+            "the agent command `/opt/none/agent` is not an executable file here"
+        );
+        assert_eq!(exit_words(Some(1), None), "status 1");
+        assert_eq!(exit_words(None, Some(9)), "signal 9");
+        assert_eq!(
+            exited_text("/bin/false", &exit_words(Some(1), None)),
+            "the agent command `/bin/false` exited (status 1) before it answered ACP `initialize`; \
+             check that it is an ACP agent and starts by hand with its args (its stderr is in the harness log)"
         );
         assert_eq!(
             missing_text("x"),

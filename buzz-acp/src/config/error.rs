@@ -52,8 +52,9 @@ pub enum InternalError {
 /// Configuration errors. Messages name the variable, never a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("BUZZ_RELAY_URL is not a ws:// or wss:// URL")]
-    RelayUrl,
+    /// The shared rule's reason (it never quotes the URL).
+    #[error("BUZZ_RELAY_URL: {0}")]
+    RelayUrl(buzz_contract::relay_url::RelayUrlError),
     #[error("BUZZ_ACP_AGENTS must be in 1..=32")]
     Agents,
     #[error("BUZZ_ACP_AGENT_COMMAND is empty")]

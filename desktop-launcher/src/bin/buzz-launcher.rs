@@ -2,12 +2,10 @@
 //! "Commands"). Thin: parsing and printing; every rule lives in the library.
 //! Output goes to stdout, progress and diagnostics to stderr.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use desktop_launcher::app::{self, StartOptions};
-use desktop_launcher::discovery;
 use desktop_launcher::embedded;
-use desktop_launcher::gate;
 use desktop_launcher::presence::{self, Derived, Tracker};
 use desktop_launcher::record::{AgentRecord, Backend};
 use desktop_launcher::relay;
@@ -21,6 +19,15 @@ use std::time::Duration;
 mod agent;
 #[path = "cli/fields.rs"]
 mod fields;
+#[cfg(test)]
+#[path = "cli/help_tests.rs"]
+mod help_tests;
+#[path = "cli/listen.rs"]
+mod listen;
+#[path = "cli/providers.rs"]
+mod providers;
+#[path = "cli/serve.rs"]
+mod serve;
 #[path = "cli/secret_env.rs"]
 mod secret_env;
 #[path = "cli/teardown.rs"]
@@ -42,6 +49,7 @@ struct Cli {
 enum Cmd {
     /// Create the owner identity (or import one with --import, reading the key from stdin).
     Init {
+        /// Import an existing owner key (nsec1… or 64 hex) read from stdin instead of generating one.
         #[arg(long)]
         import: bool,
     },
@@ -55,47 +63,64 @@ enum Cmd {
     },
     /// Start an agent: spawn the harness (local) or pass the gate and deploy (provider).
     Start {
+        /// The agent's name (see `agent list`).
         agent: String,
         /// Seconds to wait for presence `online` after a local start (0 = do not wait).
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         wait_online: u64,
     },
     /// Publish an owner-signed `!shutdown` and wait for presence `offline`.
     Stop {
+        /// The agent's name (see `agent list`).
         agent: String,
-        #[arg(long, default_value_t = desktop_launcher::limits::STOP_WAIT.as_secs())]
+        /// Seconds to wait for presence `offline` after the `!shutdown`.
+        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::STOP_WAIT.as_secs())]
         wait: u64,
+        /// Send the `!shutdown` and wait even for an agent known not to run
+        /// here (its harness ended, or it was never started by this launcher).
+        #[arg(long)]
+        force: bool,
     },
     /// Send a mention and print the reply.
     Chat {
+        /// The agent's name (see `agent list`).
         agent: String,
+        /// The message to send (quote it when it has spaces).
         text: String,
-        #[arg(long, default_value_t = desktop_launcher::limits::CHAT_WAIT.as_secs())]
+        /// Seconds to wait for the agent's reply.
+        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::CHAT_WAIT.as_secs())]
         wait: u64,
     },
     /// Presence for every agent and the fleet line.
     Status {
+        /// Keep listening after the table and print each presence change (until Ctrl-C).
         #[arg(long)]
         watch: bool,
         /// Seconds to listen for presence at most (default: one 60 s republish
         /// interval plus 5 s; stops early once every deployed agent reported).
-        #[arg(long, default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
+        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
         listen: u64,
     },
     /// Serve the Start page on a loopback address and print its URL (with the page token).
     Ui {
-        /// Loopback address to listen on (port 0 picks a free one).
-        #[arg(long, default_value = "127.0.0.1:0")]
+        /// Loopback address to serve on: localhost:PORT, 127.0.0.1:PORT or
+        /// [::1]:PORT (PORT 0 picks a free one).
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0", value_parser = listen::parse)]
         listen: std::net::SocketAddr,
         /// Also open the URL in the desktop's browser (`xdg-open`).
         #[arg(long)]
         open: bool,
     },
     /// Remove a provider agent's remote objects (pods, Secrets) and keep its record.
-    Undeploy { agent: String },
+    Undeploy {
+        /// The agent's name (see `agent list`).
+        agent: String,
+    },
     /// Delete an agent record and its keys (a deployed agent is undeployed first).
     Delete {
+        /// The agent's name (see `agent list`).
         agent: String,
+        /// Delete the record even when its provider cannot undeploy (its remote objects may remain).
         #[arg(long)]
         force_remote_delete: bool,
     },
@@ -110,18 +135,18 @@ enum Cmd {
 struct RelayArgs {
     #[command(subcommand)]
     cmd: Option<RelayCmd>,
-    /// Listen address (default: 127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`, and this state dir's port).
-    #[arg(long)]
+    /// Listen address, HOST:PORT (default: 127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`, and this state dir's port).
+    #[arg(long, value_name = "HOST:PORT", value_parser = listen::parse)]
     listen: Option<std::net::SocketAddr>,
     /// Data directory for stored events (default: `relay/` in the state dir).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// Permit a non-loopback listen address (prefer a TLS reverse proxy in front of 127.0.0.1).
     #[arg(long)]
     allow_public: bool,
     /// A URL clients reach this relay by besides ws://<listen> (a TLS reverse
     /// proxy's wss://…); NIP-42 AUTH must name it or the listen address. Repeatable.
-    #[arg(long = "public-url")]
+    #[arg(long = "public-url", value_name = "URL")]
     public_urls: Vec<String>,
 }
 
@@ -137,31 +162,38 @@ enum RelayCmd {
 enum AgentCmd {
     /// Create an agent: generates its key and mints its auth tag with the owner key.
     Create {
+        /// The agent's name: letters, digits, `-` and `_`, at most 64 (also its file name).
         name: String,
-        /// Relay URL (default: this state dir's embedded relay).
-        #[arg(long)]
-        relay: Option<String>,
         #[command(flatten)]
         fields: Box<Fields>,
     },
     /// List agents.
     List,
     /// Show one agent (never its key).
-    Show { name: String },
-    /// Edit an agent.
+    Show {
+        /// The agent's name (see `agent list`).
+        name: String,
+    },
+    /// Edit an agent: only the flags given change (an empty value clears a field).
     Edit {
+        /// The agent's name (see `agent list`).
         name: String,
         #[command(flatten)]
         fields: Box<Fields>,
     },
     /// Delete an agent (a deployed one is undeployed first; --force-remote-delete when its provider cannot).
     Delete {
+        /// The agent's name (see `agent list`).
         name: String,
+        /// Delete the record even when its provider cannot undeploy (its remote objects may remain).
         #[arg(long)]
         force_remote_delete: bool,
     },
     /// Re-mint the agent's auth tag with the current owner key.
-    Retag { name: String },
+    Retag {
+        /// The agent's name (see `agent list`).
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -169,7 +201,10 @@ enum ProvidersCmd {
     /// List discovered providers (default).
     List,
     /// Record the current binary's SHA-256 in the lock file (strict mode).
-    Approve { id: String },
+    Approve {
+        /// The provider id: the part after `buzz-backend-` (see `providers`).
+        id: String,
+    },
 }
 
 fn backend_label(b: &Backend) -> String {
@@ -208,10 +243,18 @@ macro_rules! out {
 }
 pub(crate) use out;
 
+/// Prints a failed command's error once, with every secret shape scrubbed
+/// (a URL's credentials, a token a provider quoted: issue 24 item 4), and
+/// exits 2 for a refused flag value (as clap does for its usage errors),
+/// else 1.
 pub(crate) fn main() {
     if let Err(e) = run(Cli::parse()) {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+        eprintln!(
+            "error: {}",
+            buzz_contract::redact::scrub_tokens(&format!("{e:#}"))
+        );
+        let usage = e.chain().any(|c| c.is::<fields::FieldError>());
+        std::process::exit(if usage { 2 } else { 1 });
     }
 }
 
@@ -232,13 +275,9 @@ fn run(cli: Cli) -> Result<()> {
             out!("owner {}", keys.public_key().to_hex());
             out!("state {}", store.root().display());
         }
-        Cmd::Agent(AgentCmd::Create { name, relay, fields }) => {
-            let relay = match relay {
-                Some(r) => r,
-                None => embedded::url(&store)?,
-            };
+        Cmd::Agent(AgentCmd::Create { name, fields }) => {
             // Nothing is kept when a field is refused.
-            let rec = agent::create(&store, &name, &relay, &fields)?;
+            let rec = agent::create(&store, &name, &fields)?;
             out!("created {} {}", rec.name, rec.pubkey);
         }
         Cmd::Agent(AgentCmd::List) => {
@@ -255,7 +294,8 @@ fn run(cli: Cli) -> Result<()> {
                     rec.pubkey,
                     backend_label(&rec.backend),
                     deployed,
-                    rec.relay_url
+                    // An old record may hold credentials in its URL (refused since).
+                    buzz_contract::redact::scrub_url_userinfo(&rec.relay_url)
                 );
             }
         }
@@ -284,20 +324,30 @@ fn run(cli: Cli) -> Result<()> {
             teardown::delete(&store, &name, force_remote_delete)?;
         }
         Cmd::Undeploy { agent } => teardown::undeploy(&store, &agent)?,
-        Cmd::Providers { cmd } => providers(&store, cmd.unwrap_or(ProvidersCmd::List))?,
+        Cmd::Providers { cmd } => providers::run(&store, cmd.unwrap_or(ProvidersCmd::List))?,
         Cmd::Start { agent, wait_online } => {
             ensure_embedded(&store, &[store.agent(&agent)?])?;
             start(&store, &agent, wait_online)?
         }
-        Cmd::Stop { agent, wait } => {
+        Cmd::Stop { agent, wait, force } => {
             ensure_embedded(&store, &[store.agent(&agent)?])?;
-            eprintln!("sending !shutdown to {agent}; waiting for presence offline (up to {wait}s)");
-            runtime()?.block_on(app::stop(&store, &agent, Duration::from_secs(wait)))?;
-            out!("{agent} offline");
+            let opts = app::StopOptions {
+                wait: Duration::from_secs(wait),
+                force,
+            };
+            let stopped =
+                runtime()?.block_on(app::stop_with(&store, &agent, opts, &mut |l| eprintln!("{l}")))?;
+            match stopped {
+                app::Stopped::Offline => out!("{agent} offline"),
+                app::Stopped::Exited(how) => out!("{agent} offline ({how})"),
+            }
         }
         Cmd::Chat { agent, text, wait } => {
             ensure_embedded(&store, &[store.agent(&agent)?])?;
-            let reply = runtime()?.block_on(app::chat(&store, &agent, &text, Duration::from_secs(wait)))?;
+            let wait = Duration::from_secs(wait);
+            let reply = runtime()?.block_on(app::chat_with(&store, &agent, &text, wait, &mut |l| {
+                eprintln!("{l}")
+            }))?;
             out!("{reply}");
         }
         Cmd::Status { watch, listen } => {
@@ -306,7 +356,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         // The page starts the embedded relay on demand (Start, Stop, chat),
         // never at launch: a refused listen address has no side effect.
-        Cmd::Ui { listen, open } => ui(store, listen, open)?,
+        Cmd::Ui { listen, open } => serve::ui(store, listen, open)?,
         Cmd::Relay(args) => relay_cmd(&store, *args)?,
         Cmd::Demo(args) => {
             let code = desktop_launcher::demo::run(&args)?;
@@ -411,68 +461,6 @@ fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
     Ok(())
 }
 
-/// `ui`: serve the Start page until interrupted. The URL (with its token in
-/// the fragment) goes to stdout only.
-fn ui(store: Store, listen: std::net::SocketAddr, open: bool) -> Result<()> {
-    let opener_store = store.clone();
-    runtime()?.block_on(desktop_launcher::ui::serve(store, listen, move |url| {
-        out!("Start page: {url}");
-        if open {
-            // The opener gets a private redirect page's path, never the URL:
-            // argv is readable by every local user, the state dir is not.
-            let page = match desktop_launcher::ui::write_open_page(&opener_store, url) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("warning: cannot write the page to open ({e}); open the URL above yourself");
-                    return;
-                }
-            };
-            if let Err(e) = std::process::Command::new("xdg-open")
-                .arg(&page)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-            {
-                eprintln!("warning: cannot run xdg-open ({e}); open the URL above yourself");
-            }
-        }
-    }))?;
-    Ok(())
-}
-
-fn providers(store: &Store, cmd: ProvidersCmd) -> Result<()> {
-    let d = discovery::discover(&discovery::dirs_from_env());
-    match cmd {
-        ProvidersCmd::List => {
-            if let Some(note) = discovery::override_note(&discovery::override_dirs_from_env()) {
-                out!("{note}");
-            }
-            if d.selected.is_empty() {
-                out!(
-                    "no providers found (looked for buzz-backend-<id> in BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin)"
-                );
-            }
-            for (id, path) in &d.selected {
-                out!("{id}\t{}", path.display());
-            }
-            for s in &d.shadowed {
-                out!("  shadowed {} (by {})", s.path.display(), s.by.display());
-            }
-            for r in &d.rejected {
-                out!("  rejected {}: {}", r.path.display(), r.reason);
-            }
-        }
-        ProvidersCmd::Approve { id } => {
-            let res = d.resolve(&id, None)?;
-            let staged =
-                gate::stage(&res.path).with_context(|| format!("cannot stage {}", res.path.display()))?;
-            store.approve(&id, &staged.sha256)?;
-            out!("approved {id} {} sha256 {}", res.path.display(), staged.sha256);
-        }
-    }
-    Ok(())
-}
-
 fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
     let rec = store.agent(name)?;
     match rec.backend {
@@ -504,7 +492,11 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
                 &mut |pid, nonce| {
                     out!("{name} started locally: pid {pid} run {nonce}");
                     out!("  log {}", store.log_path(name).display());
+                    eprintln!(
+                        "waiting up to {wait_online}s for presence online from run {nonce} (ends at once if the harness exits)"
+                    );
                 },
+                Box::new(|| {}),
             ))?;
             let started = match started {
                 app::Watched::Started(s) => s,
@@ -513,12 +505,8 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
                     return Ok(());
                 }
             };
-            if !started.online {
-                bail!(
-                    "{name} did not report presence online within {wait_online}s; see {}",
-                    store.log_path(name).display()
-                );
-            }
+            // Ends at `online` or the harness's exit, whichever comes first.
+            started.online_or_error(store, name, Duration::from_secs(wait_online))?;
             out!("{name} online");
         }
     }
@@ -528,12 +516,22 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
 async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
     let agents = store.agents()?;
     let ttl = app::presence_ttl();
+    // Deployed agents: only presence tells; local ones: the verified
+    // harness process does, and their presence is listened for briefly.
     let expected = app::expected_live(store, &agents);
+    let local = app::running_local(store, &agents);
+    let brief = desktop_launcher::limits::STATUS_LOCAL_LISTEN;
     if !watch && !expected.is_empty() {
         eprintln!(
             "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
             desktop_launcher::limits::PRESENCE_REPUBLISH.as_secs(),
             ttl.as_secs()
+        );
+    }
+    if !watch && !local.is_empty() {
+        eprintln!(
+            "local agents: checking their harness processes; listening {}s for their presence",
+            brief.as_secs()
         );
     }
     let names: BTreeMap<String, String> = agents
@@ -542,13 +540,18 @@ async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
         .collect();
     let mut w = app::PresenceWatch::open(store, &agents).await?;
     for warning in &w.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", buzz_contract::redact::scrub_tokens(warning));
     }
     // Listen first, print the table; in watch mode keep listening and print
     // each change (events only on change) followed by the fleet line.
-    w.listen(&expected, Duration::from_secs(listen)).await;
-    let rows = print_table(store, &agents, &w.tracker)?;
-    out!("{}", presence::fleet_line(&rows));
+    let listen = Duration::from_secs(listen);
+    w.listen_for(&expected, listen, &local, brief).await;
+    let listened = brief.min(listen);
+    let rows = print_table(store, &agents, &w.tracker, listened)?;
+    out!(
+        "{}",
+        presence::fleet_line_with(&rows, &running_names(store, &agents))
+    );
     if watch {
         let step = Duration::from_millis(200);
         loop {
@@ -561,7 +564,10 @@ async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
             }
             if !changed.is_empty() {
                 let rows = rows_for(store, &agents, &w.tracker)?;
-                out!("{}", presence::fleet_line(&rows));
+                out!(
+                    "{}",
+                    presence::fleet_line_with(&rows, &running_names(store, &agents))
+                );
             }
         }
     }
@@ -570,6 +576,20 @@ async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
 }
 
 type Row = (String, bool, Derived);
+
+/// The local agents whose harness process verifies now.
+fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| matches!(a.backend, Backend::Local))
+        .filter(|a| {
+            store
+                .deploy_state(&a.name)
+                .is_ok_and(|st| desktop_launcher::local::running_from(&a.name, &st).is_some())
+        })
+        .map(|a| a.name.clone())
+        .collect()
+}
 
 fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
     agents
@@ -586,14 +606,24 @@ fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<
 }
 
 /// One line per agent: state, last seen, deployed or not, backend, and the
-/// desired-versus-actual note (display only, never a permission).
-fn print_table(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
+/// desired-versus-actual note (display only, never a permission). A local
+/// agent's state and "seen" come from its verified harness process and its
+/// run's log when presence was not heard ([`app::local_status`]).
+fn print_table(
+    store: &Store,
+    agents: &[AgentRecord],
+    tracker: &Tracker,
+    listened: Duration,
+) -> Result<Vec<Row>> {
     let now = relay::unix_now();
     for a in agents {
         let st = store.deploy_state(&a.name)?;
         let last = tracker.last(&a.pubkey);
-        let seen = last.map_or("never seen".to_string(), |r| {
-            format!("seen {}s ago", now.saturating_sub(r.at))
+        let (state, seen) = app::local_status(store, a, tracker, listened).unwrap_or_else(|| {
+            let seen = last.map_or("never seen".to_string(), |r| {
+                format!("seen {}s ago", now.saturating_sub(r.at))
+            });
+            (tracker.state(&a.pubkey).as_str().to_string(), seen)
         });
         let deployed = app::is_live(&a.name, &st);
         let note = presence::drift(
@@ -608,7 +638,7 @@ fn print_table(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Resu
         out!(
             "{}\t{}\t{}\t{}\t{}{}",
             a.name,
-            tracker.state(&a.pubkey).as_str(),
+            state,
             seen,
             if deployed { "deployed" } else { "not deployed" },
             backend_label(&a.backend),

@@ -13,7 +13,9 @@
 //! `agent_preset` is one of `buzz_contract::agents`' presets or
 //! [`CUSTOM`], applied by [`crate::presets::apply`] as `agent create --agent`
 //! does; a preset and a different custom command at once is a field error.
-//! The permission knobs use the CLI's validators. The API key is the one
+//! The permission knobs, the relay URL ([`buzz_contract::relay_url`]) and
+//! the preset-or-command rule ([`presets::check_preset_and_command`]) use
+//! the CLI's validators (issue 24 item 3: one rule for both front ends). The API key is the one
 //! secret the form carries ([`SecretText`]): [`secret_changes`] puts it under
 //! the record's preset key env, the routes store it as the CLI stores
 //! `--env-file` values, and no response ever carries it back.
@@ -123,7 +125,7 @@ fn error_field(e: &ConfigError) -> Option<&str> {
     match e {
         ConfigError::NotNumber(k) | ConfigError::NotBoolean(k) => Some(k),
         ConfigError::I2(I2Error::NotScalar(k) | I2Error::SecretName(k)) => Some(k),
-        ConfigError::I2(_) => None,
+        ConfigError::I2(_) | ConfigError::Missing { .. } => None,
     }
 }
 
@@ -141,10 +143,9 @@ pub fn validate_config(
     schema: Option<&Value>,
 ) -> Result<Map<String, Value>, FieldErrors> {
     let mut errors = FieldErrors::new();
-    for f in fields_from_schema(schema).iter().filter(|f| f.required) {
-        if input.get(&f.name).is_none_or(cleared) {
-            errors.insert(f.name.clone(), format!("`{}` is required", f.name));
-        }
+    // The rule `start` applies too ([`payload::deploy_config`]).
+    for name in payload::missing_required(input, schema) {
+        errors.insert(name.clone(), format!("`{name}` is required"));
     }
     // Field by field first, so every field's error is reported, not only the first.
     for (k, v) in input {
@@ -207,14 +208,11 @@ fn opt(v: &Option<String>) -> Option<Option<String>> {
 pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) -> Result<(), FieldErrors> {
     let mut errors = FieldErrors::new();
     if let Some(u) = &form.relay_url {
-        let u = u.trim();
-        if u.starts_with("ws://") || u.starts_with("wss://") {
-            rec.relay_url = u.to_string();
-        } else {
-            errors.insert(
-                "relay_url".into(),
-                "the relay URL must start with ws:// or wss://".into(),
-            );
+        match buzz_contract::relay_url::check(u) {
+            Ok(u) => rec.relay_url = u,
+            Err(e) => {
+                errors.insert("relay_url".into(), e.to_string());
+            }
         }
     }
     if let Some(b) = &form.backend {
@@ -256,15 +254,12 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
         },
     };
     match (preset, opt(&form.agent_command)) {
-        (Some(p), Some(Some(c))) if c != p.command => {
-            errors.insert(
-                "agent_command".into(),
-                format!(
-                    "choose the {} preset or a custom command, not both (the preset runs {})",
-                    p.name, p.command
-                ),
-            );
-        }
+        (Some(p), Some(Some(c))) => match presets::check_preset_and_command(p, &c) {
+            Ok(()) => presets::apply(rec, p),
+            Err(e) => {
+                errors.insert("agent_command".into(), e.to_string());
+            }
+        },
         (Some(p), _) => presets::apply(rec, p),
         (None, Some(v)) => rec.agent_command = v,
         (None, None) => {}
@@ -530,5 +525,19 @@ mod tests {
         };
         let e = apply(&mut rec, &form, None).unwrap_err();
         assert_eq!(e.keys().collect::<Vec<_>>(), ["backend", "relay_url"]);
+        assert_eq!(
+            e["relay_url"],
+            "a relay speaks WebSocket, not http://; write the URL with ws:// (or wss:// for a relay behind TLS)"
+        );
+        // The CLI's rule: credentials and a missing scheme are refused too.
+        for bad in ["wss://u:pw-canary@relay", "relay.example.com", " "] {
+            let form = AgentForm {
+                relay_url: Some(bad.into()),
+                ..AgentForm::default()
+            };
+            let e = apply(&mut rec, &form, None).unwrap_err();
+            assert!(!e["relay_url"].contains("canary"), "{e:?}");
+        }
+        assert_eq!(rec.relay_url, "wss://r");
     }
 }

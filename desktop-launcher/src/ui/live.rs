@@ -18,6 +18,10 @@
 //!
 //! Subscriptions are reopened when the set of (relay, agent) pairs changes,
 //! not on every edit or start: a reopen is a short window without presence.
+//!
+//! An agent that goes `offline` makes the page refetch the agents: the
+//! reason it stopped (the record's `last_error`, or how its local harness's
+//! run ended, [`super::ops::last_error`]) shows under its card (issue 24).
 
 use super::server::{S, Shared, emit, scrub_value};
 use crate::app;
@@ -171,6 +175,11 @@ impl Watcher {
                 &self.s,
                 json!({"type": "presence", "name": name, "state": snap.state.as_str(), "last_seen": snap.at}),
             );
+            // An agent that went offline may have a reason to show now (its
+            // harness's exit, from the record or its log): the page refetches.
+            if snap.state == Derived::Offline {
+                emit(&self.s, json!({"type": "agents"}));
+            }
         }
     }
 

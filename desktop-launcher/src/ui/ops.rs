@@ -54,6 +54,16 @@ pub(super) fn live_local(s: &Shared, rec: &AgentRecord, st: &DeployState) -> Opt
     })
 }
 
+/// The reason the page shows under an agent (issue 24 item 1): the
+/// recorded `last_error`, else, for a local agent whose harness no longer
+/// runs, how its last run failed (its log; an intentional stop is none).
+pub(super) fn last_error(s: &Shared, rec: &AgentRecord, st: &DeployState, running: bool) -> Option<String> {
+    if st.last_error.is_some() || running || !matches!(rec.backend, Backend::Local) {
+        return st.last_error.clone();
+    }
+    crate::child_watch::failed_run(&s.store, &rec.name, st)
+}
+
 /// Marks `name` busy with `op`; the operation already running otherwise.
 pub(super) fn claim(s: &Shared, name: &str, op: Op) -> Result<(), Op> {
     let mut busy = s.busy.lock().unwrap_or_else(|e| e.into_inner());
@@ -187,37 +197,41 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
             let started = on_blocking_thread(move || async move {
                 let s3 = s2.clone();
                 let n3 = n2.clone();
-                app::start_local_watched(&s2.store, &n2, &harness, LOCAL_ONLINE_WAIT, &mut |pid, run| {
-                    progress(
-                        &s3,
-                        &n3,
-                        &format!("harness started (pid {pid}, run {run}); waiting for presence online"),
-                    );
-                    // The record now says "deployed" (a local pid): let the page show it.
-                    agents_changed(&s3);
-                })
+                // A harness that ends later: the page shows why at once.
+                let s4 = s2.clone();
+                let on_exit = Box::new(move || agents_changed(&s4));
+                app::start_local_watched(
+                    &s2.store,
+                    &n2,
+                    &harness,
+                    LOCAL_ONLINE_WAIT,
+                    &mut |pid, run| {
+                        progress(
+                            &s3,
+                            &n3,
+                            &format!("harness started (pid {pid}, run {run}); waiting for presence online"),
+                        );
+                        // The record now says "deployed" (a local pid): let the page show it.
+                        agents_changed(&s3);
+                    },
+                    on_exit,
+                )
                 .await
             })
             .await
             .and_then(|r| r)
             .map_err(|e| e.to_string())?;
-            let app::WatchedStart { child, nonce, online } = match started {
+            let started = match started {
                 app::Watched::Started(w) => w,
                 app::Watched::AlreadyRunning(r) => return Ok(r.to_string()),
             };
-            // Reap the harness when it exits; it is not supervised (as with the CLI).
-            std::thread::spawn(move || {
-                let mut child = child;
-                let _ = child.wait();
-            });
-            if !online {
-                return Err(format!(
-                    "{name} did not report presence online within {}s; see {}",
-                    LOCAL_ONLINE_WAIT.as_secs(),
-                    s.store.log_path(&name).display()
-                ));
-            }
-            s.presence.note(&rec.pubkey, PresenceState::Online, Some(nonce));
+            // The harness is not supervised (as with the CLI): its watcher
+            // reaps it, and records a failure as the agent's last error.
+            started
+                .online_or_error(&s.store, &name, LOCAL_ONLINE_WAIT)
+                .map_err(|e| e.to_string())?;
+            s.presence
+                .note(&rec.pubkey, PresenceState::Online, Some(started.nonce));
             progress(s, &name, "online");
             Ok(format!("{name} online"))
         }
@@ -240,10 +254,15 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
         release(&s, &name);
         return *r;
     }
-    progress(&s, &name, "sending !shutdown; waiting for presence offline");
     let (s2, n2) = (s.clone(), name.clone());
     let result = on_blocking_thread(move || async move {
-        let out = app::stop(&s2.store, &n2, crate::limits::STOP_WAIT).await;
+        let opts = app::StopOptions {
+            wait: crate::limits::STOP_WAIT,
+            force: false,
+        };
+        let out = app::stop_with(&s2.store, &n2, opts, &mut |line| progress(&s2, &n2, line))
+            .await
+            .map(|_| ());
         let run = s2.store.deploy_state(&n2).ok().and_then(|st| st.generation);
         (out, run)
     })
@@ -299,7 +318,10 @@ pub(super) async fn chat_agent(State(s): State<S>, Path(name): Path<String>, bod
     }
     let (s2, n2) = (s.clone(), name.clone());
     let out = on_blocking_thread(move || async move {
-        app::chat(&s2.store, &n2, &msg.text, crate::limits::CHAT_WAIT).await
+        app::chat_with(&s2.store, &n2, &msg.text, crate::limits::CHAT_WAIT, &mut |line| {
+            progress(&s2, &n2, line)
+        })
+        .await
     })
     .await
     .and_then(|r| r);

@@ -89,7 +89,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "presence": state_of(s, &rec.pubkey).as_str(),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,
-        "last_error": st.last_error,
+        "last_error": super::ops::last_error(s, rec, &st, running),
         "agent_command": rec.agent_command,
         "agent_args": rec.agent_args,
         "agent_preset": preset.map_or(form::CUSTOM, |p| p.name),

@@ -339,9 +339,11 @@ pub(super) fn store_status(e: &StoreError) -> StatusCode {
 pub(super) fn app_status(e: &AppError) -> StatusCode {
     match e {
         AppError::Store(se) => store_status(se),
-        AppError::Deployed(..) | AppError::NoUndeploy { .. } | AppError::LiveLocal(_) | AppError::Busy(_) => {
-            StatusCode::CONFLICT
-        }
+        AppError::Deployed(..)
+        | AppError::NoUndeploy { .. }
+        | AppError::LiveLocal(_)
+        | AppError::Busy(_)
+        | AppError::NotRunning(_) => StatusCode::CONFLICT,
         AppError::Relay(_) | AppError::NotOffline { .. } => StatusCode::BAD_GATEWAY,
         AppError::Lock(_) | AppError::Runtime(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,

@@ -2,18 +2,21 @@
 //! "Commands"; spec §Launch data): the order of a save, so that nothing is
 //! kept when anything is refused, and the warnings after it.
 //!
-//! 1. every flag is parsed first, the env file or stdin included
-//!    ([`super::secret_env::read`]): a bad line, an unknown preset or a
-//!    secret on argv leaves no record behind;
+//! 1. every flag is parsed and checked first, the env file or stdin
+//!    included ([`super::secret_env::read`]): a bad line, a bad relay URL,
+//!    an unknown preset or a secret on argv leaves no record behind
+//!    ([`super::fields`]: one field error, exit 2);
 //! 2. the record is created (key, auth tag), the fields applied, the secret
 //!    env written to `keys/<name>.env`, the record saved; a failure deletes
 //!    what the create made;
 //! 3. warnings go to stderr ([`presets::warnings`]): a preset key env no
 //!    layer sets, a preset binary a local harness would not find.
 
-use super::fields::{Fields, apply, masked_record};
+use super::fields::{FieldError, Fields, apply, masked_record};
 use super::secret_env;
 use anyhow::Result;
+use buzz_contract::relay_url;
+use desktop_launcher::embedded;
 use desktop_launcher::presets;
 use desktop_launcher::record::AgentRecord;
 use desktop_launcher::store::Store;
@@ -36,13 +39,18 @@ fn warn(store: &Store, rec: &AgentRecord) -> Result<()> {
     Ok(())
 }
 
-/// `agent create NAME`.
-pub(crate) fn create(store: &Store, name: &str, relay: &str, f: &Fields) -> Result<AgentRecord> {
+/// `agent create NAME`: `--relay`, else this state dir's embedded relay.
+pub(crate) fn create(store: &Store, name: &str, f: &Fields) -> Result<AgentRecord> {
     let input = env_input(f)?;
+    let relay = match &f.relay {
+        Some(r) => relay_url::check(r).map_err(|e| FieldError::new("--relay", e))?,
+        None => embedded::url(store)?,
+    };
     // A scratch record first: an unknown preset or a bad knob creates nothing.
-    apply(&mut AgentRecord::new(name, &"0".repeat(64), relay), f)?;
-    let mut rec = store.create_agent(name, relay)?;
+    apply(&mut AgentRecord::new(name, &"0".repeat(64), &relay), f)?;
+    let mut rec = store.create_agent(name, &relay)?;
     let saved = apply(&mut rec, f)
+        .map_err(anyhow::Error::from)
         .and_then(|()| secret_env::apply(store, &mut rec, &input))
         .and_then(|()| Ok(store.save_agent(&rec)?));
     if let Err(e) = saved {

@@ -1,90 +1,147 @@
 //! `agent create` / `agent edit` fields of `buzz-launcher` (issue 5
-//! "Commands"): the flags and how they apply to a record. Split from the
-//! binary's main file by concept; the rules themselves live in the library
-//! (the store refuses secret-shaped names, the normaliser checks config,
-//! [`desktop_launcher::presets`] fills a record from an agent preset).
+//! "Commands"; issue 24 item 3 "validate at create and edit"): the flags
+//! and how they apply to a record. Split from the binary's main file by
+//! concept; the rules themselves live where every front end finds them:
 //!
-//! `--agent` and `--command` exclude each other (clap refuses both); the
-//! preset is applied before `--arg`, so `--arg` replaces the preset's args.
-//! Env flags are read by [`super::secret_env`] (the env values' channels).
+//! - the relay URL: [`buzz_contract::relay_url::check`] (the Start page's
+//!   rule too; the harness refuses the same URLs at start);
+//! - the respond-to gate: [`buzz_contract::gate`] (the harness's parser and
+//!   allowlist rule), its modes offered as clap's possible values;
+//! - parallelism: 1..=[`buzz_contract::env::MAX_AGENTS`], the harness's bound;
+//! - env keys: [`desktop_launcher::envfile::check_key`] (see [`super::secret_env`]);
+//! - a preset with a different custom command:
+//!   [`presets::check_preset_and_command`] (the page's rule);
+//! - config: the normaliser of the page and of `start`.
+//!
+//! Every refusal is a [`FieldError`]: it names the flag and the fix, and
+//! the binary exits 2 for it, as for clap's own usage errors. The preset is
+//! applied before `--arg`, so `--arg` replaces the preset's args.
 
-use anyhow::{Result, bail};
+use buzz_contract::env::MAX_AGENTS;
+use buzz_contract::gate::{self, GateError, RespondTo};
 use clap::Args;
+use clap::builder::PossibleValuesParser;
 use desktop_launcher::app;
 use desktop_launcher::discovery;
 use desktop_launcher::presets;
 use desktop_launcher::record::{AgentRecord, Backend};
 use std::path::PathBuf;
 
+/// A refused flag value: the flag, and one sentence that says what to do
+/// (never the value when it may be a secret). Exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub(crate) struct FieldError {
+    pub(crate) flag: &'static str,
+    message: String,
+}
+
+impl FieldError {
+    pub(crate) fn new(flag: &'static str, message: impl std::fmt::Display) -> FieldError {
+        FieldError {
+            flag,
+            message: message.to_string(),
+        }
+    }
+}
+
 #[derive(Args, Default)]
 pub(crate) struct Fields {
-    #[arg(long)]
-    relay_url: Option<String>,
-    /// `local` or `provider:<id>`.
-    #[arg(long)]
+    /// Relay WebSocket URL: wss://HOST[:PORT], or ws://HOST:PORT for a relay
+    /// without TLS; no user:password@ (agents log in with their key). On
+    /// create the default is this state dir's embedded relay.
+    #[arg(long = "relay", alias = "relay-url", value_name = "URL")]
+    pub(crate) relay: Option<String>,
+    /// Where the agent runs: `local` (a harness on this machine) or
+    /// `provider:<id>` (deployed by `buzz-backend-<id>`, see `providers`).
+    #[arg(long, value_name = "local|provider:ID")]
     backend: Option<String>,
-    #[arg(long)]
+    /// Name shown for the agent (the session title derives from it); empty clears.
+    #[arg(long, value_name = "TEXT")]
     display_name: Option<String>,
-    #[arg(long)]
+    /// Channel (`h` tag) that stop and chat messages are sent to; empty clears.
+    #[arg(long, value_name = "CHANNEL")]
     channel: Option<String>,
-    /// A custom ACP agent command (a name on PATH; a host path for local agents only).
-    #[arg(long, conflicts_with = "agent")]
+    /// A custom ACP agent command instead of --agent: a name on the agent's
+    /// PATH (for local agents also a host path); empty clears (default: goose).
+    #[arg(long, value_name = "COMMAND")]
     command: Option<String>,
-    /// Agent args (repeatable; replaces the list).
-    #[arg(long = "arg")]
+    /// One agent argument (repeatable; replaces the list; without any, the
+    /// preset's args apply).
+    #[arg(long = "arg", value_name = "ARG")]
     args: Vec<String>,
-    #[arg(long)]
+    /// A persona of settings.json (command, args, prompt, model and env
+    /// under the agent's own); empty clears.
+    #[arg(long, value_name = "NAME")]
     persona: Option<String>,
-    #[arg(long)]
+    /// System prompt handed to the agent session; empty clears.
+    #[arg(long, value_name = "TEXT")]
     system_prompt: Option<String>,
-    #[arg(long)]
+    /// Model id handed to the agent (e.g. claude-sonnet-4-5); empty clears.
+    #[arg(long, value_name = "MODEL")]
     model: Option<String>,
     /// The agent's session mode id, set by the harness with `session/set_mode`
     /// (e.g. acceptEdits, bypassPermissions, full-access, yolo); empty clears.
-    #[arg(long)]
+    #[arg(long, value_name = "MODE")]
     permission_mode: Option<String>,
     /// How the harness answers permission requests: allow, reject or ask-owner; empty clears (the harness default: allow).
-    #[arg(long)]
+    #[arg(long, value_name = "allow|reject|ask-owner")]
     permission_policy: Option<String>,
-    #[arg(long)]
+    /// The model provider the agent uses (e.g. anthropic, openai); empty clears.
+    #[arg(long, value_name = "NAME")]
     provider: Option<String>,
-    #[arg(long)]
+    /// Seconds one turn may take (sent to a provider as turn_timeout_seconds); 0 clears.
+    #[arg(long, value_name = "SECONDS")]
     turn_timeout: Option<u64>,
-    #[arg(long)]
+    /// Seconds of agent silence allowed within a turn (harness default 900); 0 clears.
+    #[arg(long, value_name = "SECONDS")]
     idle_timeout: Option<u64>,
-    #[arg(long)]
+    /// Hard cap on one turn, in seconds (harness default 7200); 0 clears.
+    #[arg(long, value_name = "SECONDS")]
     max_turn_duration: Option<u64>,
-    #[arg(long)]
+    /// Agent sessions run in parallel, 1 to 32 (harness default 1); 0 clears.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_AGENTS))]
     parallelism: Option<u64>,
-    #[arg(long)]
+    /// Who gets answers (the owner's control messages always pass):
+    /// owner-only (default), allowlist (the owner and the --allow keys),
+    /// anyone, nobody.
+    #[arg(long, value_name = "MODE", value_parser = PossibleValuesParser::new(RespondTo::NAMES))]
     respond_to: Option<String>,
-    /// Allowlist entry (repeatable; replaces the list).
-    #[arg(long = "allow")]
+    /// A public key (64 hex) answered with --respond-to allowlist
+    /// (repeatable; replaces the list; `--allow ''` clears it).
+    #[arg(long = "allow", value_name = "HEX")]
     allow: Vec<String>,
     /// `KEY=VALUE` for the agent env layer (plain values; an empty value
     /// removes the key). Secret names (*_API_KEY, *_TOKEN, *SECRET*, a
-    /// preset's key) are refused here: argv is visible to other processes.
-    #[arg(long = "env")]
+    /// preset's key) are refused here: argv is visible to other processes;
+    /// so are names the launcher sets itself (BUZZ_PRIVATE_KEY,
+    /// BUZZ_RELAY_URL, … and PATH, HOME).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
     pub(crate) env: Vec<String>,
-    /// Read secret `KEY=VALUE` lines from a file (`-`: stdin): blank lines and
-    /// `#` comments skipped, one pair of quotes around a value removed, a bad
+    /// Read secret `KEY=VALUE` lines from a file (`-`: stdin), which group
+    /// and others must not be able to read (chmod 600): blank lines and `#`
+    /// comments skipped, one pair of quotes around a value removed, a bad
     /// line refused by its number. Stored beside the agent's key, not in the record.
-    #[arg(long = "env-file", conflicts_with = "env_stdin")]
+    #[arg(long = "env-file", value_name = "FILE", conflicts_with = "env_stdin")]
     pub(crate) env_file: Option<PathBuf>,
     /// As --env-file, reading the lines from stdin.
     #[arg(long = "env-stdin")]
     pub(crate) env_stdin: bool,
-    /// `key=value` for provider_config; an empty value clears the field.
-    #[arg(long = "config")]
+    /// `key=value` for provider_config (repeatable; the provider's fields,
+    /// e.g. namespace=… and image=… for kubernetes); an empty value clears the field.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
     config: Vec<String>,
-    #[arg(long)]
+    /// Working directory of the local harness and of the provider (default:
+    /// a private directory in the state dir).
+    #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
-    #[arg(long)]
+    /// Send owner-encrypted telemetry frames to the relay: true or false.
+    #[arg(long, value_name = "BOOL")]
     relay_observer: Option<bool>,
     /// An agent preset instead of --command: claude, codex, gemini, goose or
     /// echo (the built-in smoke-test agent). Fills in the command name; the
     /// preset's args apply unless --arg is given; never anything secret.
-    #[arg(long)]
+    #[arg(long, value_name = "PRESET")]
     pub(crate) agent: Option<String>,
 }
 
@@ -96,7 +153,7 @@ impl Fields {
 }
 
 /// The record as `agent show` prints it: env values masked (spec I2 "never
-/// rendered"); names stay visible; the preset and the permission knobs are
+/// rendered") and URL credentials too; names stay visible; the preset and the permission knobs are
 /// always shown beside the model (null when unset).
 pub(crate) fn masked_record(rec: &AgentRecord) -> serde_json::Value {
     let mut v = serde_json::to_value(rec).unwrap_or_default();
@@ -106,6 +163,11 @@ pub(crate) fn masked_record(rec: &AgentRecord) -> serde_json::Value {
         }
     }
     if let Some(o) = v.as_object_mut() {
+        // An old record may hold credentials in its URL (refused since).
+        o.insert(
+            "relay_url".into(),
+            serde_json::json!(buzz_contract::redact::scrub_url_userinfo(&rec.relay_url)),
+        );
         let preset = rec
             .agent_command
             .as_deref()
@@ -126,9 +188,42 @@ fn opt(v: &Option<String>) -> Option<Option<String>> {
         .map(|s| if s.is_empty() { None } else { Some(s.clone()) })
 }
 
-pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
-    if let Some(u) = &f.relay_url {
-        rec.relay_url = u.clone();
+/// The fix of a gate refusal, by flag.
+fn gate_error(e: GateError) -> FieldError {
+    match e {
+        GateError::Mode => FieldError::new("--respond-to", e),
+        GateError::Entry(_) => FieldError::new(
+            "--allow",
+            format!("{e}; give each --allow as the 64 hex characters of a public key"),
+        ),
+        GateError::EmptyAllowlist => FieldError::new(
+            "--allow",
+            format!("{e}; add the keys it answers with --allow HEX (repeatable)"),
+        ),
+    }
+}
+
+/// The respond-to mode and allowlist `rec` ends with, checked as the
+/// harness checks them at start (run when either flag was given).
+fn check_gate(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError> {
+    let mode = RespondTo::parse(&rec.respond_to).map_err(gate_error)?;
+    if !f.allow.iter().all(String::is_empty) && mode != RespondTo::Allowlist {
+        return Err(FieldError::new(
+            "--allow",
+            format!(
+                "the allowlist applies only with --respond-to allowlist (this agent answers {}); add --respond-to allowlist or drop --allow",
+                mode.as_str()
+            ),
+        ));
+    }
+    rec.respond_to_allowlist =
+        gate::validate_allowlist(mode, &rec.respond_to_allowlist).map_err(gate_error)?;
+    Ok(())
+}
+
+pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError> {
+    if let Some(u) = &f.relay {
+        rec.relay_url = buzz_contract::relay_url::check(u).map_err(|e| FieldError::new("--relay", e))?;
     }
     if let Some(b) = &f.backend {
         rec.backend = match b.as_str() {
@@ -145,7 +240,12 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
                         path_cache: None,
                     }
                 }
-                _ => bail!("--backend must be `local` or `provider:<id>` with id [a-z0-9][a-z0-9_-]*"),
+                _ => {
+                    return Err(FieldError::new(
+                        "--backend",
+                        "give `local` or `provider:<id>` with id [a-z0-9][a-z0-9_-]* (`buzz-launcher providers` lists the ids found)",
+                    ));
+                }
             },
         };
     }
@@ -155,21 +255,35 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
         )*};
     }
     set_opt!(display_name, channel, persona, system_prompt, model, provider);
-    if let Some(c) = opt(&f.command) {
-        rec.agent_command = c;
-    }
-    if let Some(a) = &f.agent {
-        presets::apply(rec, presets::lookup(a)?);
+    match &f.agent {
+        Some(a) => {
+            let preset = presets::lookup(a).map_err(|e| FieldError::new("--agent", e))?;
+            if let Some(Some(c)) = opt(&f.command) {
+                presets::check_preset_and_command(preset, &c)
+                    .map_err(|e| FieldError::new("--command", format!("{e}; give --agent or --command")))?;
+            }
+            presets::apply(rec, preset);
+        }
+        None => {
+            if let Some(c) = opt(&f.command) {
+                rec.agent_command = c;
+            }
+        }
     }
     if let Some(m) = opt(&f.permission_mode) {
         if let Some(m) = &m {
-            presets::check_permission_mode(m.trim())?;
+            presets::check_permission_mode(m.trim()).map_err(|e| FieldError::new("--permission-mode", e))?;
         }
         rec.permission_mode = m.map(|m| m.trim().to_string());
     }
     if let Some(p) = opt(&f.permission_policy) {
         rec.permission_policy = match p {
-            Some(p) => Some(presets::permission_policy(&p)?.as_str().to_string()),
+            Some(p) => Some(
+                presets::permission_policy(&p)
+                    .map_err(|e| FieldError::new("--permission-policy", e))?
+                    .as_str()
+                    .to_string(),
+            ),
             None => None,
         };
     }
@@ -187,20 +301,27 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<()> {
         }
     }
     if let Some(r) = &f.respond_to {
-        rec.respond_to = r.clone();
+        rec.respond_to = RespondTo::parse(r).map_err(gate_error)?.as_str().to_string();
     }
     if !f.allow.is_empty() {
         rec.respond_to_allowlist = f.allow.iter().filter(|a| !a.is_empty()).cloned().collect();
     }
+    if f.respond_to.is_some() || !f.allow.is_empty() {
+        check_gate(rec, f)?;
+    }
     if !f.config.is_empty() {
         let Backend::Provider { config, .. } = &mut rec.backend else {
-            bail!("--config applies to provider backends only; set --backend provider:<id> first");
+            return Err(FieldError::new(
+                "--config",
+                "provider config applies to provider backends only; set --backend provider:<id> first",
+            ));
         };
         for kv in &f.config {
-            let (k, v) = super::secret_env::split_kv(kv)?;
+            let (k, v) = super::secret_env::split_kv("--config", kv)?;
             app::set_config_field(config, k, v);
         }
-        desktop_launcher::payload::normalize_provider_config(config, None)?;
+        desktop_launcher::payload::normalize_provider_config(config, None)
+            .map_err(|e| FieldError::new("--config", e))?;
     }
     if let Some(w) = &f.workdir {
         rec.workdir = Some(w.clone());

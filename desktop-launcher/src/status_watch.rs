@@ -1,0 +1,187 @@
+//! What `status` listens for and shows (spec I3 "Presence is the status";
+//! issue 24 item 2 "`status` for local agents uses the verified pid"):
+//!
+//! - deployed agents (a stored `agent_id`): only presence tells whether
+//!   they run, so `status` listens up to `--listen` (a republish interval
+//!   and a margin on a relay that keeps no presence to replay), stopping
+//!   once each reported;
+//! - local agents: the verified harness process tells ([`running_local`]);
+//!   their presence is listened for only
+//!   [`crate::limits::STATUS_LOCAL_LISTEN`], and a harness not heard is
+//!   shown `running`, one that ended `offline` with how its run ended
+//!   ([`local_status`], from [`crate::waits::local_status`]).
+
+use crate::app::{AppError, presence_ttl};
+use crate::child_watch;
+use crate::presence::Tracker;
+use crate::record::{AgentRecord, Backend};
+use crate::relay;
+use crate::store::Store;
+use crate::waits;
+use std::time::Duration;
+
+/// Live presence of a set of agents across their relays (spec I3), for
+/// `status`: subscriptions asking for the last TTL of presence, reports timed
+/// by `created_at`.
+pub struct PresenceWatch {
+    /// The derived state of every agent.
+    pub tracker: Tracker,
+    feeds: Vec<relay::PresenceFeed>,
+    clients: Vec<nostr_sdk::Client>,
+    /// Relays that could not be reached (one message each).
+    pub warnings: Vec<String>,
+}
+
+impl PresenceWatch {
+    /// Connects to every relay of `agents` and subscribes. Presence created
+    /// within the last TTL is asked for, so a relay that keeps presence
+    /// answers at once; older events are ignored.
+    pub async fn open(store: &Store, agents: &[AgentRecord]) -> Result<PresenceWatch, AppError> {
+        let owner = store.owner()?;
+        let ttl = presence_ttl();
+        let since = relay::unix_now().saturating_sub(ttl.as_secs());
+        let tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
+        let mut by_relay: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for a in agents {
+            by_relay
+                .entry(a.relay_url.as_str())
+                .or_default()
+                .push(a.pubkey.clone());
+        }
+        let (mut feeds, mut clients, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
+        for (url, authors) in by_relay {
+            match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
+                Ok(c) => match relay::subscribe_presence(&c, url, &authors, since).await {
+                    Ok(f) => {
+                        feeds.push(f);
+                        clients.push(c);
+                    }
+                    Err(e) => warnings.push(e.to_string()),
+                },
+                Err(e) => warnings.push(e.to_string()),
+            }
+        }
+        Ok(PresenceWatch {
+            tracker,
+            feeds,
+            clients,
+            warnings,
+        })
+    }
+
+    /// Feeds every subscription for about `step`.
+    pub async fn pump(
+        &mut self,
+        step: Duration,
+        on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
+    ) {
+        for f in self.feeds.iter_mut() {
+            f.pump(&mut self.tracker, step, on_change, &|_| false).await;
+        }
+        if self.feeds.is_empty() {
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// Listens until every pubkey in `expected` has reported or `listen`
+    /// passed (at once when no relay could be reached).
+    pub async fn listen(&mut self, expected: &[String], listen: Duration) {
+        self.listen_for(expected, listen, &[], Duration::ZERO).await;
+    }
+
+    /// Listens until every pubkey in `expected` has reported or `listen`
+    /// passed, and every one in `briefly` has reported or `brief` passed;
+    /// always for one short step first, so a relay that replays presence
+    /// is heard (at once when no relay could be reached).
+    pub async fn listen_for(
+        &mut self,
+        expected: &[String],
+        listen: Duration,
+        briefly: &[String],
+        brief: Duration,
+    ) {
+        let began = tokio::time::Instant::now();
+        let step = Duration::from_millis(200);
+        let heard = |t: &Tracker, pks: &[String]| pks.iter().all(|pk| t.last(pk).is_some());
+        let mut first = true;
+        while !self.feeds.is_empty() {
+            let waited = began.elapsed();
+            let want = (!heard(&self.tracker, expected) && waited < listen)
+                || (!heard(&self.tracker, briefly) && waited < brief.min(listen));
+            if !first && !want {
+                break;
+            }
+            first = false;
+            self.pump(step, &mut |_, _| {}).await;
+        }
+    }
+
+    /// Disconnects.
+    pub async fn close(self) {
+        for c in self.clients {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// The agents `status` waits for: deployed agents (a stored `agent_id`:
+/// only their presence can tell whether they run).
+pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| {
+            store
+                .deploy_state(&a.name)
+                .is_ok_and(|st| crate::app::is_deployed(&st))
+        })
+        .map(|a| a.pubkey.clone())
+        .collect()
+}
+
+/// The local agents whose harness runs (verified): `status` listens for
+/// their presence only briefly ([`crate::limits::STATUS_LOCAL_LISTEN`]).
+pub fn running_local(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| matches!(a.backend, Backend::Local))
+        .filter(|a| {
+            store
+                .deploy_state(&a.name)
+                .is_ok_and(|st| crate::local::running_from(&a.name, &st).is_some())
+        })
+        .map(|a| a.pubkey.clone())
+        .collect()
+}
+
+/// A local agent's `status` state and "seen" columns: presence when heard
+/// from a harness that runs, else what its verified process and its run's
+/// log say ([`waits::local_status`]).
+pub fn local_status(
+    store: &Store,
+    rec: &AgentRecord,
+    tracker: &Tracker,
+    listened: Duration,
+) -> Option<(String, String)> {
+    if !matches!(rec.backend, Backend::Local) {
+        return None;
+    }
+    let st = store.deploy_state(&rec.name).ok()?;
+    if crate::app::is_deployed(&st) {
+        return None;
+    }
+    let running = crate::local::running_from(&rec.name, &st).map(|r| r.pid);
+    let ended = running
+        .is_none()
+        .then(|| child_watch::last_run(store, &rec.name, &st))
+        .flatten();
+    let ago = tracker
+        .last(&rec.pubkey)
+        .map(|r| relay::unix_now().saturating_sub(r.at));
+    Some(waits::local_status(
+        tracker.state(&rec.pubkey),
+        ago,
+        running,
+        ended.as_deref(),
+        listened,
+    ))
+}
