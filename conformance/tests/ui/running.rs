@@ -4,6 +4,7 @@
 //! open, and deletes refused while an agent runs or starts.
 
 use super::*;
+use crate::secrets::assert_clean;
 use buzz_conformance::ui_support::{kill_groups, processes_of, wait_until};
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
