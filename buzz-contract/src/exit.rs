@@ -49,7 +49,6 @@ impl Exit {
     }
 }
 
-
 /// The Rust runtime's exit code after a panic.
 pub const PANIC_CODE: i32 = 101;
 
@@ -73,7 +72,9 @@ impl Exit {
     /// What the code means to the person reading it.
     pub const fn meaning(self) -> &'static str {
         match self {
-            Exit::Intentional => "an intentional stop: owner !shutdown, SIGTERM/SIGINT or the inactivity reaper",
+            Exit::Intentional => {
+                "an intentional stop: owner !shutdown, SIGTERM/SIGINT or the inactivity reaper"
+            }
             Exit::Internal => "an internal error",
             Exit::Config => "a configuration error: a bad value or combination",
             Exit::Identity => "an identity refusal: a missing or malformed key, relay URL or owner",
@@ -99,15 +100,7 @@ mod tests {
 
     #[test]
     fn only_intentional_is_zero_and_codes_are_distinct() {
-        let all = [
-            Exit::Intentional,
-            Exit::Internal,
-            Exit::Config,
-            Exit::Identity,
-            Exit::AuthDenied,
-            Exit::AgentsDead,
-            Exit::RelayLost,
-        ];
+        let all = Exit::ALL;
         let codes: std::collections::BTreeSet<i32> = all.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), all.len());
         assert_eq!(all.iter().filter(|e| e.code() == 0).count(), 1);

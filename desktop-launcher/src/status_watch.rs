@@ -141,6 +141,17 @@ pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
 /// The local agents whose harness runs (verified): `status` listens for
 /// their presence only briefly ([`crate::limits::STATUS_LOCAL_LISTEN`]).
 pub fn running_local(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    running_local_records(store, agents)
+        .map(|a| a.pubkey.clone())
+        .collect()
+}
+
+/// The records of [`running_local`]: local agents whose harness process
+/// verifies now.
+pub fn running_local_records<'a>(
+    store: &'a Store,
+    agents: &'a [AgentRecord],
+) -> impl Iterator<Item = &'a AgentRecord> + 'a {
     agents
         .iter()
         .filter(|a| matches!(a.backend, Backend::Local))
@@ -149,8 +160,6 @@ pub fn running_local(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
                 .deploy_state(&a.name)
                 .is_ok_and(|st| crate::local::running_from(&a.name, &st).is_some())
         })
-        .map(|a| a.pubkey.clone())
-        .collect()
 }
 
 /// A local agent's `status` state and "seen" columns: presence when heard

@@ -26,10 +26,10 @@ mod help_tests;
 mod listen;
 #[path = "cli/providers.rs"]
 mod providers;
-#[path = "cli/serve.rs"]
-mod serve;
 #[path = "cli/secret_env.rs"]
 mod secret_env;
+#[path = "cli/serve.rs"]
+mod serve;
 #[path = "cli/teardown.rs"]
 mod teardown;
 use fields::Fields;
@@ -579,14 +579,7 @@ type Row = (String, bool, Derived);
 
 /// The local agents whose harness process verifies now.
 fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
-    agents
-        .iter()
-        .filter(|a| matches!(a.backend, Backend::Local))
-        .filter(|a| {
-            store
-                .deploy_state(&a.name)
-                .is_ok_and(|st| desktop_launcher::local::running_from(&a.name, &st).is_some())
-        })
+    desktop_launcher::status_watch::running_local_records(store, agents)
         .map(|a| a.name.clone())
         .collect()
 }
