@@ -59,6 +59,22 @@ fn terminated(pod: &Pod) -> bool {
     )
 }
 
+/// The Secrets `pod` references that are provably this agent's, fenced: a
+/// per-attempt Secret has no user but its pod, so it goes when the pod goes
+/// (the rule [`plan`] applies to terminated pods, here for a pod the deploy
+/// replaces; without it each replacement would leave a young Secret that
+/// only the 2 × deadline age gate removes, and an `undeploy` right after
+/// would have to leave it).
+pub fn secrets_going_with(pod: &Pod, secrets: &[Secret], pubkey: &str) -> Vec<Fenced> {
+    let refs: BTreeSet<String> = referenced_secrets(pod).into_iter().collect();
+    secrets
+        .iter()
+        .filter(|s| s.metadata.name.as_ref().is_some_and(|n| refs.contains(n)))
+        .filter(|s| verified_and_marked(&s.metadata, pubkey))
+        .filter_map(|s| fenced(&s.metadata))
+        .collect()
+}
+
 /// Plans one GC pass. `server_now` is the `Date` of the Secret list response.
 pub fn plan(
     pubkey: &str,

@@ -87,6 +87,9 @@ struct Loop<'a, C: Cluster> {
     namespace_created: Cell<Option<Instant>>,
     /// The pod whose events become status lines ([`progress`]).
     progress: &'a progress::Progress,
+    /// The preflight list of this agent's Secrets: a replaced pod's Secret
+    /// is deleted with it ([`gc::secrets_going_with`]).
+    secrets: std::cell::RefCell<Vec<k8s_openapi::api::core::v1::Secret>>,
 }
 
 impl<'a, C: Cluster> Loop<'a, C> {
@@ -254,6 +257,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
             date,
             self.timing.orphan_min_age,
         );
+        *self.secrets.borrow_mut() = secrets;
         if plan.orphan_gc_skipped {
             diag::line("the Secret list carried no usable Date header; orphan-Secret GC skipped this pass");
         }
@@ -377,7 +381,11 @@ impl<'a, C: Cluster> Loop<'a, C> {
                         Deleted::Conflict => {
                             diag::line(&format!("{id} changed since it was read; re-reading"))
                         }
-                        Deleted::Deleted | Deleted::NotFound => {}
+                        Deleted::Deleted | Deleted::NotFound => {
+                            if let Some(p) = &pod {
+                                self.delete_secrets_of(p).await?;
+                            }
+                        }
                     }
                 }
                 Action::Observe { condition } => {
@@ -413,6 +421,25 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 }
             }
         }
+    }
+
+    /// Deletes the Secrets of a pod this call just deleted (fenced; a
+    /// Secret the preflight list did not hold is left to a later GC).
+    async fn delete_secrets_of(&self, pod: &Pod) -> Result<(), DeployError> {
+        let going = gc::secrets_going_with(pod, &self.secrets.borrow(), &self.plan.pubkey);
+        for s in &going {
+            let outcome = self
+                .retry("delete the replaced pod's Secret", || {
+                    self.cluster.delete_secret(s)
+                })
+                .await?;
+            diag::line(&format!(
+                "Secret {} of the replaced pod {}",
+                s.name,
+                outcome_word(outcome)
+            ));
+        }
+        Ok(())
     }
 
     /// Best effort: the restricted RBAC of many users lacks `patch`.
@@ -489,6 +516,7 @@ pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Res
         contacted: Default::default(),
         namespace_created: Default::default(),
         progress: &progress,
+        secrets: Default::default(),
     };
     let events = progress::run(cluster, &progress);
     tokio::pin!(events);

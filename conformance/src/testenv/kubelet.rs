@@ -309,6 +309,16 @@ impl KubeletDriver {
         .await
     }
 
+    /// The real kubelet's moment between the container's exit and the pod's
+    /// phase: the container terminated with `code`, the phase still `Running`.
+    pub async fn set_container_exited(&self, ns: &str, pod: &str, code: i32) -> Result<Pod> {
+        let p = self.get(ns, pod).await?;
+        let restarts = restart_count(&p);
+        let cs = Self::container_status(&p, terminated(code, "Completed", ""), restarts, None);
+        self.patch_status(ns, pod, json!({ "phase": "Running", "containerStatuses": [cs] }))
+            .await
+    }
+
     /// The `restartPolicy: OnFailure` crash loop: waiting `CrashLoopBackOff`,
     /// `restartCount` incremented, last state terminated with `code`; phase `Running`.
     pub async fn set_crash_loop(&self, ns: &str, pod: &str, code: i32, reason: &str) -> Result<Pod> {

@@ -118,6 +118,40 @@ async fn terminated_pod_is_replaced_on_the_next_start() {
     );
 }
 
+/// 3b. A pod replaced before its phase says so (the container exited, the
+/// phase still `Running`: a Start right after a stop) is not GC's but the
+/// loop's to delete, and its Secret goes with it: nothing is left for an
+/// `undeploy` to find young and unreferenced.
+#[tokio::test]
+async fn a_pod_replaced_while_its_phase_lags_takes_its_secret_with_it() {
+    let c = case("p-replace").await;
+    let kubelet = env().kubelet().await.unwrap();
+    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
+    let old = c.pod().await;
+    auto.set_behavior(Behavior::Manual);
+    kubelet
+        .set_container_exited(&c.ns, &c.agent.pod_name(), 0)
+        .await
+        .unwrap();
+    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    let out = deploy(env().admin_kubeconfig(), &c.request()).await;
+    out.agent_id();
+    let new = c.pod().await;
+    assert_ne!(uid(&new), uid(&old), "recreated");
+    let names: Vec<String> = secrets_of(&c.client, &c.ns, &c.agent)
+        .await
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec![secret_ref(&new)],
+        "the replaced pod's Secret went with it: {}",
+        out.stderr
+    );
+}
+
 /// 4. Slow scheduling: `Unschedulable` is observed without deletion; when it
 /// heals only after the deadline, the original pod and its creationTimestamp
 /// survive and a later deploy adopts it (the anti-livelock case).
