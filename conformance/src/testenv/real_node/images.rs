@@ -164,6 +164,15 @@ impl Ctr {
         args.extend_from_slice(names);
         self.run(&args).map(|_| ())
     }
+
+    /// Removes images by name and waits for containerd's garbage collection,
+    /// so their layers are gone too and the next use pulls every byte (a
+    /// cold Start). Layers a live container still uses stay.
+    pub fn remove_with_content(&self, names: &[&str]) -> Result<()> {
+        let mut args = vec!["images", "rm", "--sync"];
+        args.extend_from_slice(names);
+        self.run(&args).map(|_| ())
+    }
 }
 
 /// Debian's `docker-registry`, serving plain HTTP on 127.0.0.1 only.
