@@ -6,8 +6,10 @@ set -euo pipefail
 out=${1:?usage: build-binaries.sh OUT}
 bins=(buzz-acp runtime-agent)
 mkdir -p "$out"
+# cp + chmod, not install(1): the offline base has busybox's commands, and
+# Debian's busybox has no `install` (images/sprig/rootfs-trim.sh).
 if [[ -d prebuilt ]]; then
-  for b in "${bins[@]}"; do install -m 0755 "prebuilt/$b" "$out/$b"; done
+  for b in "${bins[@]}"; do cp "prebuilt/$b" "$out/$b" && chmod 0755 "$out/$b"; done
   exit 0
 fi
 target="$(rustc -vV | sed -n 's/^host: //p')"

@@ -12,9 +12,13 @@
 //!
 //! This file: PID 1, the stop, reaping, the sealed environment (review
 //! b30b1a0 #13) and the entrypoint script; [`collector`]: the usage collector
-//! as a sidecar, with the provider's own plain env (review b30b1a0 #6).
+//! as a sidecar, with the provider's own plain env (review b30b1a0 #6);
+//! [`git`]: git in the product image against a repository served on loopback
+//! ([`git_server`]), and the agent-facing tools (issue 22 part 1).
 
 mod collector;
+mod git;
+mod git_server;
 
 use buzz_conformance::container::entrypoint::{self, EntrypointError};
 use buzz_conformance::container::host::{self, HostProc, env_value};
