@@ -121,14 +121,28 @@ pub trait Cluster {
     ) -> Result<(), ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
     /// Watches the events of the pod `uid` (field selector
-    /// `involvedObject.uid`), calling `seen` with each. The first watch has
-    /// no resourceVersion, so the apiserver opens it with the events that
-    /// already exist (as synthetic ADDED events, in no particular order) and
-    /// then streams new ones: one request instead of a list and a watch. A
-    /// watch that ends is resumed from the last resourceVersion seen; an
-    /// expired one (410) starts afresh the same way. Returns only with the
+    /// `involvedObject.uid`), calling `seen` with each.
+    ///
+    /// - `since` is the resourceVersion of the pod's create response, when
+    ///   this call created it: its events all come after it, so the watch
+    ///   opens there and the apiserver streams them from its watch cache
+    ///   without reading the namespace's existing events (their cost grows
+    ///   with the namespace: issue 22 §4, `bench scale`).
+    /// - Without it (a pod this call found), the first watch has no
+    ///   resourceVersion, so the apiserver opens it with the events that
+    ///   already exist (as synthetic ADDED events, in no particular order)
+    ///   and then streams new ones: one request instead of a list and a
+    ///   watch.
+    ///
+    /// A watch that ends is resumed from the last resourceVersion seen; an
+    /// expired one (410) starts afresh without one. Returns only with the
     /// error that stopped it (403: not visible).
-    async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError;
+    async fn follow_pod_events(
+        &self,
+        uid: &str,
+        since: Option<&str>,
+        seen: &mut (dyn FnMut(&Event) + Send),
+    ) -> ClusterError;
 }
 
 /// The real cluster.
@@ -431,12 +445,17 @@ impl Cluster for KubeCluster {
             .map_err(classify_error)
     }
 
-    async fn follow_pod_events(&self, uid: &str, seen: &mut (dyn FnMut(&Event) + Send)) -> ClusterError {
+    async fn follow_pod_events(
+        &self,
+        uid: &str,
+        since: Option<&str>,
+        seen: &mut (dyn FnMut(&Event) + Send),
+    ) -> ClusterError {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         let fields = format!("involvedObject.uid={uid}");
         // Empty: "the current state, then changes" (the apiserver treats an
         // empty resourceVersion as unset).
-        let mut rv = String::new();
+        let mut rv = since.unwrap_or_default().to_string();
         loop {
             // A watch the server ends at once is not resumed in a hot loop.
             let opened = std::time::Instant::now();

@@ -312,7 +312,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 return Err(self.not_confirmed(&latest));
             }
             let from_create = just_created.take();
-            let own_secret_known = from_create.is_some();
+            let created_by_this_call = from_create.is_some();
             let pod = match from_create {
                 Some(p) => Some(p),
                 None if std::mem::take(&mut listed_absent) => None,
@@ -326,7 +326,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
             let mut ctx = Context {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
-                secret_present: own_secret_known.then_some(true),
+                secret_present: created_by_this_call.then_some(true),
                 payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
@@ -392,7 +392,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     diag::line(&format!("waiting for {id}: {condition}"));
                     latest = condition;
                     let uid = uid.unwrap_or_default();
-                    self.progress.follow(&uid);
+                    // The pod this call just created has no event before
+                    // its create response: its events watch opens there.
+                    let since = rv.as_deref().filter(|_| created_by_this_call);
+                    self.progress.follow(&uid, since);
                     // Progress seen on the watch still updates what a
                     // "not confirmed" answer reports.
                     let seen = std::sync::Mutex::new(None::<String>);

@@ -21,9 +21,17 @@ use tokio::sync::watch;
 /// after it saw the container running (events trail the pod status).
 pub const STARTED_DRAIN: Duration = Duration::from_millis(1500);
 
+#[derive(Clone)]
+struct Followed {
+    uid: String,
+    since: Option<String>,
+}
+
 /// What the loop and the watch task share.
 pub struct Progress {
-    uid: watch::Sender<Option<String>>,
+    /// The followed pod: its UID and, when this call created it, its
+    /// create response's resourceVersion.
+    pod: watch::Sender<Option<Followed>>,
     tracker: Mutex<Option<Tracker>>,
     namespace: String,
 }
@@ -32,21 +40,26 @@ impl Progress {
     /// Nothing followed yet.
     pub fn new(namespace: &str) -> Progress {
         Progress {
-            uid: watch::Sender::new(None),
+            pod: watch::Sender::new(None),
             tracker: Mutex::new(None),
             namespace: namespace.to_string(),
         }
     }
 
-    /// Follows the events of the pod `uid` from now on (a new pod starts afresh).
-    pub fn follow(&self, uid: &str) {
+    /// Follows the events of the pod `uid` from now on (a new pod starts
+    /// afresh); `since` is its create response's resourceVersion when this
+    /// call created it ([`Cluster::follow_pod_events`]).
+    pub fn follow(&self, uid: &str, since: Option<&str>) {
         if uid.is_empty() {
             return;
         }
-        self.uid.send_if_modified(|cur| {
-            let changed = cur.as_deref() != Some(uid);
+        self.pod.send_if_modified(|cur| {
+            let changed = cur.as_ref().is_none_or(|f| f.uid != uid);
             if changed {
-                *cur = Some(uid.to_string());
+                *cur = Some(Followed {
+                    uid: uid.to_string(),
+                    since: since.map(str::to_string),
+                });
             }
             changed
         });
@@ -80,10 +93,10 @@ impl Progress {
 
 /// Follows whichever pod [`Progress::follow`] names, until dropped.
 pub async fn run<C: Cluster>(cluster: &C, p: &Progress) {
-    let mut rx = p.uid.subscribe();
+    let mut rx = p.pod.subscribe();
     let redactor = diag::redactor();
     loop {
-        let Some(uid) = rx.borrow_and_update().clone() else {
+        let Some(Followed { uid, since }) = rx.borrow_and_update().clone() else {
             if rx.changed().await.is_err() {
                 return std::future::pending().await;
             }
@@ -100,7 +113,7 @@ pub async fn run<C: Cluster>(cluster: &C, p: &Progress) {
                 }
             };
             let err = tokio::select! {
-                e = cluster.follow_pod_events(&uid, &mut seen) => e,
+                e = cluster.follow_pod_events(&uid, since.as_deref(), &mut seen) => e,
                 _ = rx.changed() => break,
             };
             match err {
@@ -168,15 +181,16 @@ mod tests {
     #[test]
     fn following_the_same_pod_again_is_no_change() {
         let p = Progress::new("ns");
-        let mut rx = p.uid.subscribe();
-        p.follow("u1");
+        let mut rx = p.pod.subscribe();
+        p.follow("u1", Some("41"));
         assert!(rx.has_changed().unwrap());
         rx.borrow_and_update();
-        p.follow("u1");
+        p.follow("u1", None);
         assert!(!rx.has_changed().unwrap());
-        p.follow("");
+        assert_eq!(rx.borrow().as_ref().and_then(|f| f.since.as_deref()), Some("41"));
+        p.follow("", None);
         assert!(!rx.has_changed().unwrap());
-        p.follow("u2");
+        p.follow("u2", None);
         assert!(rx.has_changed().unwrap());
     }
 }

@@ -568,7 +568,7 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests_and_decides_succe
     assert_eq!(
         (n(Verb::List, "events"), n(Verb::Watch, "events")),
         (0, 1),
-        "the pod's events, one watch that opens with the existing ones: {counts:?}"
+        "the pod's events, one watch, opened at the create: {counts:?}"
     );
     assert_eq!(
         n(Verb::Patch, "pods"),

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod access;
 mod concurrency;
+mod events;
 mod gc;
 mod hardening;
 mod lifecycle;
