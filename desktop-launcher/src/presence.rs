@@ -116,6 +116,11 @@ impl Tracker {
         });
     }
 
+    /// Whether every managed pubkey has reported.
+    pub fn all_heard(&self) -> bool {
+        self.entries.values().all(|e| e.last.is_some())
+    }
+
     /// The same tracker ignoring every event created before `since` (unix seconds).
     pub fn since(mut self, since: u64) -> Tracker {
         self.since = since;

@@ -75,8 +75,18 @@ impl PresenceWatch {
         step: Duration,
         on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
     ) {
+        self.pump_until(step, on_change, &|_| false).await;
+    }
+
+    /// Feeds every subscription for about `step`, each until `done` holds.
+    async fn pump_until(
+        &mut self,
+        step: Duration,
+        on_change: &mut dyn FnMut(&crate::presence::Change, &Tracker),
+        done: &dyn Fn(&Tracker) -> bool,
+    ) {
         for f in self.feeds.iter_mut() {
-            f.pump(&mut self.tracker, step, on_change, &|_| false).await;
+            f.pump(&mut self.tracker, step, on_change, done).await;
         }
         if self.feeds.is_empty() {
             tokio::time::sleep(step).await;
@@ -92,7 +102,9 @@ impl PresenceWatch {
     /// Listens until every pubkey in `expected` has reported or `listen`
     /// passed, and every one in `briefly` has reported or `brief` passed;
     /// always for one short step first, so a relay that replays presence
-    /// is heard (at once when no relay could be reached).
+    /// is heard, unless every agent has been heard before it ends (at once
+    /// when no relay could be reached). Each wait ends as soon as what it
+    /// waits for is heard, not at the end of a step.
     pub async fn listen_for(
         &mut self,
         expected: &[String],
@@ -100,19 +112,19 @@ impl PresenceWatch {
         briefly: &[String],
         brief: Duration,
     ) {
+        if self.feeds.is_empty() {
+            return;
+        }
         let began = tokio::time::Instant::now();
         let step = Duration::from_millis(200);
         let heard = |t: &Tracker, pks: &[String]| pks.iter().all(|pk| t.last(pk).is_some());
-        let mut first = true;
-        while !self.feeds.is_empty() {
+        let want = |t: &Tracker| {
             let waited = began.elapsed();
-            let want = (!heard(&self.tracker, expected) && waited < listen)
-                || (!heard(&self.tracker, briefly) && waited < brief.min(listen));
-            if !first && !want {
-                break;
-            }
-            first = false;
-            self.pump(step, &mut |_, _| {}).await;
+            (!heard(t, expected) && waited < listen) || (!heard(t, briefly) && waited < brief.min(listen))
+        };
+        self.pump_until(step, &mut |_, _| {}, &Tracker::all_heard).await;
+        while want(&self.tracker) {
+            self.pump_until(step, &mut |_, _| {}, &|t| !want(t)).await;
         }
     }
 
