@@ -4,7 +4,8 @@
 //!
 //! One JSON object in (≤ 16 MiB, `op` = `info` | `deploy` | `undeploy`
 //! ([`crate::undeploy`]), optional string
-//! `request_id`, unknown fields ignored); one JSON object out. Every failure
+//! `request_id`, unknown fields ignored); one JSON object out ([`success`],
+//! [`failure`]). Every failure
 //! the provider can describe is an in-band `{"ok":false,"error":…}` with exit
 //! code 0; the binary exits non-zero only on crash paths.
 
@@ -35,6 +36,20 @@ pub enum Request {
         agent: Value,
         provider_config: Value,
     },
+}
+
+/// A deploy's answer: `{"ok":true,"agent_id":…}` (spec §`deploy`), with
+/// the running pod's `generation` when it has one: a field the spec's
+/// response does not name, which a launcher that does not know it ignores.
+/// The launcher's Start reads it to tell a stopped run still reported
+/// running (the kubelet reports a container's exit a moment late) from a
+/// fresh one (`desktop-launcher`'s `restart`).
+pub fn success(started: &reconcile::Started) -> Value {
+    let mut v = json!({ "ok": true, "agent_id": started.agent_id });
+    if let Some(g) = &started.generation {
+        v["generation"] = json!(g);
+    }
+    v
 }
 
 /// The in-band failure form.
@@ -188,7 +203,11 @@ pub fn timing(started: Instant) -> Timing {
 
 /// Runs a deploy end to end; the caller redacts the error. `started` is the
 /// process start, from which the deadline is measured.
-pub async fn deploy(agent: &Value, provider_config: &Value, started: Instant) -> Result<String, DeployError> {
+pub async fn deploy(
+    agent: &Value,
+    provider_config: &Value,
+    started: Instant,
+) -> Result<reconcile::Started, DeployError> {
     let plan = prepare(agent, provider_config, default_image().as_deref())?;
     let context = provider_config
         .get("context")
@@ -238,7 +257,7 @@ pub fn handle(bytes: &[u8], started: Instant) -> Value {
                 Err(e) => return failure(&format!("could not start the async runtime: {e}")),
             };
             match rt.block_on(deploy(&agent, &provider_config, started)) {
-                Ok(agent_id) => json!({ "ok": true, "agent_id": agent_id }),
+                Ok(started) => success(&started),
                 Err(e) => failure(&redactor.scrub(&e.to_string())),
             }
         }
@@ -252,6 +271,23 @@ pub fn handle(bytes: &[u8], started: Instant) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deploy_answer_names_the_generation_only_when_the_pod_has_one() {
+        let started = |generation: Option<&str>| reconcile::Started {
+            agent_id: "buzz-agent-0123456789ab".into(),
+            generation: generation.map(str::to_string),
+        };
+        assert_eq!(
+            success(&started(Some("0123456789abcdef0123456789abcdef"))),
+            json!({ "ok": true, "agent_id": "buzz-agent-0123456789ab",
+                    "generation": "0123456789abcdef0123456789abcdef" })
+        );
+        assert_eq!(
+            success(&started(None)),
+            json!({ "ok": true, "agent_id": "buzz-agent-0123456789ab" })
+        );
+    }
 
     /// Malformed requests are told apart by kind and field, not by text.
     #[test]

@@ -296,7 +296,7 @@ impl<'a, C: Cluster> Loop<'a, C> {
         }
     }
 
-    async fn run(&self) -> Result<String, DeployError> {
+    async fn run(&self) -> Result<Started, DeployError> {
         let listed = self.preflight_gc().await?;
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
@@ -356,7 +356,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     if record_image && let Some(p) = &pod {
                         self.record_image_id(p).await;
                     }
-                    return Ok(id.clone());
+                    return Ok(Started {
+                        agent_id: id.clone(),
+                        generation: pod.as_ref().and_then(generation_of),
+                    });
                 }
                 Action::WaitGone => {
                     latest = "the previous pod is still terminating".into();
@@ -500,7 +503,28 @@ fn report_skew(local: SystemTime, server: SystemTime) {
     }
 }
 
-/// Runs one deploy to a stable outcome: `Ok(agent_id)` only once the harness
+/// A deploy's success: the pod whose harness container runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The pod's name (`buzz-agent-<12 hex>`), the protocol's `agent_id`.
+    pub agent_id: String,
+    /// The running pod's generation token (its `buzz.block.xyz/generation`
+    /// annotation: its Secret's and its harness's run tag), when it has one.
+    /// A launcher that saw this run stop can tell a pod still reported
+    /// running after its harness exited from a fresh one.
+    pub generation: Option<String>,
+}
+
+/// The generation annotation of `pod`.
+fn generation_of(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(crate::consts::ANN_GENERATION)
+        .cloned()
+}
+
+/// Runs one deploy to a stable outcome: `Ok` only once the harness
 /// container is running. `timing.started` is the process start: the budget
 /// already spent reading stdin and building the client counts.
 ///
@@ -508,7 +532,7 @@ fn report_skew(local: SystemTime, server: SystemTime) {
 /// ([`progress`]); that watch ends with this call. A success waits up to
 /// [`progress::STARTED_DRAIN`] for the kubelet's `Started` event it has not
 /// seen yet; a failure names the last Warning event.
-pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Result<String, DeployError> {
+pub async fn deploy<C: Cluster>(cluster: &C, plan: &Plan, timing: Timing) -> Result<Started, DeployError> {
     let progress = progress::Progress::new(&plan.namespace);
     let l = Loop {
         cluster,

@@ -16,6 +16,7 @@ use crate::payload::{self, ConfigError, PayloadError};
 use crate::record::{AgentRecord, Backend, DeployState};
 use crate::relay::{self, RelayError};
 use crate::resolve::{self, ResolveError, Target};
+use crate::restart::{self, After};
 use crate::store::{Store, StoreError};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -44,6 +45,10 @@ pub enum AppError {
     Discovery(#[from] DiscoveryError),
     #[error("{0}")]
     Gate(String),
+    /// A Start found the run the last stop saw go offline still reported
+    /// running after [`restart::SETTLE`].
+    #[error("{}", restart::still_reported(.name, .generation))]
+    StoppedRunStillReported { name: String, generation: String },
     #[error(transparent)]
     GateRefused(#[from] GateError),
     #[error(transparent)]
@@ -198,26 +203,46 @@ pub fn start_provider(
         ));
     }
     let wd = workdir(store, &rec)?;
-    let record_for_build = rec.clone();
-    let result = gate::deploy(
-        &resolution,
-        &store.staging_root(),
-        &wd,
-        &opts.gate,
-        |info| {
-            let schema = info.get("config_schema");
-            // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
-            let cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
-            let request_id = hex::encode(rand::random::<[u8; 16]>());
-            payload::build_deploy_request(&record_for_build, &resolved, &ident, cfg, &request_id)
-        },
-        on_status,
-    );
+    let stopped = store.deploy_state(name)?.stopped_generation;
+    let first = std::time::Instant::now();
+    let result = loop {
+        let result = gate::deploy(
+            &resolution,
+            &store.staging_root(),
+            &wd,
+            &opts.gate,
+            |info| {
+                let schema = info.get("config_schema");
+                // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
+                let cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
+                let request_id = hex::encode(rand::random::<[u8; 16]>());
+                payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)
+            },
+            on_status,
+        );
+        let Ok(d) = &result else { break result };
+        match restart::after_deploy(name, stopped.as_deref(), d.generation.as_deref(), first.elapsed()) {
+            After::Done => break result,
+            After::Retry(line) => {
+                on_status(&line);
+                std::thread::sleep(restart::RETRY_EVERY);
+            }
+            After::GiveUp => {
+                let e = AppError::StoppedRunStillReported {
+                    name: name.to_string(),
+                    generation: stopped.clone().unwrap_or_default(),
+                };
+                store.update_deploy_state(name, |state| state.last_error = Some(e.to_string()))?;
+                return Err(e);
+            }
+        }
+    };
     match result {
         Ok(d) => {
             store.update_deploy_state(name, |state| {
                 state.agent_id = Some(d.agent_id.clone());
                 state.generation = d.generation.clone();
+                state.stopped_generation = None;
                 state.record_digest = Some(rec.launch_digest());
                 state.started_at = Some(relay::unix_now());
                 state.last_error = None;

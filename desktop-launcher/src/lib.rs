@@ -15,6 +15,7 @@
 //! - [`presence`]: presence derivation and change-only events (spec I3, wire-facts §3).
 //! - [`waits`]: what `chat`, `stop` and `status` know before a wait and say during one (issue 24).
 //! - [`harness_exit`]: the harness's exit codes and a run's log lines, in words (issue 24).
+//! - [`restart`]: a Start right after a stop, while the cluster still reports the stopped run.
 //!
 //! Shell (one narrow module per boundary):
 //! - [`app`]: the commands (start, stop, chat, delete) over the modules below.
@@ -58,6 +59,7 @@ pub mod relay_ops;
 pub mod relayd;
 pub mod resolve;
 pub mod response;
+pub mod restart;
 pub mod runtime;
 pub mod secrets;
 pub mod stage;

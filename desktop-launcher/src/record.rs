@@ -205,6 +205,11 @@ pub struct DeployState {
     /// The launch generation the last start used, when known (32 hex).
     #[serde(default)]
     pub generation: Option<String>,
+    /// The generation whose own `offline` the last `stop` saw: a deploy
+    /// that answers with it found the stopped run still reported running
+    /// ([`crate::restart`]). Cleared by the next start's fresh generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_generation: Option<String>,
     /// [`AgentRecord::launch_digest`] at the last successful start.
     #[serde(default)]
     pub record_digest: Option<String>,

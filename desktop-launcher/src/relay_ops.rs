@@ -185,11 +185,16 @@ pub async fn stop_with(
         }
     }
     client.shutdown().await;
+    let run_offline = run.is_some() && offline(&tracker);
     store.update_deploy_state(name, |state| {
         // The harness said offline, or its recorded process is gone.
         if ok || crate::local::running_from(name, state).is_none() {
             state.local_pid = None;
             state.local_process = None;
+        }
+        // That run is over, whatever the cluster reports for a moment yet.
+        if run_offline {
+            state.stopped_generation = run.clone();
         }
     })?;
     // A harness subscribes from the second it starts, and the relay keeps the

@@ -159,6 +159,7 @@ fn undeploy_locked(
             store.update_deploy_state(name, |state| {
                 state.agent_id = None;
                 state.generation = None;
+                state.stopped_generation = None;
                 state.record_digest = None;
                 state.started_at = None;
                 state.last_error = None;

@@ -71,7 +71,11 @@ async fn a_created_pods_events_watch_opens_at_the_create_response_and_still_show
     writer.await.unwrap();
     pod_watch.abort();
 
-    let created = created_rv.lock().unwrap().clone().expect("the pod watcher saw the create");
+    let created = created_rv
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the pod watcher saw the create");
     let queries = queries.lock().unwrap().clone();
     assert_eq!(queries.len(), 1, "one events watch: {queries:?}");
     assert_eq!(

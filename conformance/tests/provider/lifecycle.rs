@@ -531,6 +531,11 @@ async fn fresh_deploy_counts(
         container(&pod).unwrap().image_id,
         "the annotation names the resolved image either way"
     );
+    assert_eq!(
+        out.response["generation"],
+        pod.metadata.annotations.clone().unwrap()["buzz.block.xyz/generation"],
+        "the answer names the running pod's generation"
+    );
     (proxy.counts(), proxy.total())
 }
 

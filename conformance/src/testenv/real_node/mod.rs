@@ -33,6 +33,7 @@ mod launch;
 mod observe;
 
 pub use launch::klog_errors;
+pub use observe::FrozenKubelet;
 
 use super::{TestEnv, TestEnvConfig, TestEnvError, process};
 use config::Layout;
@@ -71,6 +72,8 @@ pub enum NodeError {
     NotReady { what: String, kubelet: String },
     #[error("{0} exited during start-up; log tail:\n{1}")]
     Exited(&'static str, String),
+    #[error("the kubelet could not be signalled: {0}")]
+    Signal(std::io::Error),
 }
 
 type Result<T, E = NodeError> = std::result::Result<T, E>;

@@ -137,6 +137,24 @@ impl RealNode {
         Ok((sum, count))
     }
 
+    /// Stops the kubelet process (SIGSTOP) until the guard is dropped
+    /// (SIGCONT): containers keep running and exiting under containerd,
+    /// but nothing reports it to the apiserver meanwhile — a node whose
+    /// status reports lag, as a loaded kubelet's do.
+    pub fn freeze_kubelet(&self) -> Result<FrozenKubelet> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        let pid = children
+            .iter()
+            .find(|(name, _)| *name == "kubelet")
+            .map(|(_, c)| c.id() as libc::pid_t)
+            .ok_or_else(|| NodeError::Signal(std::io::Error::other("no kubelet runs")))?;
+        // SAFETY: kill(2) on our own child's pid.
+        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+            return Err(NodeError::Signal(std::io::Error::last_os_error()));
+        }
+        Ok(FrozenKubelet { pid })
+    }
+
     /// Graceful stop: pods deleted through the API (so the kubelet runs CNI
     /// DEL), then the kubelet, the scheduler, the controller-manager and
     /// containerd, then the host teardown.
@@ -181,5 +199,19 @@ impl RealNode {
                 eprintln!("real node teardown: {e}");
             }
         }
+    }
+}
+
+/// A stopped kubelet ([`RealNode::freeze_kubelet`]); dropping it lets the
+/// kubelet go on.
+#[must_use = "the kubelet runs again when this is dropped"]
+pub struct FrozenKubelet {
+    pid: libc::pid_t,
+}
+
+impl Drop for FrozenKubelet {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the kubelet we stopped, still our child.
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
     }
 }
