@@ -276,22 +276,32 @@ mod tests {
         }
     }
 
+    /// `args` as the harness's command line, validated at [`amb`].
+    pub(super) fn config(args: &[&str]) -> Result<Config, StartupError> {
+        Config::from_cli(&cli(args), &amb(), nonce)
+    }
+
+    /// The shortest valid command line: a key, a relay and an owner.
+    pub(super) fn owned<'a>(key: &'a str, owner: &'a str) -> Vec<&'a str> {
+        vec![
+            "--private-key",
+            key,
+            "--relay-url",
+            "ws://r",
+            "--agent-owner",
+            owner,
+        ]
+    }
+
     #[test]
     fn config_errors() {
         let hex = Keys::generate().secret_key().to_secret_hex();
         let owner = Keys::generate().public_key().to_hex();
-        let base = vec![
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &owner,
-        ];
+        let base = owned(&hex, &owner);
         let err = |extra: &[&str]| {
             let mut a = base.clone();
             a.extend_from_slice(extra);
-            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err()
+            config(&a).unwrap_err()
         };
         assert_eq!(err(&["--agents", "0"]).exit(), Exit::Config);
         assert_eq!(err(&["--agents", "33"]).exit(), Exit::Config);
@@ -302,14 +312,11 @@ mod tests {
         assert_eq!(err(&["--shutdown-budget-secs", "7"]).exit(), Exit::Config);
         let mut a = base.clone();
         a[3] = "http://r";
-        assert_eq!(
-            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err().exit(),
-            Exit::Config
-        );
+        assert_eq!(config(&a).unwrap_err().exit(), Exit::Config);
         // The shared relay-URL rule: credentials are refused, never quoted.
         let mut a = base.clone();
         a[3] = "wss://user:hunter2@r";
-        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        let e = config(&a).unwrap_err();
         assert_eq!(e.exit(), Exit::Config);
         assert!(
             e.to_string()
@@ -323,18 +330,10 @@ mod tests {
         );
         let mut a = base.clone();
         a.extend(["--presence-interval-secs", "90"]);
-        assert_eq!(
-            Config::from_cli(&cli(&a), &amb(), nonce)
-                .unwrap()
-                .presence_interval,
-            Duration::from_secs(90)
-        );
+        assert_eq!(config(&a).unwrap().presence_interval, Duration::from_secs(90));
         let mut a = base.clone();
         a.extend(["--start-nonce", "0123456789abcdef0123456789abcdef"]);
-        assert_eq!(
-            Config::from_cli(&cli(&a), &amb(), nonce).unwrap().run_nonce,
-            "0123456789abcdef0123456789abcdef"
-        );
+        assert_eq!(config(&a).unwrap().run_nonce, "0123456789abcdef0123456789abcdef");
     }
 
     #[test]
@@ -351,14 +350,7 @@ mod tests {
     fn an_unreadable_current_directory_is_internal() {
         let hex = Keys::generate().secret_key().to_secret_hex();
         let owner = Keys::generate().public_key().to_hex();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &owner,
-        ];
+        let a = owned(&hex, &owner);
         let no_cwd = Ambient {
             now_secs: NOW,
             cwd: None,
@@ -366,7 +358,7 @@ mod tests {
         let e = Config::from_cli(&cli(&a), &no_cwd, nonce).unwrap_err();
         assert_eq!(e, StartupError::Internal(InternalError::Cwd));
         assert_eq!(e.exit(), Exit::Internal);
-        let mut b = a.to_vec();
+        let mut b = a.clone();
         b.extend(["--cwd", "/srv"]);
         assert_eq!(
             Config::from_cli(&cli(&b), &no_cwd, nonce).unwrap().cwd,

@@ -53,6 +53,21 @@ fn with_state(mut p: Pod, phase: &str, state: ContainerState, restarts: i32) -> 
     p
 }
 
+/// `p` pending, the scheduler unable to place it.
+fn unschedulable(mut p: Pod) -> Pod {
+    p.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    p
+}
+
 fn waiting(reason: &str) -> ContainerState {
     ContainerState {
         waiting: Some(ContainerStateWaiting {
@@ -192,17 +207,7 @@ fn row_never_started_recoverable_same_intent_observes() {
             "{reason}"
         );
     }
-    let mut p = base();
-    p.status = Some(PodStatus {
-        phase: Some("Pending".into()),
-        conditions: Some(vec![PodCondition {
-            type_: "PodScheduled".into(),
-            status: "False".into(),
-            reason: Some("Unschedulable".into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    });
+    let p = unschedulable(base());
     let row = classify(Some(&p), ctx(&fp(), Some(true)));
     assert_eq!(
         row,
@@ -485,16 +490,8 @@ fn the_watch_continues_only_through_quiet_start_up_progress() {
     let mut deleting = with_uid(base());
     deleting.metadata.deletion_timestamp = Some(Time(Default::default()));
     assert!(!still_starting(&deleting, uid), "marked for deletion");
-    let mut unschedulable = with_uid(base());
-    unschedulable.status = Some(PodStatus {
-        phase: Some("Pending".into()),
-        conditions: Some(vec![PodCondition {
-            type_: "PodScheduled".into(),
-            status: "False".into(),
-            reason: Some("Unschedulable".into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    });
-    assert!(!still_starting(&unschedulable, uid), "unschedulable is news");
+    assert!(
+        !still_starting(&unschedulable(with_uid(base())), uid),
+        "unschedulable is news"
+    );
 }

@@ -133,7 +133,10 @@ pub fn plan(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    //! The GC cases, and the fixtures the undeploy plan's cases share: a
+    //! marked pod and Secret as the API server returns them, and the two
+    //! ways an object stops being the binding's own.
     use super::*;
     use crate::consts::*;
     use crate::podspec::{PodIntent, pod, secret};
@@ -148,6 +151,7 @@ mod tests {
         crate::podspec::sample_intent()
     }
 
+    /// What the API server adds to an object it stores.
     fn stamp(mut meta: ObjectMeta, created: SystemTime) -> ObjectMeta {
         let n = meta.name.clone().unwrap();
         meta.uid = Some(format!("uid-{n}"));
@@ -156,13 +160,15 @@ mod tests {
         meta
     }
 
-    fn sec(generation: &str, created: SystemTime) -> Secret {
+    /// `PK`'s Secret of `generation`, stored at `created`.
+    pub(crate) fn sec(generation: &str, created: SystemTime) -> Secret {
         let mut s = secret(PK, generation, BTreeMap::new());
         s.metadata = stamp(s.metadata, created);
         s
     }
 
-    fn pd(generation: &str, phase: &str, created: SystemTime) -> Pod {
+    /// `PK`'s pod of `generation` in `phase`, stored at `created`.
+    pub(crate) fn pd(generation: &str, phase: &str, created: SystemTime) -> Pod {
         let mut p = pod(PK, &intent(), generation);
         p.metadata = stamp(p.metadata, created);
         p.status = Some(PodStatus {
@@ -172,8 +178,22 @@ mod tests {
         p
     }
 
-    fn g(n: u8) -> String {
+    /// Generation `n` (32 hex).
+    pub(crate) fn g(n: u8) -> String {
         format!("{n:02x}").repeat(16)
+    }
+
+    /// Drops `label`: the object is no longer (fully) marked as the binding's.
+    pub(crate) fn unlabel(meta: &mut ObjectMeta, label: &str) {
+        meta.labels.as_mut().unwrap().remove(label);
+    }
+
+    /// Claims the object for another agent's full pubkey.
+    pub(crate) fn claim_for_another(meta: &mut ObjectMeta) {
+        meta.annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
     }
 
     #[test]
@@ -231,26 +251,11 @@ mod tests {
         let now = SystemTime::now();
         let ancient = now - Duration::from_secs(1_000_000);
         let mut unmarked = sec(&g(4), ancient);
-        unmarked
-            .metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .remove(LABEL_MANAGED_BY);
+        unlabel(&mut unmarked.metadata, LABEL_MANAGED_BY);
         let mut foreign = sec(&g(5), ancient);
-        foreign
-            .metadata
-            .annotations
-            .as_mut()
-            .unwrap()
-            .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
+        claim_for_another(&mut foreign.metadata);
         let mut unmarked_pod = pd(&g(6), "Failed", ancient);
-        unmarked_pod
-            .metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .remove(LABEL_BINDING_VERSION);
+        unlabel(&mut unmarked_pod.metadata, LABEL_BINDING_VERSION);
         let p = plan(PK, &[unmarked_pod], &[unmarked, foreign], Some(now), GATE);
         assert!(p.pods.is_empty() && p.secrets.is_empty());
         assert_eq!(p.untouched.len(), 3);

@@ -45,6 +45,14 @@ impl Run {
     }
 }
 
+/// A minimal valid deploy request for `agent`'s key, owned by `owner`.
+fn deploy_request(agent: &Keys, owner: &Keys) -> Value {
+    json!({ "op": "deploy", "agent": {
+        "relay_url": "wss://relay.test", "private_key_nsec": agent.secret_key().to_bech32().unwrap(),
+        "launch": { "command": "goose", "owner_pubkey": owner.public_key().to_hex() } },
+        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } })
+}
+
 fn run(stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.stdin(Stdio::piped())
@@ -107,10 +115,7 @@ fn info_never_publishes_the_default_image_as_a_schema_default() {
 #[test]
 fn an_owner_equal_to_the_agent_is_refused() {
     let keys = Keys::generate();
-    let req = json!({ "op": "deploy", "agent": {
-        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
-        "launch": { "command": "goose", "owner_pubkey": keys.public_key().to_hex() } },
-        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let req = deploy_request(&keys, &keys);
     let e = run(req.to_string().as_bytes(), &[]).error();
     assert!(
         e.starts_with("agent.launch.owner_pubkey is the agent's own public key"),
@@ -291,11 +296,7 @@ fn secret_canaries_never_appear_in_any_output() {
 
 #[test]
 fn missing_kubeconfig_is_a_sentence_a_person_can_act_on() {
-    let keys = Keys::generate();
-    let req = json!({ "op": "deploy", "agent": {
-        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
-        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
-        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let req = deploy_request(&Keys::generate(), &Keys::generate());
     let e = run(req.to_string().as_bytes(), &[]).error();
     assert!(e.contains("could not load your kubeconfig"), "{e}");
 }
@@ -306,11 +307,7 @@ fn unreachable_cluster_fails_fast_with_the_reason() {
     let kc = dir.path().join("kubeconfig");
     // Port 9 on loopback: nothing listens.
     std::fs::write(&kc, r#"{"apiVersion":"v1","kind":"Config","clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:9","insecure-skip-tls-verify":true}}],"users":[{"name":"u","user":{"token":"t"}}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}"#).unwrap();
-    let keys = Keys::generate();
-    let req = json!({ "op": "deploy", "agent": {
-        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
-        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
-        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let req = deploy_request(&Keys::generate(), &Keys::generate());
     let start = std::time::Instant::now();
     // A deadline long enough that retrying until it would blow the bound.
     let r = run(
@@ -376,11 +373,7 @@ fn a_broken_kubeconfig_is_named_by_line_and_key_never_quoted() {
         ),
     )
     .unwrap();
-    let keys = Keys::generate();
-    let req = json!({ "op": "deploy", "agent": {
-        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
-        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
-        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let req = deploy_request(&Keys::generate(), &Keys::generate());
     let r = run(
         req.to_string().as_bytes(),
         &[("KUBECONFIG", kc.to_str().unwrap())],
@@ -410,11 +403,7 @@ fn a_missing_exec_credential_plugin_is_named() {
             "contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}"#,
     )
     .unwrap();
-    let keys = Keys::generate();
-    let req = json!({ "op": "deploy", "agent": {
-        "relay_url": "wss://relay.test", "private_key_nsec": keys.secret_key().to_bech32().unwrap(),
-        "launch": { "command": "goose", "owner_pubkey": Keys::generate().public_key().to_hex() } },
-        "provider_config": { "namespace": "ns", "image": "registry.test/s:v1" } });
+    let req = deploy_request(&Keys::generate(), &Keys::generate());
     let e = run(
         req.to_string().as_bytes(),
         &[("KUBECONFIG", kc.to_str().unwrap())],

@@ -78,31 +78,34 @@ pub const SIDECAR_PROXY_ENV: &[&str] = &[
     "no_proxy",
 ];
 
-/// Every name the entrypoint hands a sidecar, in the entrypoint's order.
-pub const SIDECAR_ENV_ALLOWLIST: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TZ",
-    "LANG",
-    "HOSTNAME",
-    POD_NAME,
-    POD_NAMESPACE,
-    POD_UID,
-    NODE_NAME,
-    CONTAINER_NAME,
-    IMAGE_REF,
-    IMAGE_DIGEST,
-    INGEST_URL,
-    SPOOL_DIR,
-    INTERVAL_SECS,
-    SHIP_INTERVAL_SECS,
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "NO_PROXY",
-    "no_proxy",
-];
+/// Every name the entrypoint hands a sidecar, in the entrypoint's order:
+/// the process env, the identity, the settings, then the proxy settings.
+pub const SIDECAR_ENV_ALLOWLIST: &[&str] = &concat::<ALLOWLIST_LEN>([
+    SIDECAR_PROCESS_ENV,
+    SIDECAR_IDENTITY,
+    SIDECAR_SETTINGS,
+    SIDECAR_PROXY_ENV,
+]);
+
+const ALLOWLIST_LEN: usize =
+    SIDECAR_PROCESS_ENV.len() + SIDECAR_IDENTITY.len() + SIDECAR_SETTINGS.len() + SIDECAR_PROXY_ENV.len();
+
+/// The names of `parts`, in order (`N` is their total count).
+const fn concat<const N: usize>(parts: [&[&'static str]; 4]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut i, mut p) = (0, 0);
+    while p < parts.len() {
+        let mut j = 0;
+        while j < parts[p].len() {
+            out[i] = parts[p][j];
+            i += 1;
+            j += 1;
+        }
+        p += 1;
+    }
+    assert!(i == N);
+    out
+}
 
 /// True for a name only the deployer may set: the sidecar identity and
 /// every `RUNTIME_AGENT_*` name.

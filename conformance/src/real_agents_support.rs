@@ -11,7 +11,7 @@ use crate::fake_model::agents::{RealAgent, agents_bin_dir};
 use crate::fake_model::{FakeModel, Script};
 use crate::harness_support::relay::tags;
 use crate::harness_support::{Observer, TestRelay, post, wait_until};
-use nostr_sdk::prelude::{Event, Keys, Kind, ToBech32};
+use nostr_sdk::prelude::{Event, Keys, ToBech32};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -124,11 +124,8 @@ impl AgentWorld {
 
     /// Waits for the agent's presence `online`.
     pub async fn wait_online(&self, timeout: Duration) {
-        let a = self.agent.public_key();
         self.obs
-            .wait_for(timeout, |e| {
-                e.kind == Kind::from(20001) && e.pubkey == a && e.content == "online"
-            })
+            .wait_presence(timeout, &self.agent, "online")
             .await
             .expect("the agent came online");
     }

@@ -24,6 +24,16 @@ pub fn launcher(bin: &Path, home: &Path, args: &[&str], envs: &[(String, String)
         .expect("run buzz-launcher")
 }
 
+/// Runs `buzz-launcher init` as [`launcher`] does; it must succeed.
+pub fn init(bin: &Path, home: &Path, envs: &[(String, String)]) {
+    let out = launcher(bin, home, &["init"], envs);
+    assert!(
+        out.status.success(),
+        "init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// One response.
 #[derive(Debug, Clone)]
 pub struct Resp {
@@ -123,9 +133,7 @@ pub fn raw_request(
     body: Option<&str>,
     limit: Duration,
 ) -> Resp {
-    let mut s = TcpStream::connect(addr).expect("connect to the Start page");
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("timeout");
+    let mut s = connect(addr, "connect to the Start page");
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -139,6 +147,21 @@ pub fn raw_request(
     req.push_str("\r\n");
     req.push_str(body.unwrap_or(""));
     s.write_all(req.as_bytes()).expect("write request");
+    parse_response(&read_for(&mut s, limit, |_| false))
+}
+
+/// A connection to `addr` whose reads give up after 200 ms, so that a
+/// reader can check its deadline ([`read_for`]).
+fn connect(addr: &str, what: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).expect(what);
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    s
+}
+
+/// Reads `s` until the peer closes it, a read fails, `limit` passes or
+/// `done` holds for what was read so far; what was read.
+fn read_for(s: &mut TcpStream, limit: Duration, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let end = Instant::now() + limit;
     let mut raw = Vec::new();
     let mut buf = [0u8; 8192];
@@ -153,8 +176,11 @@ pub fn raw_request(
                 ) => {}
             Err(_) => break,
         }
+        if done(&raw) {
+            break;
+        }
     }
-    parse_response(&raw)
+    raw
 }
 
 /// A running `buzz-launcher ui`.
@@ -237,32 +263,13 @@ impl UiProc {
     /// holds for the text read so far. Returns the decoded stream text.
     pub fn events(&self, limit: Duration, until: impl Fn(&str) -> bool) -> String {
         let auth = format!("Bearer {}", self.token);
-        let mut s = TcpStream::connect(&self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .expect("timeout");
+        let mut s = connect(&self.addr, "connect");
         let req = format!(
             "GET /api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\n\r\n",
             self.addr
         );
         s.write_all(req.as_bytes()).expect("write");
-        let end = Instant::now() + limit;
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 8192];
-        while Instant::now() < end {
-            match s.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => raw.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
-            if until(&parse_response(&raw).body) {
-                break;
-            }
-        }
+        let raw = read_for(&mut s, limit, |raw| until(&parse_response(raw).body));
         parse_response(&raw).all_text()
     }
 

@@ -7,7 +7,7 @@
 //! Secret names no key, which gives a real non-zero exit to report.
 
 use buzz_conformance::container::sprig_image;
-use buzz_conformance::testenv::{ContainerNodeConfig, TestEnv, wait_for_pod};
+use buzz_conformance::testenv::{ContainerAutomation, ContainerNodeConfig, TestEnv, wait_for_pod};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Secret};
 use kube::Api;
 use kube::api::PostParams;
@@ -51,6 +51,36 @@ fn keyless_secret(name: &str) -> Secret {
     }
 }
 
+/// A fresh namespace run by the container node with `config`: the node,
+/// the namespace's pods and its Secrets.
+async fn node(config: ContainerNodeConfig) -> (ContainerAutomation, Api<Pod>, Api<Secret>) {
+    let env = TestEnv::shared();
+    let ns = env.create_namespace("node").await.unwrap();
+    let node = env.kubelet().await.unwrap().run_containers(&ns, config).unwrap();
+    let client = env.admin_client().await.unwrap();
+    (
+        node,
+        Api::namespaced(client.clone(), &ns),
+        Api::namespaced(client, &ns),
+    )
+}
+
+/// Restarts after 0.5 s, backing off to 2 s: `OnFailure` loops a test can watch.
+fn quick_restarts() -> ContainerNodeConfig {
+    ContainerNodeConfig {
+        restart_backoff: Duration::from_millis(500),
+        max_backoff: Duration::from_secs(2),
+    }
+}
+
+/// Creates the keyless Secret `s` ([`keyless_secret`]).
+async fn create_keyless(secrets: &Api<Secret>) {
+    secrets
+        .create(&PostParams::default(), &keyless_secret("s"))
+        .await
+        .unwrap();
+}
+
 fn status(p: &Pod) -> Option<&ContainerStatus> {
     p.status.as_ref()?.container_statuses.as_ref()?.first()
 }
@@ -62,17 +92,7 @@ fn waiting_reason(p: &Pod) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_secret_waits_then_the_real_exit_code_is_reported() {
     let image = sprig_image().clone();
-    let env = TestEnv::shared();
-    let ns = env.create_namespace("node").await.unwrap();
-    let node = env
-        .kubelet()
-        .await
-        .unwrap()
-        .run_containers(&ns, ContainerNodeConfig::default())
-        .unwrap();
-    let client = env.admin_client().await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    let (node, pods, secrets) = node(ContainerNodeConfig::default()).await;
     pods.create(&PostParams::default(), &pod("p", "s", "Never", &image.pinned()))
         .await
         .unwrap();
@@ -96,10 +116,7 @@ async fn a_missing_secret_waits_then_the_real_exit_code_is_reported() {
         "no container may start without its Secret"
     );
 
-    secrets
-        .create(&PostParams::default(), &keyless_secret("s"))
-        .await
-        .unwrap();
+    create_keyless(&secrets).await;
     let done = wait_for_pod(&pods, "p", "Failed", |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
     })
@@ -129,27 +146,8 @@ async fn a_missing_secret_waits_then_the_real_exit_code_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_failure_restarts_a_non_zero_exit_with_backoff() {
     let image = sprig_image().clone();
-    let env = TestEnv::shared();
-    let ns = env.create_namespace("node").await.unwrap();
-    let _node = env
-        .kubelet()
-        .await
-        .unwrap()
-        .run_containers(
-            &ns,
-            ContainerNodeConfig {
-                restart_backoff: Duration::from_millis(500),
-                max_backoff: Duration::from_secs(2),
-            },
-        )
-        .unwrap();
-    let client = env.admin_client().await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let secrets: Api<Secret> = Api::namespaced(client, &ns);
-    secrets
-        .create(&PostParams::default(), &keyless_secret("s"))
-        .await
-        .unwrap();
+    let (_node, pods, secrets) = node(quick_restarts()).await;
+    create_keyless(&secrets).await;
     pods.create(
         &PostParams::default(),
         &pod("p", "s", "OnFailure", &image.reference),
@@ -185,27 +183,8 @@ async fn on_failure_restarts_a_non_zero_exit_with_backoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_on_failure_restart_gets_a_fresh_writable_layer_and_keeps_the_volume() {
     let image = sprig_image().clone();
-    let env = TestEnv::shared();
-    let ns = env.create_namespace("node").await.unwrap();
-    let node = env
-        .kubelet()
-        .await
-        .unwrap()
-        .run_containers(
-            &ns,
-            ContainerNodeConfig {
-                restart_backoff: Duration::from_millis(500),
-                max_backoff: Duration::from_secs(2),
-            },
-        )
-        .unwrap();
-    let client = env.admin_client().await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let secrets: Api<Secret> = Api::namespaced(client, &ns);
-    secrets
-        .create(&PostParams::default(), &keyless_secret("s"))
-        .await
-        .unwrap();
+    let (node, pods, secrets) = node(quick_restarts()).await;
+    create_keyless(&secrets).await;
     let script = "if [ -e /tmp/layer-marker ]; then exit 7; fi; \
                   if [ -e /home/agent/volume-marker ]; then exit 0; fi; \
                   touch /tmp/layer-marker /home/agent/volume-marker; exit 1";

@@ -20,7 +20,8 @@ mod schema;
 #[path = "ui/secrets.rs"]
 mod secrets;
 
-use buzz_conformance::ui_support::{Resp, UiProc, launcher, raw_request};
+use buzz_conformance::launcher_support::install_provider;
+use buzz_conformance::ui_support::{Resp, UiProc, init, launcher, raw_request};
 use desktop_launcher::redact::{FRAGMENT_MIN, contains_fragment};
 use desktop_launcher::store::Store;
 use serde_json::{Value, json};
@@ -44,22 +45,14 @@ fn setup() -> Setup {
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
-    std::fs::create_dir_all(&providers).expect("providers dir");
     for id in ["schema", "echo"] {
-        let dest = providers.join(format!("buzz-backend-{id}"));
-        std::fs::copy(FAKE, &dest).expect("install fake");
-        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        install_provider(&providers, id, Path::new(FAKE)).expect("install fake");
     }
     let envs = vec![
         ("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string()),
         ("BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS".to_string(), "10".to_string()),
     ];
-    let out = launcher(Path::new(BIN), &home, &["init"], &envs);
-    assert!(
-        out.status.success(),
-        "init: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    init(Path::new(BIN), &home, &envs);
     Setup {
         _tmp: tmp,
         home,

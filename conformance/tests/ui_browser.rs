@@ -28,13 +28,13 @@
 //! agent's NIP-OA tag, as the harness does: the embedded relay admits an
 //! agent key only with one.
 
-use buzz_conformance::ui_support::{UiProc, launcher};
+use buzz_conformance::launcher_support::install_provider;
+use buzz_conformance::ui_support::{UiProc, init, launcher};
 use buzz_contract::nip_oa::AuthTag;
 use desktop_launcher::store::Store;
 use futures::{SinkExt, StreamExt};
 use nostr_sdk::prelude::*;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -223,21 +223,13 @@ fn start_page_end_to_end_in_headless_chromium() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
-    std::fs::create_dir_all(&providers).expect("providers");
-    let dest = providers.join("buzz-backend-schema");
-    std::fs::copy(FAKE, &dest).expect("install fake");
-    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    install_provider(&providers, "schema", Path::new(FAKE)).expect("install fake");
     let envs = vec![
         ("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string()),
         ("BUZZ_ACP_BIN".to_string(), HARNESS.to_string()),
         ("BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS".to_string(), "20".to_string()),
     ];
-    let out = launcher(Path::new(BIN), &home, &["init"], &envs);
-    assert!(
-        out.status.success(),
-        "init: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    init(Path::new(BIN), &home, &envs);
     let _relay_stop = RelayStop {
         home: home.clone(),
         envs: envs.clone(),

@@ -7,7 +7,7 @@
 //! back in a response, the server's stderr or the record file, and the
 //! form's preset errors are keyed by field. Same support module as `ui.rs`.
 
-use buzz_conformance::ui_support::{UiProc, launcher};
+use buzz_conformance::ui_support::{UiProc, init, launcher};
 use desktop_launcher::resolve::{Target, resolve_launch};
 use desktop_launcher::store::Store;
 use serde_json::{Value, json};
@@ -35,12 +35,7 @@ fn setup() -> Setup {
         ("PATH".to_string(), format!("{}:/usr/bin:/bin", bin.display())),
         ("BUZZ_PROVIDER_PATH".to_string(), bin.display().to_string()),
     ];
-    let out = launcher(Path::new(BIN), &home, &["init"], &envs);
-    assert!(
-        out.status.success(),
-        "init: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    init(Path::new(BIN), &home, &envs);
     Setup {
         _tmp: tmp,
         home,

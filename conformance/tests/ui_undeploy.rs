@@ -11,10 +11,10 @@
 //! - a garbage or failing answer is a clear error, redacted, and the record stays;
 //! - the provider's stdin never holds the nsec (nor any other secret).
 
+use buzz_conformance::launcher_support::install_provider;
 use buzz_conformance::ui_support::{UiProc, launcher};
 use desktop_launcher::redact::{FRAGMENT_MIN, contains_fragment};
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tempfile::TempDir;
@@ -36,11 +36,8 @@ fn deployed(undeploy: Option<&str>) -> Setup {
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
     let work = tmp.path().join("work");
-    std::fs::create_dir_all(&providers).expect("providers dir");
     std::fs::create_dir_all(&work).expect("work dir");
-    let dest = providers.join("buzz-backend-schema");
-    std::fs::copy(FAKE, &dest).expect("install fake");
-    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    install_provider(&providers, "schema", Path::new(FAKE)).expect("install fake");
     let envs = vec![
         ("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string()),
         ("BUZZ_LAUNCHER_DEPLOY_DEADLINE_SECS".to_string(), "10".to_string()),

@@ -41,30 +41,9 @@ pub const RUNTIMES: &[RuntimeMeta] = &[
         default_env: &[("GOOSE_MODE", "auto")],
         mcp_hooks: false,
     },
-    RuntimeMeta {
-        command: "claude-agent-acp",
-        model_env_var: None,
-        provider_env_var: None,
-        provider_locked: true,
-        default_env: &[],
-        mcp_hooks: false,
-    },
-    RuntimeMeta {
-        command: "codex-acp",
-        model_env_var: None,
-        provider_env_var: None,
-        provider_locked: true,
-        default_env: &[],
-        mcp_hooks: false,
-    },
-    RuntimeMeta {
-        command: "gemini",
-        model_env_var: None,
-        provider_env_var: None,
-        provider_locked: true,
-        default_env: &[],
-        mcp_hooks: false,
-    },
+    RuntimeMeta::locked("claude-agent-acp"),
+    RuntimeMeta::locked("codex-acp"),
+    RuntimeMeta::locked("gemini"),
     RuntimeMeta {
         command: "buzz-agent",
         model_env_var: Some("BUZZ_AGENT_MODEL"),
@@ -83,6 +62,18 @@ const NEUTRAL: RuntimeMeta = RuntimeMeta {
     default_env: &[],
     mcp_hooks: false,
 };
+
+impl RuntimeMeta {
+    /// The row of a runtime whose provider is fixed: no model or provider
+    /// var, no defaults, no hook tools.
+    const fn locked(command: &'static str) -> RuntimeMeta {
+        RuntimeMeta {
+            command,
+            provider_locked: true,
+            ..NEUTRAL
+        }
+    }
+}
 
 /// The row for `command`, or the neutral row for a user-supplied command.
 pub fn lookup(command: &str) -> RuntimeMeta {

@@ -3,11 +3,12 @@
 //! canary proving no secret reaches its stdout, stderr or stored state
 //! (DESIGN.md Decision 4).
 
+mod common;
+
+use common::BIN;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
 
 fn run(home: &Path, providers: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
@@ -43,10 +44,7 @@ fn cli_round_trip_never_prints_a_secret() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
-    std::fs::create_dir_all(&providers).unwrap();
-    let p = providers.join("buzz-backend-echo");
-    std::fs::write(&p, ECHO_PROVIDER).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::provider(&providers, "echo", ECHO_PROVIDER);
     std::fs::create_dir_all(providers.join("buzz-backend-dir")).unwrap();
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -182,11 +180,8 @@ fn cli_provider_that_never_reads_a_large_request_is_an_ordinary_failure() {
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
     let work = tmp.path().join("work");
-    std::fs::create_dir_all(&providers).unwrap();
     std::fs::create_dir_all(&work).unwrap();
-    let p = providers.join("buzz-backend-noread");
-    std::fs::write(&p, NO_READ_PROVIDER).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::provider(&providers, "noread", NO_READ_PROVIDER);
     assert!(run(&home, &providers, &["init"]).status.success());
     let o = run(
         &home,

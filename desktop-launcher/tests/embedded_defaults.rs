@@ -5,53 +5,10 @@
 //! create` without `--relay`, and the embedded relay started in the
 //! background, its stale pid replaced (never signalled), and `relay stop`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
-
-/// The harness binary beside the launcher, built (or refreshed) first: a
-/// `cargo test -p desktop-launcher` does not build other packages' binaries.
-fn harness() -> PathBuf {
-    if let Some(p) = std::env::var_os("BUZZ_ACP_BIN") {
-        return PathBuf::from(p);
-    }
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "buzz-acp", "--bin", "buzz-acp"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building buzz-acp");
-    let p = Path::new(BIN).with_file_name("buzz-acp");
-    assert!(p.is_file(), "{} after the build", p.display());
-    p
-}
-
-fn run(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("BUZZ_LAUNCHER_HOME", home)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run buzz-launcher")
-}
-
-/// Ends the background relay of a state dir when a test ends, even on a failed assertion.
-struct StopRelay<'a>(&'a Path);
-
-impl Drop for StopRelay<'_> {
-    fn drop(&mut self) {
-        let _ = run(self.0, &["relay", "stop"], &[]);
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{BIN, StopRelay, harness, run, stderr, stdout};
+use std::process::Command;
 
 #[test]
 fn demo_runs_every_step_in_a_temp_dir_and_exits_0() {

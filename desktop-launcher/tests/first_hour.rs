@@ -16,10 +16,10 @@ mod messages;
 #[path = "first_hour/secrets.rs"]
 mod secrets;
 
-use common::{BIN, run, stderr, stdout};
+use common::{BIN, Page, run, stderr, stdout};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// The bound on every answer here: generous, not a benchmark.
@@ -53,17 +53,23 @@ impl Home {
         self._tmp.path()
     }
 
+    /// The env every launcher run here gets: only this dir's providers.
+    fn env(&self) -> [(&str, &str); 1] {
+        [("BUZZ_PROVIDER_PATH", self.providers.to_str().unwrap())]
+    }
+
     /// Runs the launcher and checks the answer came within [`ANSWERS_WITHIN`].
     fn run(&self, args: &[&str]) -> Output {
         let began = Instant::now();
-        let o = run(
-            &self.home,
-            args,
-            &[("BUZZ_PROVIDER_PATH", self.providers.to_str().unwrap())],
-        );
+        let o = run(&self.home, args, &self.env());
         let took = began.elapsed();
         assert!(took < ANSWERS_WITHIN, "{args:?} took {took:?}");
         o
+    }
+
+    /// The Start page of this state dir.
+    fn page(&self) -> Page {
+        Page::open(&self.home, &self.env())
     }
 
     /// A refused command: exit `code`, stderr exactly `want` (one line), nothing on stdout.
@@ -74,10 +80,26 @@ impl Home {
         assert_eq!(stdout(&o), "", "{args:?}");
     }
 
+    /// `agent create a FLAGS` refused as a usage error with exactly `want`,
+    /// and no record left behind.
+    fn refused_create(&self, flags: &[&str], want: &str) {
+        let mut args = vec!["agent", "create", "a"];
+        args.extend_from_slice(flags);
+        self.refused(&args, USAGE, want);
+        assert!(self.agents().is_empty(), "a refused create left a record");
+    }
+
     fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
         format!("{}{}", stdout(&o), stderr(&o))
+    }
+
+    /// `agent create NAME --relay RELAY --agent echo FLAGS`, which must succeed.
+    fn echo_agent(&self, name: &str, relay: &str, flags: &[&str]) -> String {
+        let mut args = vec!["agent", "create", name, "--relay", relay, "--agent", "echo"];
+        args.extend_from_slice(flags);
+        self.ok(&args)
     }
 
     fn agents(&self) -> Vec<String> {
@@ -97,9 +119,26 @@ impl Home {
     }
 
     fn provider(&self, id: &str, script: &str) {
-        let p = self.providers.join(format!("buzz-backend-{id}"));
-        std::fs::write(&p, script).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        common::provider(&self.providers, id, script);
+    }
+
+    /// A provider `id` that answers `info` with `config_schema` (JSON) and
+    /// runs the shell lines `rest` for every other request.
+    fn provider_answering(&self, id: &str, config_schema: &str, rest: &str) {
+        let info = format!(
+            r#"{{"ok":true,"name":"{id}","version":"0","protocol_version":1,"config_schema":{config_schema}}}"#
+        );
+        self.provider(
+            id,
+            &format!(
+                r#"#!/bin/sh
+req=$(cat)
+case "$req" in
+  *'"op":"info"'*) echo '{info}'; exit 0;;
+esac
+{rest}"#
+            ),
+        );
     }
 
     /// Every file of the state dir, as text.
@@ -125,60 +164,44 @@ impl Home {
 #[test]
 fn an_http_relay_url_is_refused_at_create() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--relay", "http://relay.example.com"],
-        USAGE,
+    h.refused_create(
+        &["--relay", "http://relay.example.com"],
         "error: --relay: a relay speaks WebSocket, not http://; write the URL with ws:// (or wss:// for a relay behind TLS)",
     );
-    assert!(h.agents().is_empty(), "a refused create left a record");
 }
 
 #[test]
 fn a_relay_url_without_a_scheme_is_refused_at_create() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--relay", "relay.example.com"],
-        USAGE,
+    h.refused_create(
+        &["--relay", "relay.example.com"],
         "error: --relay: the relay URL has no scheme; write it as wss://HOST[:PORT] (or ws://HOST:PORT for a relay without TLS)",
     );
-    assert!(h.agents().is_empty());
 }
 
 #[test]
 fn an_empty_relay_url_is_refused_at_create() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--relay", ""],
-        USAGE,
+    h.refused_create(
+        &["--relay", ""],
         "error: --relay: the relay URL is empty; give it as wss://HOST[:PORT] (or ws://HOST:PORT for a relay without TLS)",
     );
-    assert!(h.agents().is_empty());
 }
 
 #[test]
 fn credentials_in_the_relay_url_are_refused_and_never_echoed() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--relay", "wss://alice:pw-canary-0123@relay.example.com"],
-        USAGE,
+    h.refused_create(
+        &["--relay", "wss://alice:pw-canary-0123@relay.example.com"],
         "error: --relay: the relay URL carries credentials (user:password@); remove them: the relay admits agents by their key (NIP-42), and a password in a URL would be printed and stored",
     );
-    assert!(h.agents().is_empty());
     assert!(!h.state_text().contains("pw-canary"));
 }
 
 #[test]
 fn agent_edit_takes_the_same_relay_flag_and_rule_as_create() {
     let h = Home::new();
-    h.ok(&[
-        "agent",
-        "create",
-        "a",
-        "--agent",
-        "echo",
-        "--relay",
-        "wss://one.example.com",
-    ]);
+    h.echo_agent("a", "wss://one.example.com", &[]);
     h.ok(&["agent", "edit", "a", "--relay", "WSS://two.example.com"]);
     assert_eq!(h.record("a")["relay_url"], "wss://two.example.com");
     // The old spelling stays as a hidden alias.
@@ -204,31 +227,20 @@ fn agent_edit_takes_the_same_relay_flag_and_rule_as_create() {
 #[test]
 fn an_env_flag_without_a_key_is_refused() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--env", "=x"],
-        USAGE,
+    h.refused_create(
+        &["--env", "=x"],
         "error: --env: the key is empty; write KEY=VALUE with a name such as GOOSE_MODEL",
     );
-    assert!(h.agents().is_empty());
 }
 
 #[test]
 fn a_reserved_env_name_is_refused_not_dropped_later() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--env", "BUZZ_PRIVATE_KEY=abc"],
-        USAGE,
+    h.refused_create(
+        &["--env", "BUZZ_PRIVATE_KEY=abc"],
         "error: --env: BUZZ_PRIVATE_KEY is set by the launcher itself (reserved) and would never reach the agent; remove it",
     );
-    h.ok(&[
-        "agent",
-        "create",
-        "a",
-        "--agent",
-        "echo",
-        "--relay",
-        "ws://127.0.0.1:1",
-    ]);
+    h.echo_agent("a", "ws://127.0.0.1:1", &[]);
     h.refused(
         &["agent", "edit", "a", "--env", "PATH=/opt/bin"],
         USAGE,
@@ -252,36 +264,24 @@ fn a_respond_to_mode_outside_the_allowed_set_is_refused() {
 #[test]
 fn an_allowlist_mode_without_keys_or_keys_without_the_mode_are_refused() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--respond-to", "allowlist"],
-        USAGE,
+    h.refused_create(
+        &["--respond-to", "allowlist"],
         "error: --allow: respond_to is allowlist but the allowlist is empty; add the keys it answers with --allow HEX (repeatable)",
     );
-    h.refused(
-        &["agent", "create", "a", "--respond-to", "allowlist", "--allow", "npub1xyz"],
-        USAGE,
+    h.refused_create(
+        &["--respond-to", "allowlist", "--allow", "npub1xyz"],
         "error: --allow: respond_to_allowlist entry 0 is not a 64-hex pubkey; give each --allow as the 64 hex characters of a public key",
     );
     let key = "AB".repeat(32);
-    h.refused(
-        &["agent", "create", "a", "--allow", &key],
-        USAGE,
+    h.refused_create(
+        &["--allow", &key],
         "error: --allow: the allowlist applies only with --respond-to allowlist (this agent answers owner-only); add --respond-to allowlist or drop --allow",
     );
-    assert!(h.agents().is_empty());
-    h.ok(&[
-        "agent",
-        "create",
+    h.echo_agent(
         "a",
-        "--relay",
         "ws://127.0.0.1:1",
-        "--agent",
-        "echo",
-        "--respond-to",
-        "allowlist",
-        "--allow",
-        &key,
-    ]);
+        &["--respond-to", "allowlist", "--allow", &key],
+    );
     assert_eq!(
         h.record("a")["respond_to_allowlist"],
         serde_json::json!(["ab".repeat(32)])
@@ -306,12 +306,10 @@ fn an_env_file_others_can_read_is_refused_with_the_chmod_fix() {
     std::fs::write(&f, "ANTHROPIC_API_KEY=sk-file-canary-0123\n").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
     let path = f.to_str().unwrap();
-    h.refused(
-        &["agent", "create", "a", "--agent", "claude", "--env-file", path],
-        USAGE,
+    h.refused_create(
+        &["--agent", "claude", "--env-file", path],
         &format!("error: --env-file: the env file is readable by group or others (mode 644); fix: chmod 600 '{path}'"),
     );
-    assert!(h.agents().is_empty());
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
     h.ok(&[
         "agent",
@@ -329,22 +327,10 @@ fn an_env_file_others_can_read_is_refused_with_the_chmod_fix() {
 #[test]
 fn a_preset_with_a_different_command_is_refused_with_the_page_rule() {
     let h = Home::new();
-    h.refused(
-        &["agent", "create", "a", "--agent", "echo", "--command", "goose"],
-        USAGE,
+    h.refused_create(
+        &["--agent", "echo", "--command", "goose"],
         "error: --command: choose the echo preset or a custom command, not both (the preset runs builtin:echo); give --agent or --command",
     );
-    assert!(h.agents().is_empty());
     // The preset's own command is no conflict (the page accepts it too).
-    h.ok(&[
-        "agent",
-        "create",
-        "a",
-        "--relay",
-        "ws://127.0.0.1:1",
-        "--agent",
-        "echo",
-        "--command",
-        "builtin:echo",
-    ]);
+    h.echo_agent("a", "ws://127.0.0.1:1", &["--command", "builtin:echo"]);
 }

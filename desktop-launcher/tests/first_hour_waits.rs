@@ -59,14 +59,34 @@ fn setup(tmp: &tempfile::TempDir, harness: Option<PathBuf>) -> (PathBuf, Cleanup
     (home, cleanup)
 }
 
-/// The recorded pid of the agent's harness.
-fn harness_pid(home: &Path) -> u32 {
-    let st: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("deploy/scout.json")).unwrap()).unwrap();
-    st["local_pid"].as_u64().unwrap() as u32
+/// The agent's bookkeeping (`deploy/scout.json`).
+fn deploy_state(home: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(home.join("deploy/scout.json")).unwrap()).unwrap()
 }
 
-/// Starts the echo agent and returns the harness env.
+/// The recorded pid of the agent's harness.
+fn harness_pid(home: &Path) -> u32 {
+    deploy_state(home)["local_pid"].as_u64().unwrap() as u32
+}
+
+/// The agent's row in a `status` answer.
+fn status_row(o: &Output) -> String {
+    stdout(o)
+        .lines()
+        .find(|l| l.starts_with("scout\t"))
+        .unwrap()
+        .to_string()
+}
+
+/// `agent edit scout ARGS`, which must succeed.
+fn edit(home: &Path, args: &[&str]) {
+    let mut all = vec!["agent", "edit", "scout"];
+    all.extend_from_slice(args);
+    let o = run(home, &all, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Starts the echo agent on the harness `hs` and waits for it to be online.
 fn start_echo(home: &Path, hs: &str) {
     let o = run(
         home,
@@ -75,6 +95,15 @@ fn start_echo(home: &Path, hs: &str) {
     );
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(last_line(&stdout(&o)), "scout online");
+}
+
+/// [`setup`] on the real harness, with `scout` started and online; the
+/// state dir and the harness.
+fn setup_online(tmp: &tempfile::TempDir) -> (PathBuf, PathBuf, Cleanup) {
+    let h = harness();
+    let (home, c) = setup(tmp, Some(h.clone()));
+    start_echo(&home, h.to_str().unwrap());
+    (home, h, c)
 }
 
 #[test]
@@ -119,11 +148,8 @@ fn chat_to_a_never_started_agent_fails_within_seconds() {
 /// and status shows it offline with the same reason — never `never seen … deployed`.
 #[test]
 fn a_dead_harness_is_named_by_chat_stop_and_status_at_once() {
-    let h = harness();
-    let hs = h.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (home, _c) = setup(&tmp, Some(h.clone()));
-    start_echo(&home, hs);
+    let (home, h, _c) = setup_online(&tmp);
     kill_all(&[harness_pid(&home)]);
     assert!(wait_until(Duration::from_secs(10), || processes_of(&home, &h).is_empty()));
     let ended = "its harness ended without logging an exit code (killed, or its machine restarted)";
@@ -156,11 +182,7 @@ fn a_dead_harness_is_named_by_chat_stop_and_status_at_once() {
 
     let (o, took) = timed(&home, &["status"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let row = stdout(&o)
-        .lines()
-        .find(|l| l.starts_with("scout\t"))
-        .unwrap()
-        .to_string();
+    let row = status_row(&o);
     assert!(row.starts_with(&format!("scout\toffline\t{ended}")), "{row}");
     assert!(row.ends_with("\tnot deployed\tlocal"), "{row}");
     assert!(!row.contains("never seen"), "{row}");
@@ -172,19 +194,12 @@ fn a_dead_harness_is_named_by_chat_stop_and_status_at_once() {
 /// presence to replay): the verified harness answers, not a 60 s republish.
 #[test]
 fn status_of_a_running_local_agent_answers_within_seconds() {
-    let h = harness();
-    let hs = h.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (home, _c) = setup(&tmp, Some(h.clone()));
-    start_echo(&home, hs);
+    let (home, _, _c) = setup_online(&tmp);
     let pid = harness_pid(&home);
     let (o, took) = timed(&home, &["status"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let row = stdout(&o)
-        .lines()
-        .find(|l| l.starts_with("scout\t"))
-        .unwrap()
-        .to_string();
+    let row = status_row(&o);
     assert_eq!(
         row,
         format!("scout\trunning\tharness pid {pid} verified; no presence heard within 2s\tdeployed\tlocal")
@@ -202,11 +217,8 @@ fn status_of_a_running_local_agent_answers_within_seconds() {
 /// A chat shows its progress: queued (the harness's 👀), then the reply.
 #[test]
 fn chat_shows_queued_then_the_reply() {
-    let h = harness();
-    let hs = h.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (home, _c) = setup(&tmp, Some(h.clone()));
-    start_echo(&home, hs);
+    let (home, _, _c) = setup_online(&tmp);
     let (o, took) = timed(&home, &["chat", "scout", "hello there"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "hello there");
@@ -227,8 +239,7 @@ fn a_mention_to_an_agent_that_cannot_start_is_answered_with_why_within_seconds()
     let hs = h.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (home, _c) = setup(&tmp, Some(h.clone()));
-    let o = run(&home, &["agent", "edit", "scout", "--command", "/bin/false"], &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    edit(&home, &["--command", "/bin/false"]);
     start_echo(&home, hs);
     let (o, took) = timed(&home, &["chat", "scout", "hello"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -241,11 +252,7 @@ fn a_mention_to_an_agent_that_cannot_start_is_answered_with_why_within_seconds()
     assert!(took < AT_ONCE, "{took:?}");
     assert!(wait_until(Duration::from_secs(10), || processes_of(&home, &h).is_empty()));
     let o = run(&home, &["status"], &[]);
-    let row = stdout(&o)
-        .lines()
-        .find(|l| l.starts_with("scout\t"))
-        .unwrap()
-        .to_string();
+    let row = status_row(&o);
     assert!(
         row.starts_with(
             "scout\toffline\tits harness exited with code 5 (all agents dead: the agent command could not start or kept dying); last log lines: "
@@ -259,12 +266,7 @@ fn a_mention_to_an_agent_that_cannot_start_is_answered_with_why_within_seconds()
 fn start_refuses_a_missing_custom_command_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let (home, _c) = setup(&tmp, None);
-    let o = run(
-        &home,
-        &["agent", "edit", "scout", "--command", "no-such-agent-cmd"],
-        &[],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    edit(&home, &["--command", "no-such-agent-cmd"]);
     let (o, took) = timed(&home, &["start", "scout"], &[]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
@@ -284,14 +286,11 @@ fn start_reports_a_harness_that_exits_at_once_with_this_runs_lines() {
     let (home, _c) = setup(&tmp, None);
     let fake = tmp.path().join("fake-harness");
     let counter = tmp.path().join("runs");
-    std::fs::write(
+    executable(
         &fake,
         "#!/bin/sh\nn=$(cat \"$FAKE_COUNTER\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$FAKE_COUNTER\"\n\
          echo \"error: attempt $n refused\" >&2\nexit 3\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let env = [
         ("BUZZ_ACP_BIN", fake.to_str().unwrap()),
         ("FAKE_COUNTER", counter.to_str().unwrap()),
@@ -319,8 +318,7 @@ fn start_reports_a_harness_that_exits_at_once_with_this_runs_lines() {
             .contains("attempt 1")
     );
     // The failure is the record's last error (what the Start page shows).
-    let st: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("deploy/scout.json")).unwrap()).unwrap();
+    let st = deploy_state(&home);
     assert!(
         st["last_error"].as_str().unwrap().contains("exited with code 3"),
         "{st}"
@@ -352,8 +350,7 @@ fn start_reports_a_refused_relay_login_at_once() {
     )
     .unwrap();
     let url = first.trim().strip_prefix("relay ").unwrap().to_string();
-    let o = run(&home, &["agent", "edit", "scout", "--relay", &url], &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    edit(&home, &["--relay", &url]);
     let (o, took) = timed(&home, &["start", "scout"], &[("BUZZ_ACP_BIN", hs)]);
     let _ = relay.kill();
     let _ = relay.wait();
@@ -434,55 +431,16 @@ fn a_relay_that_never_answers_its_handshake_is_named_within_seconds() {
     assert!(took < AT_ONCE, "{took:?}");
 }
 
-/// `GET path` on the Start page at `addr` with its token; the body.
-fn page_get(addr: &str, token: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
 /// Item 1: the Start page shows why a local agent went offline — here a
 /// harness killed without a word: how its run ended, from its log.
 #[test]
 fn the_start_page_shows_why_a_local_agent_went_offline() {
-    let h = harness();
-    let hs = h.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (home, _c) = setup(&tmp, Some(h.clone()));
-    start_echo(&home, hs);
-    let st: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("deploy/scout.json")).unwrap()).unwrap();
-    let run_id = st["generation"].as_str().unwrap().to_string();
+    let (home, h, _c) = setup_online(&tmp);
+    let run_id = deploy_state(&home)["generation"].as_str().unwrap().to_string();
     kill_all(&[harness_pid(&home)]);
     assert!(wait_until(Duration::from_secs(10), || processes_of(&home, &h).is_empty()));
-    let mut ui = std::process::Command::new(BIN)
-        .args(["ui", "--listen", "127.0.0.1:0"])
-        .env("BUZZ_LAUNCHER_HOME", &home)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(ui.stdout.take().unwrap()), &mut line).unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("Start page: http://")
-        .unwrap()
-        .to_string();
-    let (addr, token) = url.split_once("/#token=").unwrap();
-    let body = page_get(addr, token, "/api/agents");
-    let _ = ui.kill();
-    let _ = ui.wait();
+    let body = Page::open(&home, &[]).get_body("/api/agents");
     let v: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("{body}"));
     let scout = v["agents"]
         .as_array()
@@ -507,9 +465,7 @@ fn stop_ends_when_the_local_harness_ends() {
     let tmp = tempfile::tempdir().unwrap();
     let (home, _c) = setup(&tmp, None);
     let fake = tmp.path().join("quiet-harness");
-    std::fs::write(&fake, "#!/bin/sh\nsleep 2\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    executable(&fake, "#!/bin/sh\nsleep 2\n");
     let env = [("BUZZ_ACP_BIN", fake.to_str().unwrap())];
     let o = run(&home, &["start", "scout", "--wait-online", "0"], &env);
     assert!(o.status.success(), "{}", stderr(&o));

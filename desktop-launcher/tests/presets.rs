@@ -6,11 +6,13 @@
 //! environment the harness really gets and in the deploy request, and the
 //! missing-binary refusal before a local harness is spawned.
 
+mod common;
+
+use common::BIN;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
 const CANARY: &str = "sk-ant-canary-7f3a9c2e1b5d4a60";
 const INSTALL: &str =
     "claude-agent-acp not found on PATH; install it: npm install -g @zed-industries/claude-agent-acp@0.23.1";
@@ -69,8 +71,7 @@ impl Env {
 
     fn script(&self, name: &str, body: &str) -> PathBuf {
         let p = self.bin.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        common::executable(&p, &format!("#!/bin/sh\n{body}"));
         p
     }
 
@@ -395,10 +396,7 @@ echo '{"ok":false,"error":"recorded"}'
 fn a_deploy_carries_the_command_name_and_the_policy_env_without_a_local_binary() {
     let e = Env::new();
     let providers = e.tmp.path().join("providers");
-    std::fs::create_dir_all(&providers).unwrap();
-    let p = providers.join("buzz-backend-rec");
-    std::fs::write(&p, format!("#!/bin/sh\n{RECORDING_PROVIDER}")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::provider(&providers, "rec", &format!("#!/bin/sh\n{RECORDING_PROVIDER}"));
     let work = e.tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let o = e.run(

@@ -12,12 +12,12 @@
 //! `undeploy` request verbatim to `undeploy-stdin.jsonl` in its cwd (the
 //! agent workdir).
 
+mod common;
+
+use common::BIN;
 use desktop_launcher::redact::{FRAGMENT_MIN, contains_fragment};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
 
 const PROVIDER: &str = r#"#!/bin/sh
 req=$(cat)
@@ -69,11 +69,8 @@ impl World {
         let home = tmp.path().join("state");
         let providers = tmp.path().join("providers");
         let work = tmp.path().join("work");
-        std::fs::create_dir_all(&providers).unwrap();
         std::fs::create_dir_all(&work).unwrap();
-        let p = providers.join("buzz-backend-sh");
-        std::fs::write(&p, PROVIDER).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        common::provider(&providers, "sh", PROVIDER);
         let env_file = tmp.path().join("scout.env");
         std::fs::write(&env_file, format!("API_SECRET={CANARY}\n")).unwrap();
         // An env file holds secrets: group and others must not read it.

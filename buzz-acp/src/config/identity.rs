@@ -103,8 +103,7 @@ pub fn resolve_identity(cli: &Cli, now_secs: u64) -> Result<Identity, StartupErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::config::tests::{NOW, amb, cli, nonce};
+    use crate::config::tests::{NOW, config, nonce, owned};
     use crate::exit::Exit;
     use buzz_contract::keys::KeyError;
     use nostr_sdk::prelude::ToBech32;
@@ -114,7 +113,7 @@ mod tests {
         let k = Keys::generate();
         let nsec = k.secret_key().to_bech32().unwrap();
         let owner = Keys::generate().public_key().to_hex();
-        let e = |a: &[&str]| Config::from_cli(&cli(a), &amb(), nonce).unwrap_err();
+        let e = |a: &[&str]| config(a).unwrap_err();
         assert_eq!(e(&[]), StartupError::Identity(IdentityError::KeyMissing));
         assert_eq!(
             e(&["--private-key", "  "]),
@@ -132,18 +131,14 @@ mod tests {
             e(&["--private-key", &nsec, "--relay-url", "ws://x"]),
             StartupError::Identity(IdentityError::NoOwner)
         );
-        let ok = Config::from_cli(
-            &cli(&[
-                "--private-key",
-                &nsec,
-                "--relay-url",
-                "ws://x",
-                "--agent-owner",
-                &owner,
-            ]),
-            &amb(),
-            nonce,
-        )
+        let ok = config(&[
+            "--private-key",
+            &nsec,
+            "--relay-url",
+            "ws://x",
+            "--agent-owner",
+            &owner,
+        ])
         .unwrap();
         assert_eq!(ok.identity.owner, owner);
         assert_eq!(ok.run_nonce, nonce());
@@ -162,14 +157,14 @@ mod tests {
         let base = ["--private-key", &hex, "--relay-url", "wss://r.example"];
         let mut a = base.to_vec();
         a.extend(["--auth-tag", &tag, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
+        let c = config(&a).unwrap();
         assert_eq!(c.identity.owner, owner.public_key().to_hex());
         assert!(c.identity.auth_tag.is_some());
         // A tag minted for another agent does not verify: fall back to the owner env.
         let wrong = AuthTag::mint(&owner, &other, "").unwrap().to_json();
         let mut b = base.to_vec();
         b.extend(["--auth-tag", &wrong, "--agent-owner", &other]);
-        let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
+        let c = config(&b).unwrap();
         assert_eq!(c.identity.owner, other);
         assert_eq!(
             c.identity.auth_tag_rejected,
@@ -179,7 +174,7 @@ mod tests {
         let mut d = base.to_vec();
         d.extend(["--auth-tag", &wrong]);
         assert_eq!(
-            Config::from_cli(&cli(&d), &amb(), nonce).unwrap_err(),
+            config(&d).unwrap_err(),
             StartupError::Identity(IdentityError::NoOwner)
         );
     }
@@ -187,15 +182,8 @@ mod tests {
     #[test]
     fn malformed_owner_without_a_tag_is_no_owner() {
         let hex = Keys::generate().secret_key().to_secret_hex();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            "xyz",
-        ];
-        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        let a = owned(&hex, "xyz");
+        let e = config(&a).unwrap_err();
         assert_eq!(e, StartupError::Identity(IdentityError::OwnerMalformed));
         assert_eq!(e.exit(), Exit::Identity);
     }
@@ -205,29 +193,15 @@ mod tests {
         let agent = Keys::generate();
         let hex = agent.secret_key().to_secret_hex();
         let me = agent.public_key().to_hex();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &me,
-        ];
-        let e = Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err();
+        let a = owned(&hex, &me);
+        let e = config(&a).unwrap_err();
         assert_eq!(e, StartupError::Identity(IdentityError::OwnerIsAgent));
         assert_eq!(e.exit(), Exit::Identity);
         // Upper-case spelling of the same key is the same key.
         let upper = me.to_uppercase();
-        let a = [
-            "--private-key",
-            &hex,
-            "--relay-url",
-            "ws://r",
-            "--agent-owner",
-            &upper,
-        ];
+        let a = owned(&hex, &upper);
         assert_eq!(
-            Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
+            config(&a).unwrap_err(),
             StartupError::Identity(IdentityError::OwnerIsAgent)
         );
     }
@@ -247,13 +221,13 @@ mod tests {
             let tag = AuthTag::mint(&owner, &me, &conditions).unwrap().to_json();
             let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
             assert_eq!(
-                Config::from_cli(&cli(&a), &amb(), nonce).unwrap_err(),
+                config(&a).unwrap_err(),
                 StartupError::Identity(IdentityError::NoOwner),
                 "{conditions}"
             );
             let mut b = a.to_vec();
             b.extend(["--agent-owner", &fallback]);
-            let c = Config::from_cli(&cli(&b), &amb(), nonce).unwrap();
+            let c = config(&b).unwrap();
             assert_eq!(c.identity.owner, fallback, "{conditions}");
             assert_eq!(c.identity.auth_tag_rejected, Some(TagRejection::Conditions(why)));
             assert!(c.identity.auth_tag.is_none());
@@ -261,7 +235,7 @@ mod tests {
         let live = format!("created_at>{}&created_at<{}&kind=22242", NOW - 1, NOW + 1);
         let tag = AuthTag::mint(&owner, &me, &live).unwrap().to_json();
         let a = ["--private-key", &hex, "--relay-url", "ws://r", "--auth-tag", &tag];
-        let c = Config::from_cli(&cli(&a), &amb(), nonce).unwrap();
+        let c = config(&a).unwrap();
         assert_eq!(c.identity.owner, owner.public_key().to_hex());
     }
 }

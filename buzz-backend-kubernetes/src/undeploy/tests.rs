@@ -2,40 +2,16 @@
 
 use super::*;
 use crate::consts::*;
-use crate::podspec::{pod, sample_intent, secret};
-use k8s_openapi::api::core::v1::PodStatus;
+use crate::gc::tests::{claim_for_another, g, sec, unlabel};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 const PK: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const GATE: Duration = Duration::from_secs(1200);
 
-fn g(n: u8) -> String {
-    format!("{n:02x}").repeat(16)
-}
-
-fn stamp(meta: &mut ObjectMeta, created: SystemTime) {
-    let n = meta.name.clone().unwrap();
-    meta.uid = Some(format!("uid-{n}"));
-    meta.resource_version = Some("7".into());
-    meta.creation_timestamp = Some(Time(created.try_into().unwrap()));
-}
-
+/// `PK`'s pod of `generation` in `phase`, stored now.
 fn pd(generation: &str, phase: &str) -> Pod {
-    let mut p = pod(PK, &sample_intent(), generation);
-    stamp(&mut p.metadata, SystemTime::now());
-    p.status = Some(PodStatus {
-        phase: Some(phase.into()),
-        ..Default::default()
-    });
-    p
-}
-
-fn sec(generation: &str, created: SystemTime) -> Secret {
-    let mut s = secret(PK, generation, BTreeMap::new());
-    stamp(&mut s.metadata, created);
-    s
+    crate::gc::tests::pd(generation, phase, SystemTime::now())
 }
 
 fn names(f: &[Fenced]) -> Vec<String> {
@@ -101,19 +77,9 @@ fn unmarked_or_foreign_objects_are_left_and_reported() {
     let now = SystemTime::now();
     let ancient = now - Duration::from_secs(100_000);
     let mut unmarked = pd(&g(1), "Running");
-    unmarked
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove(LABEL_MANAGED_BY);
+    unlabel(&mut unmarked.metadata, LABEL_MANAGED_BY);
     let mut foreign = sec(&g(2), ancient);
-    foreign
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
+    claim_for_another(&mut foreign.metadata);
     let p = plan(
         PK,
         &[unmarked],

@@ -125,17 +125,6 @@ fn log(value: serde_json::Value) {
     }
 }
 
-fn prompt_text(req: &PromptRequest) -> String {
-    req.prompt
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn slow_directive(text: &str) -> Option<Duration> {
     let start = text.find("[slow:")? + 6;
     let end = start + text[start..].find(']')?;
@@ -287,7 +276,7 @@ async fn main() -> agent_client_protocol::Result<()> {
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
-                let text = prompt_text(&req);
+                let text = buzz_acp::echo_agent::prompt_text(&req.prompt);
                 let session = req.session_id.clone();
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if m.crash {

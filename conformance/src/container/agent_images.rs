@@ -54,12 +54,7 @@ pub struct AgentImage {
 impl AgentImage {
     /// The digest-pinned reference, `localhost/buzz-sprig-NAME@sha256:…`.
     pub fn pinned(&self) -> String {
-        let repo = self
-            .reference
-            .rsplit_once(':')
-            .map(|(r, _)| r)
-            .unwrap_or(&self.reference);
-        format!("{repo}@{}", self.digest)
+        super::images::pinned(&self.reference, &self.digest)
     }
 }
 
@@ -67,11 +62,7 @@ impl AgentImage {
 pub fn read_env_file(path: &Path) -> Result<Vec<(String, String)>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ContainerError::Build(format!("{}: {e}", path.display())))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect())
+    Ok(super::images::parse_env_file(&text))
 }
 
 fn get(vars: &[(String, String)], key: &str, file: &Path) -> Result<String> {

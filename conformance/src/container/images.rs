@@ -28,16 +28,18 @@ pub struct SprigImage {
 impl SprigImage {
     /// The digest-pinned reference, `localhost/buzz-sprig@sha256:…`.
     pub fn pinned(&self) -> String {
-        let repo = self
-            .reference
-            .rsplit_once(':')
-            .map(|(r, _)| r)
-            .unwrap_or(&self.reference);
-        format!("{repo}@{}", self.digest)
+        pinned(&self.reference, &self.digest)
     }
 }
 
-fn parse_env_file(text: &str) -> Vec<(String, String)> {
+/// `reference` with its tag swapped for `digest` (`REPO:TAG` → `REPO@DIGEST`).
+pub(super) fn pinned(reference: &str, digest: &str) -> String {
+    let repo = reference.rsplit_once(':').map_or(reference, |(r, _)| r);
+    format!("{repo}@{digest}")
+}
+
+/// `KEY=VALUE` lines, in order; other lines are skipped.
+pub(super) fn parse_env_file(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))

@@ -37,22 +37,8 @@ pub fn tool_results(body: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter(|b| b["type"] == "tool_result")
-        .map(|b| content_text(&b["content"]))
+        .map(|b| super::result_text(&b["content"]))
         .collect()
-}
-
-/// A `tool_result`'s content: a string, or text blocks.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 /// The error body: `{type: "error", error: {type, message}}`.

@@ -226,6 +226,21 @@ impl FakeModel {
     }
 }
 
+/// A tool result's text as Anthropic (`tool_result` content) and OpenAI
+/// (`function_call_output` output) carry it: a string, or items with text.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
 impl Drop for FakeModel {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {

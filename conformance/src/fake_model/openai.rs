@@ -37,22 +37,8 @@ pub fn tool_results(body: &Value) -> Vec<String> {
     items[after..]
         .iter()
         .filter(|i| i["type"] == "function_call_output")
-        .map(|i| output_text(&i["output"]))
+        .map(|i| super::result_text(&i["output"]))
         .collect()
-}
-
-/// A `function_call_output`'s output: a string, or content items with text.
-fn output_text(output: &Value) -> String {
-    match output {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
 }
 
 /// The error body: `{error: {message, type, param, code}}`.

@@ -117,6 +117,16 @@ impl HarnessProc {
         .await
     }
 
+    /// How many captured lines contain `needle`.
+    pub fn count_lines(&self, needle: &str) -> usize {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.text.contains(needle))
+            .count()
+    }
+
     /// Index of the first captured line containing `needle`.
     pub fn line_index(&self, needle: &str) -> Option<usize> {
         self.lines

@@ -271,6 +271,15 @@ impl Observer {
     pub async fn wait_for(&self, timeout: Duration, f: impl Fn(&Event) -> bool) -> Option<Seen> {
         super::wait_until(timeout, || self.matching(&f).into_iter().next()).await
     }
+
+    /// Waits for a presence event of `author` saying `content` (`online`, `offline`, …).
+    pub async fn wait_presence(&self, timeout: Duration, author: &Keys, content: &str) -> Option<Seen> {
+        let pk = author.public_key();
+        self.wait_for(timeout, |e| {
+            e.kind == Kind::from(20001) && e.pubkey == pk && e.content == content
+        })
+        .await
+    }
 }
 
 impl Drop for Observer {

@@ -15,6 +15,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// Installs the executable `exe` as the provider `buzz-backend-<id>` in
+/// `dir` (created if need be); the installed path.
+pub fn install_provider(dir: &Path, id: &str, exe: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let dest = dir.join(format!("buzz-backend-{id}"));
+    std::fs::copy(exe, &dest)?;
+    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dest)
+}
+
 /// One launcher world in a temp dir.
 pub struct World {
     pub tmp: TempDir,
@@ -55,12 +65,7 @@ impl World {
 
     /// Installs `fake` as `buzz-backend-<id>` in `dir` (default: the first provider dir).
     pub fn install(&self, fake: &Path, id: &str, dir: Option<&Path>) -> PathBuf {
-        let dir = dir.unwrap_or(&self.providers);
-        std::fs::create_dir_all(dir).expect("dir");
-        let dest = dir.join(format!("buzz-backend-{id}"));
-        std::fs::copy(fake, &dest).expect("copy fake");
-        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        dest
+        install_provider(dir.unwrap_or(&self.providers), id, fake).expect("install the fake")
     }
 
     /// Start options searching only `dirs` (default: the world's provider dir),
@@ -174,10 +179,7 @@ pub fn provider_agent(
         .save_agent(&rec)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let providers = root.join("providers");
-    std::fs::create_dir_all(&providers)?;
-    let installed = providers.join("buzz-backend-kubernetes");
-    std::fs::copy(provider, &installed)?;
-    std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755))?;
+    install_provider(&providers, "kubernetes", provider)?;
     let opts = StartOptions {
         dirs: vec![providers],
         gate: GateConfig {

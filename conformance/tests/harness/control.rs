@@ -6,10 +6,8 @@ use crate::*;
 async fn owner_shutdown_exits_0_with_offline_and_non_owner_shutdown_is_ordinary() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("echo", &[("BUZZ_ACP_RESPOND_TO", "anyone")]);
+    let mut h = w.start(&env).await;
     let stranger = Keys::generate();
     let m = w.mention(&stranger, "c1", "  !shutdown ").await;
     let r = w.wait_reply(&m).await;
@@ -42,8 +40,7 @@ async fn respond_to_matrix_across_all_four_modes() {
             "BUZZ_ACP_RESPOND_TO_ALLOWLIST".into(),
             listed.public_key().to_hex().to_uppercase(),
         );
-        let mut h = w.spawn(&env);
-        w.wait_online().await;
+        let mut h = w.start(&env).await;
         let ms = w.mention(&stranger, "c1", "from stranger").await;
         let ml = w.mention(&listed, "c1", "from listed").await;
         let mo = w.mention(&w.owner, "c1", "from owner").await;
@@ -89,11 +86,14 @@ async fn respond_to_matrix_across_all_four_modes() {
 async fn mention_to_reply_through_the_real_agent_with_tags() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("permission");
-    env.insert("BUZZ_ACP_SYSTEM_PROMPT".into(), "be brief".into());
-    env.insert("BUZZ_ACP_LAZY_POOL".into(), "1".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "permission",
+        &[
+            ("BUZZ_ACP_SYSTEM_PROMPT", "be brief"),
+            ("BUZZ_ACP_LAZY_POOL", "1"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     let m = w.mention(&w.owner, "chan-x", "do it").await;
     let r = w.wait_reply(&m).await;
     assert_eq!(r.content, "permission: yes", "permission answered allow_once");
@@ -134,59 +134,48 @@ async fn mention_to_reply_through_the_real_agent_with_tags() {
     let prompts = agent_events(&w.log, "prompt");
     assert_eq!(prompts[0]["text"], "be brief\ndo it");
     assert_eq!(prompts[1]["text"], "again");
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_timeout_and_owner_cancel_end_the_turn() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("hang");
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("hang", &[("BUZZ_ACP_IDLE_TIMEOUT", "1")]);
+    let mut h = w.start(&env).await;
     w.mention(&w.owner, "c1", "first").await;
     h.wait_line(WAIT, "reason=\"idle timeout\"")
         .await
         .expect("idle timeout cancels");
     h.wait_line(WAIT, "turn cancelled").await.expect("turn ended");
     assert_eq!(agent_events(&w.log, "cancel").len(), 1);
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 
     let w = World::new().await;
-    let mut h = w.spawn(&w.env("hang"));
-    w.wait_online().await;
+    let mut h = w.start(&w.env("hang")).await;
     w.mention(&w.owner, "c2", "long").await;
-    wait_until(WAIT, || {
-        (!agent_events(&w.log, "prompt").is_empty()).then_some(())
-    })
-    .await
-    .unwrap();
+    w.wait_agent_event("prompt").await;
     w.mention(&w.owner, "c2", "!cancel").await;
     h.wait_line(WAIT, "reason=\"cancel\"")
         .await
         .expect("owner !cancel cancels");
-    wait_until(WAIT, || {
-        (!agent_events(&w.log, "cancel").is_empty()).then_some(())
-    })
-    .await
-    .unwrap();
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    w.wait_agent_event("cancel").await;
+    stop_gracefully(&mut h).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn typing_indicator_max_turn_cap_and_replies_off() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_TYPING".into(), "true".into());
-    env.insert("BUZZ_ACP_REPLY".into(), "false".into());
-    env.insert("BUZZ_ACP_MAX_TURN_DURATION".into(), "1".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_TYPING", "true"),
+            ("BUZZ_ACP_REPLY", "false"),
+            ("BUZZ_ACP_MAX_TURN_DURATION", "1"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     // Streams updates every 100 ms (so the idle timeout never fires) for 5 s > the 1 s cap.
     let m = w.mention(&w.owner, "c9", "[slow:5000] long").await;
     let a = w.agent.public_key();
@@ -235,8 +224,7 @@ async fn a_queued_mention_gets_an_eyes_reaction_and_a_gated_one_none() {
         if !on {
             env.insert("BUZZ_ACP_REACT_QUEUED".into(), "false".into());
         }
-        let mut h = w.spawn(&env);
-        w.wait_online().await;
+        let mut h = w.start(&env).await;
         let stranger = Keys::generate();
         let gated = w.mention(&stranger, "c3", "from a stranger").await;
         let m = w.mention(&w.owner, "c3", "hello").await;

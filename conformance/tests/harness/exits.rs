@@ -11,8 +11,7 @@ async fn exit_0_intentional_stop() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     // Also pinned by the !shutdown, SIGINT and reaper tests.
-    let mut h = w.spawn(&w.env("echo"));
-    w.wait_online().await;
+    let mut h = w.start(&w.env("echo")).await;
     h.signal(libc::SIGTERM);
     assert_eq!(h.wait_exit(WAIT).await, Some(0), "intentional");
 }
@@ -105,10 +104,11 @@ async fn exit_4_terminal_auth_denial() {
     let w = World::new().await;
     for prefix in ["restricted:", "blocked:", "auth-required:"] {
         let deny = DenyRelay::start(prefix).await;
-        let mut env = w.env("echo");
-        env.insert("BUZZ_RELAY_URL".into(), deny.url.clone());
         let tag = AuthTag::mint(&w.owner, &w.agent.public_key().to_hex(), "").unwrap();
-        env.insert("BUZZ_AUTH_TAG".into(), tag.to_json());
+        let env = w.env_with(
+            "echo",
+            &[("BUZZ_RELAY_URL", &deny.url), ("BUZZ_AUTH_TAG", &tag.to_json())],
+        );
         let mut h = w.spawn(&env);
         assert_eq!(h.wait_exit(WAIT).await, Some(4), "auth denied {prefix}");
         assert!(deny.auths.load(std::sync::atomic::Ordering::SeqCst) >= 1);
@@ -131,16 +131,18 @@ async fn exit_5_all_agents_dead() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     // A command that cannot start, and one that crashes on every prompt.
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_AGENT_COMMAND".into(), "/nonexistent/agent".into());
-    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
-    env.insert("BUZZ_ACP_MAX_AGENT_FAILURES".into(), "2".into());
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_AGENT_COMMAND", "/nonexistent/agent"),
+            ("BUZZ_ACP_AGENTS", "2"),
+            ("BUZZ_ACP_MAX_AGENT_FAILURES", "2"),
+        ],
+    );
     let mut h = w.spawn(&env);
     assert_eq!(h.wait_exit(WAIT).await, Some(5), "agents dead");
-    let mut env = w.env("crash");
-    env.insert("BUZZ_ACP_MAX_AGENT_FAILURES".into(), "2".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("crash", &[("BUZZ_ACP_MAX_AGENT_FAILURES", "2")]);
+    let mut h = w.start(&env).await;
     let m1 = w.mention(&w.owner, "c1", "boom 1").await;
     wait_until(WAIT, || (agent_events(&w.log, "prompt").len() == 1).then_some(()))
         .await
@@ -468,10 +470,11 @@ async fn a_relay_that_challenges_on_open_is_answered_and_served() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     let relay = DenyRelay::accepting().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
     let tag = AuthTag::mint(&w.owner, &w.agent.public_key().to_hex(), "").unwrap();
-    env.insert("BUZZ_AUTH_TAG".into(), tag.to_json());
+    let env = w.env_with(
+        "echo",
+        &[("BUZZ_RELAY_URL", &relay.url), ("BUZZ_AUTH_TAG", &tag.to_json())],
+    );
     let mut h = w.spawn(&env);
     let presence = |content: &str| {
         relay
@@ -507,7 +510,6 @@ async fn a_relay_that_challenges_on_open_is_answered_and_served() {
         eose < online,
         "online only after the subscription is live: {log:?}"
     );
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
     assert!(presence("offline"), "offline published before exit");
 }

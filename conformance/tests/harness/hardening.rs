@@ -14,28 +14,12 @@ fn now_secs() -> u64 {
         .as_secs()
 }
 
-fn count_lines(h: &HarnessProc, needle: &str) -> usize {
-    h.lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.text.contains(needle))
-        .count()
-}
-
-async fn wait_count(h: &HarnessProc, needle: &str, n: usize) {
-    wait_until(WAIT, || (count_lines(h, needle) >= n).then_some(()))
-        .await
-        .unwrap_or_else(|| panic!("{n} × {needle:?}; stderr:\n{}", h.stderr()));
-}
-
 /// Rule: `since` comes only from accepted events, clamped to now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_strangers_future_dated_mention_cannot_make_the_agent_deaf() {
     let _g = SERIAL.lock().await;
     let mut w = World::new().await;
-    let mut h = w.spawn(&w.env("echo"));
-    w.wait_online().await;
+    let mut h = w.start(&w.env("echo")).await;
     let stranger = Keys::generate();
     let agent_hex = w.agent.public_key().to_hex();
     post_raw(
@@ -65,10 +49,8 @@ async fn owner_stop_reaches_a_channel_scoped_agent_from_another_channel_or_none(
     let _g = SERIAL.lock().await;
     for tags_of in ["other channel", "no h tag"] {
         let w = World::new().await;
-        let mut env = w.env("echo");
-        env.insert("BUZZ_ACP_CHANNELS".into(), "c1".into());
-        let mut h = w.spawn(&env);
-        w.wait_online().await;
+        let env = w.env_with("echo", &[("BUZZ_ACP_CHANNELS", "c1")]);
+        let mut h = w.start(&env).await;
         let mut tags = vec![vec!["p".to_string(), w.agent.public_key().to_hex()]];
         if tags_of == "other channel" {
             tags.push(vec!["h".into(), "c2".into()]);
@@ -84,13 +66,17 @@ async fn owner_stop_reaches_a_channel_scoped_agent_from_another_channel_or_none(
 async fn an_agent_hung_in_initialize_is_killed_and_counts_as_a_failed_start() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("hang-init");
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
-    env.insert("BUZZ_ACP_MAX_AGENT_FAILURES".into(), "2".into());
+    let env = w.env_with(
+        "hang-init",
+        &[
+            ("BUZZ_ACP_IDLE_TIMEOUT", "1"),
+            ("BUZZ_ACP_MAX_AGENT_FAILURES", "2"),
+        ],
+    );
     let mut h = w.spawn(&env);
     assert_eq!(h.wait_exit(WAIT).await, Some(5), "two failed starts: agents dead");
     assert_eq!(
-        count_lines(&h, "agent did not answer initialize in time"),
+        h.count_lines("agent did not answer initialize in time"),
         2,
         "{}",
         h.stderr()
@@ -103,12 +89,15 @@ async fn an_agent_hung_in_initialize_is_killed_and_counts_as_a_failed_start() {
 async fn the_reaper_fires_while_the_only_agent_hangs_in_initialize() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("hang-init");
-    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
-    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "hang-init",
+        &[
+            ("BUZZ_ACP_LAZY_POOL", "true"),
+            ("BUZZ_ACP_EXIT_AFTER_INACTIVITY", "2"),
+            ("BUZZ_ACP_IDLE_TIMEOUT", "600"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     w.mention(&w.owner, "c1", "never served").await;
     wait_until(WAIT, || {
         (!agent_events(&w.log, "initialize").is_empty()).then_some(())
@@ -127,10 +116,8 @@ async fn the_reaper_fires_while_the_only_agent_hangs_in_initialize() {
 async fn a_hung_session_new_is_bounded_and_cancellable() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("hang-new");
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("hang-new", &[("BUZZ_ACP_IDLE_TIMEOUT", "1")]);
+    let mut h = w.start(&env).await;
     let m = w.mention(&w.owner, "c1", "start").await;
     let r = w.wait_reply(&m).await;
     assert_eq!(
@@ -138,14 +125,11 @@ async fn a_hung_session_new_is_bounded_and_cancellable() {
         "⚠️ The agent could not answer: the agent did not start a session in time"
     );
     assert!(h.stderr().contains("agent did not answer session/new in time"));
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 
     let w = World::new().await;
-    let mut env = w.env("hang-new");
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("hang-new", &[("BUZZ_ACP_IDLE_TIMEOUT", "600")]);
+    let mut h = w.start(&env).await;
     w.mention(&w.owner, "c1", "start").await;
     wait_until(WAIT, || {
         (!agent_events(&w.log, "session_new").is_empty()).then_some(())
@@ -157,8 +141,7 @@ async fn a_hung_session_new_is_bounded_and_cancellable() {
         .await
         .expect("!cancel ends the wait on session/new");
     h.wait_line(WAIT, "reason=\"cancel\"").await.unwrap();
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }
 
 /// Rule: a stop without a live session still publishes `offline` (one bounded attempt).
@@ -166,21 +149,23 @@ async fn a_hung_session_new_is_bounded_and_cancellable() {
 async fn a_stop_during_a_reconnect_still_publishes_offline() {
     let _g = SERIAL.lock().await;
     let mut w = World::new().await;
-    let mut env = w.env("echo");
-    // The first reconnect comes ≥ 8 s after the drop: the stop lands inside the backoff.
-    env.insert("BUZZ_ACP_RECONNECT_BASE_MS".into(), "10000".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "echo",
+        &[
+            // The first reconnect comes ≥ 8 s after the drop: the stop lands inside the backoff.
+            ("BUZZ_ACP_RECONNECT_BASE_MS", "10000"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     w.relay.restart().await;
     h.wait_line(WAIT, "relay reconnect scheduled")
         .await
         .expect("in the reconnect backoff");
     w.obs.wait_live().await;
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
     w.wait_offline().await;
     assert_eq!(
-        count_lines(&h, "subscription live"),
+        h.count_lines("subscription live"),
         1,
         "the stop came before any reconnect"
     );
@@ -193,9 +178,13 @@ async fn a_subscription_that_never_goes_live_is_reconnected() {
     let w = World::new().await;
     let relay = DenyRelay::accepting().await;
     relay.mute_eose.store(true, Ordering::SeqCst);
-    let mut env = w.env("echo");
-    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
-    env.insert("BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS".into(), "1000".into());
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_RELAY_URL", &relay.url),
+            ("BUZZ_ACP_SUBSCRIBE_TIMEOUT_MS", "1000"),
+        ],
+    );
     let mut h = w.spawn(&env);
     h.wait_line(WAIT, "subscription did not go live in time")
         .await
@@ -213,8 +202,7 @@ async fn a_subscription_that_never_goes_live_is_reconnected() {
     .await;
     assert!(online.is_some(), "online after reconnecting: {}", h.stderr());
     assert!(relay.connections.load(Ordering::SeqCst) >= 2);
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }
 
 /// Rule: shutdown drains — running turns finish and reply; the rest is cancelled at the drain point.
@@ -222,18 +210,17 @@ async fn a_subscription_that_never_goes_live_is_reconnected() {
 async fn shutdown_drains_finishing_turns_and_cancels_the_rest_at_the_drain_point() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
-    env.insert("BUZZ_ACP_SHUTDOWN_DRAIN_SECS".into(), "4".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "echo",
+        &[("BUZZ_ACP_AGENTS", "2"), ("BUZZ_ACP_SHUTDOWN_DRAIN_SECS", "4")],
+    );
+    let mut h = w.start(&env).await;
     let quick = w.mention(&w.owner, "c1", "[slow:1500] finishing").await;
     let long = w.mention(&w.owner, "c2", "[slow:60000] endless").await;
     wait_until(WAIT, || (agent_events(&w.log, "prompt").len() == 2).then_some(()))
         .await
         .expect("both turns in flight");
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
     let off = w.wait_offline().await;
     let replies = w.replies_to(&quick);
     assert_eq!(replies.len(), 1, "the finishing turn replied during the drain");
@@ -257,8 +244,7 @@ async fn shutdown_drains_finishing_turns_and_cancels_the_rest_at_the_drain_point
 async fn an_agent_failure_is_answered_once_per_channel_with_the_auth_hint() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut h = w.spawn(&w.env("fail-prompt"));
-    w.wait_online().await;
+    let mut h = w.start(&w.env("fail-prompt")).await;
     let m1 = w.mention(&w.owner, "c1", "hello").await;
     let r = w.wait_reply(&m1).await;
     assert!(
@@ -276,8 +262,7 @@ async fn an_agent_failure_is_answered_once_per_channel_with_the_auth_hint() {
     // Another channel has its own allowance.
     let m3 = w.mention(&w.owner, "c2", "elsewhere").await;
     w.wait_reply(&m3).await;
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }
 
 /// Rule: `systemPrompt` rides `session/new` only when advertised; otherwise it leads the first prompt.
@@ -286,17 +271,19 @@ async fn the_system_prompt_follows_the_agents_capability() {
     let _g = SERIAL.lock().await;
     for (mode, advertised) in [("echo", false), ("sp-cap", true)] {
         let w = World::new().await;
-        let mut env = w.env(mode);
-        env.insert("BUZZ_ACP_SYSTEM_PROMPT".into(), "be brief".into());
-        env.insert("BUZZ_ACP_TEAM_INSTRUCTIONS".into(), "team rules".into());
-        let mut h = w.spawn(&env);
-        w.wait_online().await;
+        let env = w.env_with(
+            mode,
+            &[
+                ("BUZZ_ACP_SYSTEM_PROMPT", "be brief"),
+                ("BUZZ_ACP_TEAM_INSTRUCTIONS", "team rules"),
+            ],
+        );
+        let mut h = w.start(&env).await;
         let m1 = w.mention(&w.owner, "c1", "first").await;
         w.wait_reply(&m1).await;
         let m2 = w.mention(&w.owner, "c1", "second").await;
         w.wait_reply(&m2).await;
-        h.signal(libc::SIGTERM);
-        assert_eq!(h.wait_exit(WAIT).await, Some(0));
+        stop_gracefully(&mut h).await;
         let sessions = agent_events(&w.log, "session_new");
         assert_eq!(sessions.len(), 1);
         let texts: Vec<String> = agent_events(&w.log, "prompt")
@@ -321,11 +308,11 @@ async fn the_system_prompt_follows_the_agents_capability() {
 async fn a_mention_flood_is_shed_past_the_queue_bound() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("hang");
-    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
-    env.insert("BUZZ_ACP_LOG".into(), "info".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "hang",
+        &[("BUZZ_ACP_RESPOND_TO", "anyone"), ("BUZZ_ACP_LOG", "info")],
+    );
+    let mut h = w.start(&env).await;
     let stranger = Keys::generate();
     // One turn in flight, 32 queued (the per-channel bound), 7 shed.
     for i in 0..40 {
@@ -344,7 +331,7 @@ async fn a_mention_flood_is_shed_past_the_queue_bound() {
     .await
     .expect("the shed asker is told");
     assert_eq!(busy.len(), 1, "one busy reply per channel per interval");
-    assert_eq!(count_lines(&h, "mention shed"), 7);
+    assert_eq!(h.count_lines("mention shed"), 7);
     assert_eq!(agent_events(&w.log, "prompt").len(), 1);
     w.mention(&w.owner, "c1", "!shutdown").await;
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
@@ -356,8 +343,7 @@ async fn a_reply_whose_acknowledgement_is_lost_is_resent_after_the_reconnect() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     let relay = DenyRelay::accepting().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_RELAY_URL".into(), relay.url.clone());
+    let env = w.env_with("echo", &[("BUZZ_RELAY_URL", &relay.url)]);
     let mut h = w.spawn(&env);
     let online = |n: usize| {
         relay
@@ -403,8 +389,7 @@ async fn a_reply_whose_acknowledgement_is_lost_is_resent_after_the_reconnect() {
     let reply = reply.unwrap_or_else(|| panic!("the reply was resent; stderr:\n{}", h.stderr()));
     assert_eq!(reply["content"], "echo: hello");
     assert!(h.stderr().contains("unacknowledged events kept for resending"));
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }
 
 /// The real `@zed-industries/claude-code-acp`, installed from npm by
@@ -457,8 +442,7 @@ async fn the_real_claude_code_acp_gets_its_forms_and_its_failure_is_answered() {
     ] {
         env.insert(k.into(), v);
     }
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let mut h = w.start(&env).await;
     let m = w.mention(&w.owner, "c1", "hello").await;
     let r = wait_until(Duration::from_secs(150), || w.replies_to(&m).into_iter().next())
         .await
@@ -473,8 +457,7 @@ async fn the_real_claude_code_acp_gets_its_forms_and_its_failure_is_answered() {
         "the auth hint: {}",
         r.content
     );
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
     let msgs: Vec<serde_json::Value> = std::fs::read_to_string(&tap_log)
         .unwrap()
         .lines()

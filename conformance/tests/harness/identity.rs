@@ -107,8 +107,7 @@ async fn canary_secrets_appear_in_no_log_line() {
     env.insert("BUZZ_ACP_SYSTEM_PROMPT".into(), canaries[4].clone());
     env.insert("BUZZ_ACP_TEAM_INSTRUCTIONS".into(), canaries[5].clone());
     env.insert("BUZZ_ACP_LOG".into(), "trace".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let mut h = w.start(&env).await;
     let m = w.mention(&w.owner, "c1", "hi").await;
     w.wait_reply(&m).await;
     w.mention(&w.owner, "c1", "!shutdown").await;
@@ -145,16 +144,14 @@ async fn canary_secrets_appear_in_no_log_line() {
 async fn channel_scope_and_auth_tag_fallback_is_reported() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_CHANNELS".into(), "c1, c3".into());
     // A tag minted for another agent does not verify: reported, owner falls back.
     let other = Keys::generate().public_key().to_hex();
-    env.insert(
-        "BUZZ_AUTH_TAG".into(),
-        AuthTag::mint(&Keys::generate(), &other, "").unwrap().to_json(),
+    let foreign = AuthTag::mint(&Keys::generate(), &other, "").unwrap().to_json();
+    let env = w.env_with(
+        "echo",
+        &[("BUZZ_ACP_CHANNELS", "c1, c3"), ("BUZZ_AUTH_TAG", &foreign)],
     );
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let mut h = w.start(&env).await;
     assert!(
         h.stderr().contains("BUZZ_AUTH_TAG is not used"),
         "the failed verification is reported"

@@ -72,8 +72,33 @@ impl World {
         e
     }
 
+    /// [`World::env`] with `extra` set on top.
+    fn env_with(&self, mode: &str, extra: &[(&str, &str)]) -> HashMap<String, String> {
+        let mut e = self.env(mode);
+        for (k, v) in extra {
+            e.insert(k.to_string(), v.to_string());
+        }
+        e
+    }
+
     fn spawn(&self, env: &HashMap<String, String>) -> HarnessProc {
         HarnessProc::spawn(harness_command(HARNESS, env))
+    }
+
+    /// Spawns the harness on `env` and waits for its presence `online`.
+    async fn start(&self, env: &HashMap<String, String>) -> HarnessProc {
+        let h = self.spawn(env);
+        self.wait_online().await;
+        h
+    }
+
+    /// Waits until the test agent has logged an `event`.
+    async fn wait_agent_event(&self, event: &str) {
+        wait_until(WAIT, || {
+            (!agent_events(&self.log, event).is_empty()).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("the test agent logged no {event}"));
     }
 
     async fn mention(&self, from: &Keys, channel: &str, content: &str) -> nostr_sdk::prelude::Event {
@@ -81,21 +106,15 @@ impl World {
     }
 
     async fn wait_online(&self) {
-        let a = self.agent.public_key();
         self.obs
-            .wait_for(WAIT, |e| {
-                e.kind == Kind::from(20001) && e.pubkey == a && e.content == "online"
-            })
+            .wait_presence(WAIT, &self.agent, "online")
             .await
             .expect("agent online");
     }
 
     async fn wait_offline(&self) -> Instant {
-        let a = self.agent.public_key();
         self.obs
-            .wait_for(WAIT, |e| {
-                e.kind == Kind::from(20001) && e.pubkey == a && e.content == "offline"
-            })
+            .wait_presence(WAIT, &self.agent, "offline")
             .await
             .expect("agent offline")
             .at
@@ -116,6 +135,19 @@ impl World {
             .await
             .expect("a reply")
     }
+}
+
+/// Waits until `n` captured lines contain `needle`.
+async fn wait_count(h: &HarnessProc, needle: &str, n: usize) {
+    wait_until(WAIT, || (h.count_lines(needle) >= n).then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("{n} × {needle:?}; stderr:\n{}", h.stderr()));
+}
+
+/// SIGTERM, and the harness must exit 0 within [`WAIT`].
+async fn stop_gracefully(h: &mut HarnessProc) {
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0), "stderr:\n{}", h.stderr());
 }
 
 mod control;

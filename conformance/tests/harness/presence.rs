@@ -8,9 +8,13 @@ async fn presence_online_after_subscription_periodic_run_seq_and_offline_on_sigt
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     let nonce = "0123456789abcdef0123456789abcdef";
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_PRESENCE_INTERVAL_SECS".into(), "1".into());
-    env.insert("BUZZ_MANAGED_AGENT_START_NONCE".into(), nonce.into());
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_PRESENCE_INTERVAL_SECS", "1"),
+            ("BUZZ_MANAGED_AGENT_START_NONCE", nonce),
+        ],
+    );
     let mut h = w.spawn(&env);
     let a = w.agent.clone();
     let two = wait_until(WAIT, || {
@@ -57,8 +61,7 @@ async fn presence_online_after_subscription_periodic_run_seq_and_offline_on_sigt
 async fn no_presence_knob_is_honoured_locally() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_NO_PRESENCE".into(), "true".into());
+    let env = w.env_with("echo", &[("BUZZ_ACP_NO_PRESENCE", "true")]);
     let mut h = w.spawn(&env);
     let m = w.mention(&w.owner, "c1", "hi").await;
     w.wait_reply(&m).await;
@@ -75,10 +78,8 @@ async fn no_presence_knob_is_honoured_locally() {
 async fn works_with_a_relay_that_never_challenges() {
     let _g = SERIAL.lock().await;
     let w = World::with_relay(TestRelay::start_with(false).await).await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_REPLY_P_TAG".into(), "false".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("echo", &[("BUZZ_ACP_REPLY_P_TAG", "false")]);
+    let mut h = w.start(&env).await;
     let m = w.mention(&w.owner, "c1", "open relay").await;
     let r = w.wait_reply(&m).await;
     assert_eq!(r.content, "echo: open relay");
@@ -96,12 +97,15 @@ async fn works_with_a_relay_that_never_challenges() {
 async fn relay_restart_reconnects_resubscribes_restores_presence_without_duplicate_dispatch() {
     let _g = SERIAL.lock().await;
     let mut w = World::new().await;
-    let mut env = w.env("echo");
-    // The default 60 s interval: no periodic tick can stand in for the re-announce.
-    // The reconnect waits ≥ 1.6 s, so the observer is live again before it.
-    env.insert("BUZZ_ACP_RECONNECT_BASE_MS".into(), "2000".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "echo",
+        &[
+            // The default 60 s interval: no periodic tick can stand in for the re-announce.
+            // The reconnect waits ≥ 1.6 s, so the observer is live again before it.
+            ("BUZZ_ACP_RECONNECT_BASE_MS", "2000"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     let m1 = w.mention(&w.owner, "c1", "before").await;
     w.wait_reply(&m1).await;
     let before = w.obs.presence_of(&w.agent).len();
@@ -110,25 +114,9 @@ async fn relay_restart_reconnects_resubscribes_restores_presence_without_duplica
         .await
         .expect("the harness saw the drop");
     w.obs.wait_live().await;
-    wait_until(WAIT, || {
-        let n = h
-            .lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.text.contains("subscription live"))
-            .count();
-        (n >= 2).then_some(())
-    })
-    .await
-    .expect("re-authenticated and re-subscribed");
-    let auths = h
-        .lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.text.contains("answering NIP-42 challenge"))
-        .count();
+    // Re-authenticated and re-subscribed.
+    wait_count(&h, "subscription live", 2).await;
+    let auths = h.count_lines("answering NIP-42 challenge");
     assert!(auths >= 2, "re-authenticated on the new connection");
     let a = w.agent.clone();
     wait_until(WAIT, || (w.obs.presence_of(&a).len() > before).then_some(()))
@@ -154,6 +142,5 @@ async fn relay_restart_reconnects_resubscribes_restores_presence_without_duplica
         "the replayed mention was not dispatched twice"
     );
     assert_eq!(w.replies_to(&m1).len(), 1);
-    h.signal(libc::SIGTERM);
-    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+    stop_gracefully(&mut h).await;
 }

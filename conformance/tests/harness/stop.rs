@@ -6,9 +6,13 @@ use crate::*;
 async fn reaper_fires_in_bound_for_a_lazy_pool_that_never_woke() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
-    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_LAZY_POOL", "true"),
+            ("BUZZ_ACP_EXIT_AFTER_INACTIVITY", "2"),
+        ],
+    );
     let mut h = w.spawn(&env);
     let start = h.wait_line(WAIT, "buzz-acp starting").await.expect("start line");
     w.wait_online().await;
@@ -32,12 +36,15 @@ async fn reaper_fires_in_bound_for_a_lazy_pool_that_never_woke() {
 async fn reaper_is_deferred_by_an_in_flight_turn() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("echo");
-    env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
-    env.insert("BUZZ_ACP_EXIT_AFTER_INACTIVITY".into(), "2".into());
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "1".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_LAZY_POOL", "true"),
+            ("BUZZ_ACP_EXIT_AFTER_INACTIVITY", "2"),
+            ("BUZZ_ACP_IDLE_TIMEOUT", "1"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     // A turn lasting 4 s (> T) that streams updates every 100 ms (< idle timeout).
     let m = w.mention(&w.owner, "c1", "[slow:4000] work").await;
     let reply = w.wait_reply(&m).await;
@@ -62,16 +69,10 @@ async fn sigterm_publishes_offline_and_exits_0_within_the_budget() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
     // A turn that never ends: the drain point cancels it.
-    let mut env = w.env("hang");
-    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "10".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with("hang", &[("BUZZ_ACP_SHUTDOWN_BUDGET_SECS", "10")]);
+    let mut h = w.start(&env).await;
     w.mention(&w.owner, "c1", "busy").await;
-    wait_until(WAIT, || {
-        (!agent_events(&w.log, "prompt").is_empty()).then_some(())
-    })
-    .await
-    .unwrap();
+    w.wait_agent_event("prompt").await;
     let t0 = Instant::now();
     h.signal(libc::SIGTERM);
     let code = h.wait_exit(WAIT).await;
@@ -93,14 +94,17 @@ async fn sigterm_publishes_offline_and_exits_0_within_the_budget() {
 async fn a_stalled_prompt_is_cancelled_at_the_stop_and_a_progressing_one_finishes() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("ignore-cancel,ignore-sigterm");
-    env.insert("BUZZ_ACP_AGENTS".into(), "2".into());
-    env.insert("BUZZ_ACP_CANCEL_GRACE_MS".into(), "60000".into());
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
-    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "40".into());
-    env.insert("BUZZ_ACP_LOG".into(), "info".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "ignore-cancel,ignore-sigterm",
+        &[
+            ("BUZZ_ACP_AGENTS", "2"),
+            ("BUZZ_ACP_CANCEL_GRACE_MS", "60000"),
+            ("BUZZ_ACP_IDLE_TIMEOUT", "600"),
+            ("BUZZ_ACP_SHUTDOWN_BUDGET_SECS", "40"),
+            ("BUZZ_ACP_LOG", "info"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     w.mention(&w.owner, "c1", "[hang]").await;
     let slow = w.mention(&w.owner, "c2", "[slow:9000] progressing").await;
     wait_until(WAIT, || (agent_events(&w.log, "prompt").len() == 2).then_some(()))
@@ -134,15 +138,18 @@ fn alive(pid: i64) -> bool {
 async fn thirty_two_stuck_slots_still_publish_offline_within_the_budget() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    let mut env = w.env("stuck");
-    env.insert("BUZZ_ACP_AGENTS".into(), "32".into());
-    env.insert("BUZZ_ACP_SHUTDOWN_BUDGET_SECS".into(), "12".into());
-    env.insert("BUZZ_ACP_KILL_GRACE_MS".into(), "2000".into());
-    env.insert("BUZZ_ACP_CANCEL_GRACE_MS".into(), "60000".into());
-    env.insert("BUZZ_ACP_IDLE_TIMEOUT".into(), "600".into());
-    env.insert("BUZZ_ACP_LOG".into(), "info".into());
-    let mut h = w.spawn(&env);
-    w.wait_online().await;
+    let env = w.env_with(
+        "stuck",
+        &[
+            ("BUZZ_ACP_AGENTS", "32"),
+            ("BUZZ_ACP_SHUTDOWN_BUDGET_SECS", "12"),
+            ("BUZZ_ACP_KILL_GRACE_MS", "2000"),
+            ("BUZZ_ACP_CANCEL_GRACE_MS", "60000"),
+            ("BUZZ_ACP_IDLE_TIMEOUT", "600"),
+            ("BUZZ_ACP_LOG", "info"),
+        ],
+    );
+    let mut h = w.start(&env).await;
     for i in 0..32 {
         w.mention(&w.owner, &format!("c{i}"), "stuck").await;
     }

@@ -9,7 +9,7 @@ async fn namespace_scoped_user_works_in_its_namespace_and_gets_the_kubectl_hint(
     let env = env();
     let ns = env.restricted_namespace().to_string();
     let kubelet = env.kubelet().await.unwrap();
-    let _auto = kubelet.automate(&ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = kubelet.automate(&ns, QUICK_START);
     let agent = TestAgent::new();
     let out = deploy(
         env.restricted_kubeconfig(),
@@ -39,7 +39,7 @@ async fn late_default_service_account_is_waited_for() {
     let ns = buzz_conformance::testenv::unique_name("p-sarace");
     env.set_service_account_delay(&ns, Duration::from_secs(2));
     let kubelet = env.kubelet().await.unwrap();
-    let _auto = kubelet.automate(&ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = kubelet.automate(&ns, QUICK_START);
     let agent = TestAgent::new();
     let out = deploy(
         env.admin_kubeconfig(),

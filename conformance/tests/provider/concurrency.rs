@@ -11,8 +11,7 @@ use super::*;
 #[tokio::test]
 async fn create_loser_cleans_only_its_own_secret_and_adopts_the_winner() {
     let c = case("p-loser").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = c.starting().await;
     let proxy = env().start_proxy().await.unwrap();
     let winner_request = c.request();
     let direct = env().admin_kubeconfig().to_path_buf();

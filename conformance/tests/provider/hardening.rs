@@ -8,6 +8,25 @@ use buzz_conformance::provider_support::Spawn;
 
 const DEADLINE: &str = "BUZZ_K8S_DEPLOY_DEADLINE_SECS";
 
+/// `c`'s deploy through `kubeconfig` as a launcher runs it with N = 10 s:
+/// stdin after `stdin_delay`, the provider's deadline 10 s, a kill 10 s
+/// after spawn. The provider must answer first.
+async fn launched_for_10s(kubeconfig: &Path, c: &Case, stdin_delay: Duration) -> Outcome {
+    let launch = Spawn {
+        stdin_delay,
+        kill_after: Some(Duration::from_secs(10)),
+    };
+    let out = provider()
+        .run_launched(kubeconfig, &c.request(), &[(DEADLINE, "10")], launch)
+        .await;
+    assert!(
+        !out.killed,
+        "killed at the launcher's deadline; stderr:\n{}",
+        out.stderr
+    );
+    out
+}
+
 /// The deadline runs from process start. Stdin arrives 3 s after spawn and
 /// the pod never starts; the launcher kills at N = 10 s from spawn. The
 /// provider's budget is derived from the same N, so its in-band "not
@@ -17,23 +36,7 @@ async fn the_in_band_answer_beats_a_launcher_kill_at_the_deadline() {
     let c = case("p-budget").await;
     let kubelet = env().kubelet().await.unwrap();
     let _auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
-    let launch = Spawn {
-        stdin_delay: Duration::from_secs(3),
-        kill_after: Some(Duration::from_secs(10)),
-    };
-    let out = provider()
-        .run_launched(
-            env().admin_kubeconfig(),
-            &c.request(),
-            &[(DEADLINE, "10")],
-            launch,
-        )
-        .await;
-    assert!(
-        !out.killed,
-        "killed at the launcher's deadline; stderr:\n{}",
-        out.stderr
-    );
+    let out = launched_for_10s(env().admin_kubeconfig(), &c, Duration::from_secs(3)).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let err = out.error();
     assert!(
@@ -55,23 +58,7 @@ async fn an_attempt_out_of_time_before_its_pod_exists_drops_its_own_secret() {
         Some(1),
     );
     proxy.reset(Matcher::new(Verb::Create, "pods"), Some(1));
-    let launch = Spawn {
-        stdin_delay: Duration::ZERO,
-        kill_after: Some(Duration::from_secs(10)),
-    };
-    let out = provider()
-        .run_launched(
-            proxy.admin_kubeconfig(),
-            &c.request(),
-            &[(DEADLINE, "10")],
-            launch,
-        )
-        .await;
-    assert!(
-        !out.killed,
-        "killed at the launcher's deadline; stderr:\n{}",
-        out.stderr
-    );
+    let out = launched_for_10s(proxy.admin_kubeconfig(), &c, Duration::ZERO).await;
     let err = out.error();
     assert!(
         err.contains("reached its 10 s deadline while it was trying to create the agent pod"),
@@ -147,14 +134,10 @@ async fn a_crash_looping_pod_is_reported_to_an_identical_start_and_replaced_by_a
     // The kubelet is held, so only a replacement explains a new pod.
     auto.set_behavior(Behavior::Manual);
     let fixed = c.request_with(json!({ "inactivity_seconds": 0 }));
-    let err = deploy_env(proxy.admin_kubeconfig(), &fixed, &[(DEADLINE, "4")])
-        .await
-        .error();
-    assert!(err.contains("not confirmed"), "{err}");
-    let replaced = c.pod().await;
+    let replaced = c.unconfirmed(proxy.admin_kubeconfig(), &fixed, "4").await;
     assert_ne!(uid(&replaced), uid(&looping), "replaced, not reported");
     assert_eq!(proxy.count(Verb::Delete, "pods"), 1, "one fenced delete");
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    auto.set_behavior(QUICK_START);
     deploy(proxy.admin_kubeconfig(), &fixed).await.agent_id();
     let live = c.pod().await;
     assert_eq!(uid(&live), uid(&replaced), "the replacement runs");
@@ -218,8 +201,7 @@ async fn an_empty_image_follows_the_default_across_an_upgrade() {
 #[tokio::test]
 async fn a_tag_that_fails_verification_is_not_written_to_the_pod() {
     let c = case("p-badtag").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = c.starting().await;
     let mut payload = c.agent.payload();
     let stranger = nostr::Keys::generate();
     let foreign = buzz_contract::nip_oa::AuthTag::mint(&stranger, &"cd".repeat(32), "").unwrap();
@@ -265,20 +247,12 @@ async fn an_owner_equal_to_the_agent_is_refused_before_any_request() {
 #[tokio::test]
 async fn every_delete_is_fenced_on_uid_and_resource_version_and_keeps_the_grace_period() {
     let c = case("p-fence").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
-    deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
-    let old = c.pod().await;
+    let (kubelet, auto, old) = c.deployed().await;
     let old_secret = Api::<Secret>::namespaced(c.client.clone(), &c.ns)
         .get(&secret_ref(&old))
         .await
         .unwrap();
-    auto.set_behavior(Behavior::Manual);
-    kubelet
-        .set_terminated(&c.ns, &c.agent.pod_name(), 0, "Completed", "")
-        .await
-        .unwrap();
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    c.complete(&kubelet, &auto).await;
     let proxy = env().start_proxy().await.unwrap();
     deploy(proxy.admin_kubeconfig(), &c.request()).await.agent_id();
     let deletes = proxy.deletes();
@@ -345,11 +319,7 @@ async fn a_crash_loop_is_escaped_by_correcting_the_agent_settings() {
 
     auto.set_behavior(Behavior::Manual);
     let fixed = deploy_request(&c.agent.payload(), cfg(&c.ns));
-    let err = deploy_env(proxy.admin_kubeconfig(), &fixed, &[(DEADLINE, "4")])
-        .await
-        .error();
-    assert!(err.contains("not confirmed"), "{err}");
-    let replaced = c.pod().await;
+    let replaced = c.unconfirmed(proxy.admin_kubeconfig(), &fixed, "4").await;
     assert_ne!(
         uid(&replaced),
         uid(&looping),

@@ -73,8 +73,7 @@ async fn first_deploy_returns_only_after_the_container_runs() {
 #[tokio::test]
 async fn second_deploy_against_a_live_agent_mutates_nothing() {
     let c = case("p-noop").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = c.starting().await;
     let proxy = env().start_proxy().await.unwrap();
     let first = deploy(proxy.admin_kubeconfig(), &c.request()).await.agent_id();
     let before = c.pod().await;
@@ -95,16 +94,8 @@ async fn second_deploy_against_a_live_agent_mutates_nothing() {
 #[tokio::test]
 async fn terminated_pod_is_replaced_on_the_next_start() {
     let c = case("p-restart").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
-    deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
-    let old = c.pod().await;
-    auto.set_behavior(Behavior::Manual);
-    kubelet
-        .set_terminated(&c.ns, &c.agent.pod_name(), 0, "Completed", "")
-        .await
-        .unwrap();
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    let (kubelet, auto, old) = c.deployed().await;
+    c.complete(&kubelet, &auto).await;
     deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
     let new = c.pod().await;
     assert_ne!(uid(&new), uid(&old), "recreated");
@@ -125,16 +116,13 @@ async fn terminated_pod_is_replaced_on_the_next_start() {
 #[tokio::test]
 async fn a_pod_replaced_while_its_phase_lags_takes_its_secret_with_it() {
     let c = case("p-replace").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
-    deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
-    let old = c.pod().await;
+    let (kubelet, auto, old) = c.deployed().await;
     auto.set_behavior(Behavior::Manual);
     kubelet
         .set_container_exited(&c.ns, &c.agent.pod_name(), 0)
         .await
         .unwrap();
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    auto.set_behavior(QUICK_START);
     let out = deploy(env().admin_kubeconfig(), &c.request()).await;
     out.agent_id();
     let new = c.pod().await;
@@ -176,7 +164,7 @@ async fn unschedulable_past_the_deadline_survives_and_is_adopted_later() {
     let original = c.pod().await;
     assert_eq!(proxy.count(Verb::Delete, "pods"), 0, "observe, never delete");
 
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    auto.set_behavior(QUICK_START);
     let id = deploy(proxy.admin_kubeconfig(), &c.request()).await.agent_id();
     let adopted = c.pod().await;
     assert_eq!(id, c.agent.pod_name());
@@ -304,11 +292,7 @@ async fn corrected_config_replaces_a_never_started_pod_but_not_a_started_one() {
     let wedged = c.pod().await;
 
     // The kubelet keeps the replacement pending, so only a replacement explains a new pod.
-    let err = deploy_env(env().admin_kubeconfig(), &c.request(), &short)
-        .await
-        .error();
-    assert!(err.contains("not confirmed"), "{err}");
-    let replaced = c.pod().await;
+    let replaced = c.unconfirmed(env().admin_kubeconfig(), &c.request(), "5").await;
     assert_ne!(
         uid(&replaced),
         uid(&wedged),
@@ -318,7 +302,7 @@ async fn corrected_config_replaces_a_never_started_pod_but_not_a_started_one() {
         replaced.spec.as_ref().unwrap().containers[0].image.as_deref(),
         Some(IMAGE)
     );
-    auto.set_behavior(Behavior::StartAfter(Duration::from_millis(100)));
+    auto.set_behavior(QUICK_START);
     deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
     assert_eq!(
         uid(&c.pod().await),
@@ -410,10 +394,7 @@ async fn admission_defaulting_causes_no_false_divergence() {
 #[tokio::test]
 async fn deletion_marked_pod_is_awaited_then_replaced() {
     let c = case("p-dying").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
-    deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
-    let old = c.pod().await;
+    let (_kubelet, auto, old) = c.deployed().await;
     auto.set_finalize_delay(Duration::from_millis(1500));
     c.pods
         .delete(&c.agent.pod_name(), &DeleteParams::default())

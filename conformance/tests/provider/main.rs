@@ -23,6 +23,9 @@ mod lost_reply;
 mod ownership;
 mod undeploy;
 
+/// The kubelet's usual pace here: bind, then run 100 ms later.
+const QUICK_START: Behavior = Behavior::StartAfter(Duration::from_millis(100));
+
 fn provider() -> Provider {
     Provider::new(env!("CARGO_BIN_EXE_provider-under-test"))
 }
@@ -100,10 +103,45 @@ impl Case {
     async fn stuck(&self, reason: &str, kubeconfig: &Path) -> (KubeletDriver, PodAutomation, Pod) {
         let kubelet = env().kubelet().await.unwrap();
         let auto = kubelet.automate(&self.ns, Behavior::never_start(reason));
-        let short = [("BUZZ_K8S_DEPLOY_DEADLINE_SECS", "2")];
-        let err = deploy_env(kubeconfig, &self.request(), &short).await.error();
-        assert!(err.contains("not confirmed"), "{err}");
+        let pod = self.unconfirmed(kubeconfig, &self.request(), "2").await;
+        (kubelet, auto, pod)
+    }
+
+    /// The kubelet runs this case's pods at [`QUICK_START`] pace while the
+    /// automation lives.
+    async fn starting(&self) -> PodAutomation {
+        env().kubelet().await.unwrap().automate(&self.ns, QUICK_START)
+    }
+
+    /// One deploy straight to the apiserver with the kubelet at
+    /// [`QUICK_START`] pace: the driver, its automation and the running pod.
+    async fn deployed(&self) -> (KubeletDriver, PodAutomation, Pod) {
+        let kubelet = env().kubelet().await.unwrap();
+        let auto = kubelet.automate(&self.ns, QUICK_START);
+        deploy(env().admin_kubeconfig(), &self.request()).await.agent_id();
         (kubelet, auto, self.pod().await)
+    }
+
+    /// A deploy of `request` through `kubeconfig` with a deadline of `secs`
+    /// s that ends "not confirmed" (the kubelet holds the pod); the pod it
+    /// leaves.
+    async fn unconfirmed(&self, kubeconfig: &Path, request: &Value, secs: &str) -> Pod {
+        let err = deploy_env(kubeconfig, request, &[("BUZZ_K8S_DEPLOY_DEADLINE_SECS", secs)])
+            .await
+            .error();
+        assert!(err.contains("not confirmed"), "{err}");
+        self.pod().await
+    }
+
+    /// The running pod ends (exit 0, `Completed`) while the kubelet is
+    /// held; then `auto` starts pods at [`QUICK_START`] pace again.
+    async fn complete(&self, kubelet: &KubeletDriver, auto: &PodAutomation) {
+        auto.set_behavior(Behavior::Manual);
+        kubelet
+            .set_terminated(&self.ns, &self.agent.pod_name(), 0, "Completed", "")
+            .await
+            .unwrap();
+        auto.set_behavior(QUICK_START);
     }
 
     /// Makes every pod of this case fail at start-up with exit code 2

@@ -244,8 +244,7 @@ async fn assert_converged(c: &Case, deploy_ok: bool, what: &str) {
 #[tokio::test]
 async fn undeploy_inside_a_deploy_converges() {
     let c = case("p-race-ud").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = c.starting().await;
     let proxy = env().start_proxy().await.unwrap();
     let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (s, req, kc) = (
@@ -275,8 +274,7 @@ async fn undeploy_inside_a_deploy_converges() {
 #[tokio::test]
 async fn deploy_inside_an_undeploy_converges() {
     let c = case("p-race-du").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let auto = c.starting().await;
     auto.set_finalize_delay(Duration::from_millis(600));
     deploy(env().admin_kubeconfig(), &c.request()).await.agent_id();
     let proxy = env().start_proxy().await.unwrap();
@@ -317,8 +315,7 @@ async fn deploy_inside_an_undeploy_converges() {
 #[tokio::test]
 async fn concurrent_deploy_and_undeploy_converge() {
     let c = case("p-race-free").await;
-    let kubelet = env().kubelet().await.unwrap();
-    let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(100)));
+    let _auto = c.starting().await;
     for round in 0..6u64 {
         let (dreq, ureq) = (c.request(), c.undeploy_request());
         let head = Duration::from_millis(40 * round);

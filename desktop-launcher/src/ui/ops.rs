@@ -111,6 +111,25 @@ async fn relay_ready(s: &S, rec: &AgentRecord) -> Result<(), Box<Response>> {
     }
 }
 
+/// [`relay_ready`] for an operation that holds `name`'s claim: a relay
+/// that cannot be started releases the claim.
+async fn claimed_relay_ready(s: &S, name: &str, rec: &AgentRecord) -> Result<(), Box<Response>> {
+    let ready = relay_ready(s, rec).await;
+    if ready.is_err() {
+        release(s, name);
+    }
+    ready
+}
+
+/// 409: another operation holds `name`'s claim.
+fn in_progress(s: &Shared, name: &str, op: Op) -> Response {
+    fail(
+        s,
+        StatusCode::CONFLICT,
+        format!("{} of `{name}` is in progress", op.what()),
+    )
+}
+
 fn already_running(s: &Shared, r: &Running) -> Response {
     reply(
         s,
@@ -136,16 +155,9 @@ pub(super) async fn start_agent(State(s): State<S>, Path(name): Path<String>) ->
                 json!({"already_starting": true, "message": format!("{name} is already starting")}),
             );
         }
-        Err(op) => {
-            return fail(
-                &s,
-                StatusCode::CONFLICT,
-                format!("{} of `{name}` is in progress", op.what()),
-            );
-        }
+        Err(op) => return in_progress(&s, &name, op),
     }
-    if let Err(r) = relay_ready(&s, &rec).await {
-        release(&s, &name);
+    if let Err(r) = claimed_relay_ready(&s, &name, &rec).await {
         return *r;
     }
     let task = s.clone();
@@ -244,14 +256,9 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
         Err(r) => return *r,
     };
     if let Err(op) = claim(&s, &name, Op::Stop) {
-        return fail(
-            &s,
-            StatusCode::CONFLICT,
-            format!("{} of `{name}` is in progress", op.what()),
-        );
+        return in_progress(&s, &name, op);
     }
-    if let Err(r) = relay_ready(&s, &rec).await {
-        release(&s, &name);
+    if let Err(r) = claimed_relay_ready(&s, &name, &rec).await {
         return *r;
     }
     let (s2, n2) = (s.clone(), name.clone());

@@ -1,11 +1,14 @@
 //! Helpers shared by the `buzz-launcher` binary suites: the binary and the
-//! harness, a command runner on a state dir, the relay's cleanup, and the
+//! harness, a command runner on a state dir, the relay's cleanup, the
 //! processes that belong to one state dir (found through `/proc`, as the
-//! "exactly one harness" and "exactly one relay" assertions need).
+//! "exactly one harness" and "exactly one relay" assertions need), and the
+//! Start page of a state dir.
 #![allow(dead_code)]
 
+use std::io::{BufRead, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_buzz-launcher");
@@ -42,6 +45,21 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes `text` to `path` as an executable (mode 755) script.
+pub fn executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Installs the provider `buzz-backend-ID`, the script `text`, in `dir`
+/// (created if need be); its path.
+pub fn provider(dir: &Path, id: &str, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(format!("buzz-backend-{id}"));
+    executable(&p, text);
+    p
 }
 
 /// Ends the background relay of a state dir when a test ends, even on a failed assertion.
@@ -145,4 +163,78 @@ pub fn home_with_agent(dir: &Path, agent: &str) -> PathBuf {
     let o = run(&home, &["agent", "create", agent, "--agent", "echo"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     home
+}
+
+/// The Start page of a state dir, served by `buzz-launcher ui` until dropped.
+pub struct Page {
+    child: Child,
+    /// `HOST:PORT` of the printed URL.
+    pub host: String,
+    token: String,
+}
+
+impl Page {
+    /// Runs `ui --listen 127.0.0.1:0` on `home` with `env` and reads the
+    /// printed URL.
+    pub fn open(home: &Path, env: &[(&str, &str)]) -> Page {
+        Page::listen(home, "127.0.0.1:0", env)
+    }
+
+    /// As [`Page::open`], listening on `listen`.
+    pub fn listen(home: &Path, listen: &str, env: &[(&str, &str)]) -> Page {
+        let mut child = Command::new(BIN)
+            .args(["ui", "--listen", listen])
+            .env("BUZZ_LAUNCHER_HOME", home)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("Start page: http://")
+            .expect("the page's URL")
+            .to_string();
+        let (host, token) = url.split_once("/#token=").unwrap();
+        Page {
+            host: host.to_string(),
+            token: token.to_string(),
+            child,
+        }
+    }
+
+    /// `GET path` with the page's token: the whole response, which must be a 200.
+    pub fn get(&self, path: &str) -> String {
+        let mut s = std::net::TcpStream::connect(&self.host).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+            self.host, self.token
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        text
+    }
+
+    /// The body of [`Page::get`].
+    pub fn get_body(&self, path: &str) -> String {
+        let text = self.get(path);
+        text.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -4,7 +4,6 @@
 //! flag says its unit and allowed values.
 
 use super::*;
-use std::io::BufRead;
 
 #[test]
 fn a_missing_provider_names_the_directories_searched_and_ignores_build_artifacts() {
@@ -14,17 +13,7 @@ fn a_missing_provider_names_the_directories_searched_and_ignores_build_artifacts
     let dep_info = h.providers.join("buzz-backend-first-hour.d");
     std::fs::write(&dep_info, "deps\n").unwrap();
     std::fs::set_permissions(&dep_info, std::fs::Permissions::from_mode(0o644)).unwrap();
-    h.ok(&[
-        "agent",
-        "create",
-        "k",
-        "--relay",
-        "ws://127.0.0.1:1",
-        "--agent",
-        "echo",
-        "--backend",
-        "provider:first-hour",
-    ]);
+    h.echo_agent("k", "ws://127.0.0.1:1", &["--backend", "provider:first-hour"]);
     let o = h.run(&["start", "k"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
@@ -50,29 +39,17 @@ fn a_missing_provider_names_the_directories_searched_and_ignores_build_artifacts
 #[test]
 fn missing_provider_settings_come_back_all_at_once_with_their_fixes() {
     let h = Home::new();
-    h.provider(
+    h.provider_answering(
         "req",
-        r#"#!/bin/sh
-req=$(cat)
-case "$req" in
-  *'"op":"info"'*) echo '{"ok":true,"name":"req","version":"0","protocol_version":1,"config_schema":{"required":["namespace","image"],"properties":{"namespace":{"type":"string","default":"buzz-agents-ab12cd"},"image":{"type":"string"},"context":{"type":"string"}}}}'; exit 0;;
-esac
-echo '{"ok":false,"error":"provider_config.namespace is required"}'
+        r#"{"required":["namespace","image"],"properties":{"namespace":{"type":"string","default":"buzz-agents-ab12cd"},"image":{"type":"string"},"context":{"type":"string"}}}"#,
+        r#"echo '{"ok":false,"error":"provider_config.namespace is required"}'
 "#,
     );
-    h.ok(&[
-        "agent",
-        "create",
+    h.echo_agent(
         "r",
-        "--relay",
         "ws://127.0.0.1:1",
-        "--agent",
-        "echo",
-        "--backend",
-        "provider:req",
-        "--config",
-        "context=kind",
-    ]);
+        &["--backend", "provider:req", "--config", "context=kind"],
+    );
     let o = h.run(&["start", "r"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
@@ -119,22 +96,10 @@ fn start_finds_the_harness_next_to_the_launcher() {
 fn the_page_listens_on_localhost_port() {
     let h = Home::new();
     let began = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(["ui", "--listen", "localhost:0"])
-        .env("BUZZ_LAUNCHER_HOME", &h.home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    // The printed URL is `Start page: http://HOST:PORT/#token=…`.
+    let page = Page::listen(&h.home, "localhost:0", &[]);
     assert!(began.elapsed() < ANSWERS_WITHIN);
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(line.starts_with("Start page: http://127.0.0.1:"), "{line}");
-    assert!(line.contains("/#token="), "{line}");
+    assert!(page.host.starts_with("127.0.0.1:"), "{}", page.host);
 }
 
 #[test]

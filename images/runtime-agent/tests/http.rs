@@ -2,8 +2,11 @@
 //! runtime-agent-backend-contract.md §3): what goes on the wire, and that an ingest
 //! which redirects, hangs or answers garbage only ever defers.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use common::{PAYLOAD, gunzip, read_request};
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -16,30 +19,6 @@ struct Seen {
     body: Vec<u8>,
 }
 
-fn read_request(stream: &mut TcpStream) -> Seen {
-    let mut reader = BufReader::new(stream);
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" || line.is_empty() {
-            break;
-        }
-        head.push_str(&line);
-    }
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
-    Seen { head, body }
-}
-
 /// A server answering each connection's first request with `reply` (raw bytes), or
 /// holding it open when `reply` is `None`.
 fn server(reply: Option<&'static [u8]>) -> (String, mpsc::Receiver<Seen>) {
@@ -49,7 +28,8 @@ fn server(reply: Option<&'static [u8]>) -> (String, mpsc::Receiver<Seen>) {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let seen = read_request(&mut stream);
+            let (head, body) = read_request(&mut BufReader::new(&mut stream));
+            let seen = Seen { head, body };
             let _ = tx.send(seen);
             match reply {
                 Some(bytes) => {
@@ -63,14 +43,6 @@ fn server(reply: Option<&'static [u8]>) -> (String, mpsc::Receiver<Seen>) {
     });
     (url, rx)
 }
-
-fn gunzip(bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap();
-    out
-}
-
-const PAYLOAD: &[u8] = br#"{"kind":"collection_coverage","source":"agent"}"#;
 
 #[test]
 fn a_post_is_gzip_json_with_the_user_agent_to_the_kind_route() {

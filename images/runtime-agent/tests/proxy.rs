@@ -4,7 +4,10 @@
 //! never resolves, a refused tunnel, a forward proxy for `http://`, and loopback
 //! bypassing the proxy.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{PAYLOAD, gunzip, read_request};
+use std::io::{BufReader, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -14,38 +17,6 @@ use runtime_agent::http::{HttpTransport, TlsRoots};
 use runtime_agent::payload::Kind;
 use runtime_agent::proxy::ProxySettings;
 use runtime_agent::ship::{Outcome, Transport};
-
-const PAYLOAD: &[u8] = br#"{"kind":"collection_coverage","source":"agent"}"#;
-
-/// A request head and body read from `r`.
-fn read_request(r: &mut impl BufRead) -> (String, Vec<u8>) {
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        if line == "\r\n" || line.is_empty() {
-            break;
-        }
-        head.push_str(&line);
-    }
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).unwrap();
-    (head, body)
-}
-
-fn gunzip(bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap();
-    out
-}
 
 /// A TLS ingest for `ingest.invalid` answering 204; the certificate to pin; and
 /// what it received.
@@ -120,6 +91,14 @@ fn proxy_env(pairs: Vec<(&'static str, String)>) -> ProxySettings {
     ProxySettings::from_lookup(|name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())).unwrap()
 }
 
+/// Posts [`PAYLOAD`] once to `ingest` with the proxy env `proxy` and the
+/// TLS roots `roots`; the outcome.
+fn post_coverage(ingest: &str, proxy: Vec<(&'static str, String)>, roots: TlsRoots) -> Outcome {
+    let mut t = HttpTransport::with(ingest, "runtime-agent/0.1.0", &proxy_env(proxy), roots).unwrap();
+    t.post(Kind::CollectionCoverage, PAYLOAD, Duration::from_secs(10))
+        .outcome
+}
+
 fn basic(user_password: &str) -> String {
     format!(
         "Basic {}",
@@ -131,17 +110,13 @@ fn basic(user_password: &str) -> String {
 fn an_https_ingest_is_reached_through_a_connect_tunnel_with_the_proxy_credentials() {
     let (ingest, cert, received) = tls_ingest();
     let (proxy, heads) = connect_proxy(ingest, None);
-    let settings = proxy_env(vec![("HTTPS_PROXY", format!("http://agent:pa%3Ass@{proxy}"))]);
     // ingest.invalid cannot resolve: only the proxy can have reached it.
-    let mut t = HttpTransport::with(
+    let outcome = post_coverage(
         "https://ingest.invalid",
-        "runtime-agent/0.1.0",
-        &settings,
+        vec![("HTTPS_PROXY", format!("http://agent:pa%3Ass@{proxy}"))],
         TlsRoots::Pinned(vec![cert]),
-    )
-    .unwrap();
-    let r = t.post(Kind::CollectionCoverage, PAYLOAD, Duration::from_secs(10));
-    assert_eq!(r.outcome, Outcome::Delivered);
+    );
+    assert_eq!(outcome, Outcome::Delivered);
     let head = heads.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(
         head.starts_with("CONNECT ingest.invalid:443 HTTP/1.1\r\n"),
@@ -172,16 +147,12 @@ fn a_refused_tunnel_defers() {
         "SSH-2.0-OpenSSH\r\n\r\n",
     ] {
         let (proxy, heads) = connect_proxy(String::new(), Some(answer));
-        let settings = proxy_env(vec![("https_proxy", format!("http://{proxy}"))]);
-        let mut t = HttpTransport::with(
+        let outcome = post_coverage(
             "https://ingest.invalid",
-            "runtime-agent/0.1.0",
-            &settings,
+            vec![("https_proxy", format!("http://{proxy}"))],
             TlsRoots::Pinned(Vec::new()),
-        )
-        .unwrap();
-        let r = t.post(Kind::CollectionCoverage, PAYLOAD, Duration::from_secs(10));
-        assert_eq!(r.outcome, Outcome::Deferred, "{answer}");
+        );
+        assert_eq!(outcome, Outcome::Deferred, "{answer}");
         let head = heads.recv_timeout(Duration::from_secs(10)).unwrap();
         assert!(!head.contains("Proxy-Authorization"), "no credentials configured");
     }
@@ -206,16 +177,12 @@ fn forward_proxy() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
 #[test]
 fn an_http_ingest_goes_to_a_forward_proxy_in_absolute_form() {
     let (proxy, seen) = forward_proxy();
-    let settings = proxy_env(vec![("HTTP_PROXY", format!("http://agent:secret@{proxy}"))]);
-    let mut t = HttpTransport::with(
+    let outcome = post_coverage(
         "http://ingest.invalid/base",
-        "runtime-agent/0.1.0",
-        &settings,
+        vec![("HTTP_PROXY", format!("http://agent:secret@{proxy}"))],
         TlsRoots::WebPki,
-    )
-    .unwrap();
-    let r = t.post(Kind::CollectionCoverage, PAYLOAD, Duration::from_secs(10));
-    assert_eq!(r.outcome, Outcome::Delivered);
+    );
+    assert_eq!(outcome, Outcome::Delivered);
     let (head, body) = seen.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(
         head.starts_with("POST http://ingest.invalid/base/v1/ingest/collection_coverage HTTP/1.1\r\n"),
@@ -232,19 +199,15 @@ fn an_http_ingest_goes_to_a_forward_proxy_in_absolute_form() {
 fn a_loopback_ingest_bypasses_the_proxy() {
     let (proxy, proxied) = forward_proxy();
     let (direct, seen) = forward_proxy();
-    let settings = proxy_env(vec![
-        ("HTTP_PROXY", format!("http://{proxy}")),
-        ("HTTPS_PROXY", format!("http://{proxy}")),
-    ]);
-    let mut t = HttpTransport::with(
+    let outcome = post_coverage(
         &format!("http://{direct}"),
-        "runtime-agent/0.1.0",
-        &settings,
+        vec![
+            ("HTTP_PROXY", format!("http://{proxy}")),
+            ("HTTPS_PROXY", format!("http://{proxy}")),
+        ],
         TlsRoots::WebPki,
-    )
-    .unwrap();
-    let r = t.post(Kind::CollectionCoverage, PAYLOAD, Duration::from_secs(10));
-    assert_eq!(r.outcome, Outcome::Delivered);
+    );
+    assert_eq!(outcome, Outcome::Delivered);
     let (head, _) = seen.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(
         head.starts_with("POST /v1/ingest/collection_coverage HTTP/1.1\r\n"),

@@ -2,6 +2,9 @@
 //! (collector-design.md §6; runtime-agent-backend-contract.md §4 "Delivery semantics",
 //! §5 "Error semantics").
 
+mod common;
+
+use common::{POD, T10, files, set_mtime, snapshot_name};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs;
@@ -13,38 +16,16 @@ use std::time::{Duration, Instant};
 use runtime_agent::payload::Kind;
 use runtime_agent::ship::{Backoff, Outcome, Response, RoundEnd, Shipper, Transport};
 use runtime_agent::spool::{Bounds, Spool};
-use runtime_agent::time::rfc3339;
-use serde_json::json;
 
-const POD: &str = "0d9f6a52-1111-2222-3333-444455556666";
-/// 2026-08-06T10:00:00Z.
-const T10: u64 = 1_786_010_400;
-
+/// A usage payload of [`POD`].
 fn usage(kind: &str, start: u64, core_ns: u64) -> Vec<u8> {
-    let ws = rfc3339(start);
-    serde_json::to_vec(&json!({
-        "kind": kind, "source": "measured", "window_start": ws, "window_seconds": 3600,
-        "observation": {"poll_interval_seconds": 10, "polls_attempted": 2, "polls_failed": 0, "signals": ["cpu"]},
-        "records": [{"namespace": "ns", "workload_kind": "Pod", "workload_name": "p", "container": "agent",
-            "pod": "p", "pod_uid": POD, "window_start": ws, "window_seconds": 3600,
-            "cpu": {"core_nanoseconds": core_ns, "covered_nanoseconds": 10, "throttled_periods": 0, "total_periods": 0,
-                "throttling_samples": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "samples": 1,
-                "min_milli": 1, "max_milli": 1, "hist_milli": {"1": 1}},
-            "memory": {"samples": 0, "sum_bytes": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "hist_bytes": {}}}]
-    }))
-    .unwrap()
+    common::usage(kind, start, POD, core_ns)
 }
 
-fn snap(start: u64) -> String {
-    format!("usage-{start}-3600.snapshot.json")
-}
-
-fn set_mtime(path: &Path, secs: u64) {
-    fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+/// Writes the snapshot of the hour from `start` with `core_ns` of CPU.
+fn write_snapshot(spool: &mut Spool, start: u64, core_ns: u64) {
+    spool
+        .write(&snapshot_name(start), &usage("usage_snapshot", start, core_ns))
         .unwrap();
 }
 
@@ -52,11 +33,9 @@ fn set_mtime(path: &Path, secs: u64) {
 fn spool_with_three(dir: &Path) -> Mutex<Spool> {
     let (mut spool, _) = Spool::open(dir, POD, Bounds::default(), T10 + 3 * 3600 - 10).unwrap();
     for (i, start) in [T10 + 7200, T10, T10 + 3600].into_iter().enumerate() {
-        spool
-            .write(&snap(start), &usage("usage_snapshot", start, i as u64 + 1))
-            .unwrap();
+        write_snapshot(&mut spool, start, i as u64 + 1);
         // mtime order: T10 oldest, regardless of write order.
-        set_mtime(&dir.join(snap(start)), start + 10);
+        set_mtime(&dir.join(snapshot_name(start)), start + 10);
     }
     Mutex::new(spool)
 }
@@ -106,15 +85,9 @@ fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
 
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().unwrap().is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
+/// One round with an hour to go and no stop.
+fn one_round(s: &mut Shipper, spool: &Mutex<Spool>, t: &mut dyn Transport) -> RoundEnd {
+    s.round(spool, t, far(), &|| false)
 }
 
 #[test]
@@ -123,7 +96,7 @@ fn a_round_offers_oldest_first_one_at_a_time_and_deletes_what_was_acknowledged()
     let spool = spool_with_three(dir.path());
     let (mut t, sent) = Scripted::new(&[]);
     let mut s = shipper();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     let sent = sent.borrow();
     assert_eq!(sent.len(), 3);
     assert_eq!(sent[0].1, usage("usage_snapshot", T10, 2));
@@ -144,19 +117,19 @@ fn a_deferral_and_a_deferred_probe_keep_the_files_end_the_round_and_back_off() {
     let spool = spool_with_three(dir.path());
     let (mut t, sent) = Scripted::new(&[Outcome::Deferred; 4]);
     let mut s = shipper();
-    let RoundEnd::Deferred(first) = s.round(&spool, &mut t, far(), &|| false) else {
+    let RoundEnd::Deferred(first) = one_round(&mut s, &spool, &mut t) else {
         panic!("not deferred")
     };
     assert!(first >= Duration::from_millis(2500) && first <= Duration::from_secs(5));
     // The oldest, then one probe of the next: both deferred, so the round ends.
     assert_eq!(sent.borrow().len(), 2);
     assert_eq!(files(dir.path()).len(), 3);
-    let RoundEnd::Deferred(second) = s.round(&spool, &mut t, far(), &|| false) else {
+    let RoundEnd::Deferred(second) = one_round(&mut s, &spool, &mut t) else {
         panic!("not deferred")
     };
     assert!(second >= Duration::from_secs(5) && second <= Duration::from_secs(10));
     // The oldest again, then everything once the ingest answers 2xx.
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     let sent = sent.borrow();
     assert_eq!(sent.len(), 7);
     assert_eq!(sent[0].1, usage("usage_snapshot", T10, 2));
@@ -201,34 +174,26 @@ fn a_payload_deferred_while_others_are_delivered_is_held_after_n_rounds() {
     for round in 0..n {
         // A fresh file each round, as the collector writes them.
         let start = T10 + (10 + u64::from(round)) * 3600;
-        spool
-            .lock()
-            .unwrap()
-            .write(&snap(start), &usage("usage_snapshot", start, 50))
-            .unwrap();
-        set_mtime(&dir.path().join(snap(start)), start);
+        write_snapshot(&mut spool.lock().unwrap(), start, 50);
+        set_mtime(&dir.path().join(snapshot_name(start)), start);
         // The poison never blocks the files behind it.
         assert_eq!(
-            s.round(&spool, &mut t, far(), &|| false),
+            one_round(&mut s, &spool, &mut t),
             RoundEnd::Drained,
             "round {round}"
         );
-        assert_eq!(files(dir.path()), vec![snap(T10)], "round {round}");
+        assert_eq!(files(dir.path()), vec![snapshot_name(T10)], "round {round}");
     }
     assert_eq!(s.coverage().held_after_deferrals, 1);
     let offered = |sent: &Sent| sent.borrow().iter().filter(|(_, b)| *b == poison).count();
     assert_eq!(offered(&sent), usize::from(n));
     // Held: not offered again while that version stays on disk.
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert_eq!(offered(&sent), usize::from(n));
-    assert_eq!(files(dir.path()), vec![snap(T10)], "held, not deleted");
+    assert_eq!(files(dir.path()), vec![snapshot_name(T10)], "held, not deleted");
     // A rewrite of the key is a new version: offered (and delivered) again.
-    spool
-        .lock()
-        .unwrap()
-        .write(&snap(T10), &usage("usage_snapshot", T10, 99))
-        .unwrap();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    write_snapshot(&mut spool.lock().unwrap(), T10, 99);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert!(files(dir.path()).is_empty());
 }
 
@@ -240,10 +205,7 @@ fn in_an_outage_nothing_is_held_however_long_it_lasts() {
     let (mut t, sent) = Scripted::new(&vec![Outcome::Deferred; rounds * 2]);
     let mut s = shipper();
     for _ in 0..rounds {
-        assert!(matches!(
-            s.round(&spool, &mut t, far(), &|| false),
-            RoundEnd::Deferred(_)
-        ));
+        assert!(matches!(one_round(&mut s, &spool, &mut t), RoundEnd::Deferred(_)));
     }
     assert_eq!(
         sent.borrow().len(),
@@ -251,7 +213,7 @@ fn in_an_outage_nothing_is_held_however_long_it_lasts() {
         "the oldest and one probe per round"
     );
     assert_eq!(s.coverage().held_after_deferrals, 0);
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert!(files(dir.path()).is_empty());
 }
 
@@ -267,7 +229,7 @@ fn a_retry_after_ends_the_round_without_a_probe() {
     });
     let mut s = shipper();
     assert_eq!(
-        s.round(&spool, &mut t, far(), &|| false),
+        one_round(&mut s, &spool, &mut t),
         RoundEnd::Deferred(Duration::from_secs(7))
     );
     assert_eq!(sent.borrow().len(), 1);
@@ -280,19 +242,15 @@ fn rejected_versions_are_held_and_a_newer_version_is_offered() {
         let spool = spool_with_three(dir.path());
         let (mut t, sent) = Scripted::new(&[outcome]);
         let mut s = shipper();
-        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
         assert_eq!(sent.borrow().len(), 3);
         // The rejected oldest stays on disk and is not offered again.
-        assert_eq!(files(dir.path()), vec![snap(T10)]);
-        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        assert_eq!(files(dir.path()), vec![snapshot_name(T10)]);
+        assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
         assert_eq!(sent.borrow().len(), 3);
         // A rewrite of the key is a new version: offered and delivered.
-        spool
-            .lock()
-            .unwrap()
-            .write(&snap(T10), &usage("usage_snapshot", T10, 99))
-            .unwrap();
-        assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+        write_snapshot(&mut spool.lock().unwrap(), T10, 99);
+        assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
         assert_eq!(sent.borrow().len(), 4);
         assert_eq!(sent.borrow()[3].1, usage("usage_snapshot", T10, 99));
         assert!(files(dir.path()).is_empty());
@@ -308,15 +266,11 @@ fn unauthorized_halts_shipping_for_good_while_spooling_goes_on() {
     let spool = spool_with_three(dir.path());
     let (mut t, sent) = Scripted::new(&[Outcome::Delivered, Outcome::Unauthorized]);
     let mut s = shipper();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Halted);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Halted);
     assert!(s.halted());
     assert_eq!(sent.borrow().len(), 2);
-    spool
-        .lock()
-        .unwrap()
-        .write(&snap(T10 + 10_800), &usage("usage_snapshot", T10 + 10_800, 5))
-        .unwrap();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Halted);
+    write_snapshot(&mut spool.lock().unwrap(), T10 + 10_800, 5);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Halted);
     assert_eq!(sent.borrow().len(), 2);
     assert_eq!(files(dir.path()).len(), 3);
     assert!(s.coverage().halted);
@@ -332,22 +286,18 @@ fn a_version_written_while_its_predecessor_is_in_flight_survives_the_acknowledge
     let mut once = true;
     t.during = Some(Box::new(move |_| {
         if std::mem::take(&mut once) {
-            writer
-                .lock()
-                .unwrap()
-                .write(&snap(T10), &usage("usage_snapshot", T10, 77))
-                .unwrap();
+            write_snapshot(&mut writer.lock().unwrap(), T10, 77);
         }
     }));
     let mut s = shipper();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert_eq!(sent.borrow()[0].1, usage("usage_snapshot", T10, 2));
-    assert_eq!(files(dir.path()), vec![snap(T10)]);
+    assert_eq!(files(dir.path()), vec![snapshot_name(T10)]);
     assert_eq!(
-        fs::read(dir.path().join(snap(T10))).unwrap(),
+        fs::read(dir.path().join(snapshot_name(T10))).unwrap(),
         usage("usage_snapshot", T10, 77)
     );
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert_eq!(sent.borrow().last().unwrap().1, usage("usage_snapshot", T10, 77));
     assert!(files(dir.path()).is_empty());
 }
@@ -361,8 +311,8 @@ fn a_payload_over_the_ceiling_is_never_read_or_offered() {
     fs::write(dir.path().join("coverage.json"), &big).unwrap();
     let (mut t, sent) = Scripted::new(&[]);
     let mut s = shipper();
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
-    assert_eq!(s.round(&spool, &mut t, far(), &|| false), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
+    assert_eq!(one_round(&mut s, &spool, &mut t), RoundEnd::Drained);
     assert!(sent.borrow().is_empty());
     assert_eq!(s.coverage().rejected.too_large, 1);
     // Held, not quarantined: it stays until the age bound sweeps it.

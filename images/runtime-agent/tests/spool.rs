@@ -1,60 +1,18 @@
 //! The spool against a temp dir (collector-design.md §5): atomic replace, a crash
 //! between write and rename, bounds, recovery, quarantine, acknowledgement.
 
-use std::fs::{self, File};
+mod common;
+
+use common::{POD, T10, files, set_mtime, snapshot_name, usage};
+use std::fs;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
 
 use runtime_agent::payload::{Kind, PreviousRun, UsagePayload};
 use runtime_agent::spool::{Bounds, Spool, SpoolError};
 use runtime_agent::time::rfc3339;
-use serde_json::json;
-
-const POD: &str = "0d9f6a52-1111-2222-3333-444455556666";
-/// 2026-08-06T10:00:00Z.
-const T10: u64 = 1_786_010_400;
-
-fn usage(kind: &str, start: u64, pod_uid: &str, core_ns: u64) -> Vec<u8> {
-    let ws = rfc3339(start);
-    serde_json::to_vec(&json!({
-        "kind": kind, "source": "measured", "window_start": ws, "window_seconds": 3600,
-        "observation": {"poll_interval_seconds": 10, "polls_attempted": 2, "polls_failed": 0, "signals": ["cpu"]},
-        "records": [{"namespace": "ns", "workload_kind": "Pod", "workload_name": "p", "container": "agent",
-            "pod": "p", "pod_uid": pod_uid, "window_start": ws, "window_seconds": 3600,
-            "cpu": {"core_nanoseconds": core_ns, "covered_nanoseconds": 10, "throttled_periods": 0, "total_periods": 0,
-                "throttling_samples": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "samples": 1,
-                "min_milli": 1, "max_milli": 1, "hist_milli": {"1": 1}},
-            "memory": {"samples": 0, "sum_bytes": 0, "psi_stall_nanoseconds": 0, "psi_samples": 0, "hist_bytes": {}}}]
-    }))
-    .unwrap()
-}
-
-fn snapshot_name(start: u64) -> String {
-    format!("usage-{start}-3600.snapshot.json")
-}
 
 fn window_name(start: u64) -> String {
     format!("usage-{start}-3600.json")
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().unwrap().is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-fn set_mtime(path: &Path, secs: u64) {
-    File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
-        .unwrap();
 }
 
 fn open(dir: &Path, now: u64) -> (Spool, runtime_agent::spool::Recovery) {
@@ -71,7 +29,7 @@ fn one_version_per_key_replaced_atomically() {
     spool
         .write(&snapshot_name(T10), &usage("usage_snapshot", T10, POD, 2))
         .unwrap();
-    assert_eq!(names(dir.path()), vec![snapshot_name(T10)]);
+    assert_eq!(files(dir.path()), vec![snapshot_name(T10)]);
     assert_eq!(
         fs::read(dir.path().join(snapshot_name(T10))).unwrap(),
         usage("usage_snapshot", T10, POD, 2)
@@ -88,12 +46,12 @@ fn a_crash_between_write_and_rename_keeps_the_previous_version() {
         // The newer version reaches disk as a temp file; the process dies before the rename.
         let staged = spool.stage(&name, &usage("usage_snapshot", T10, POD, 2)).unwrap();
         drop(staged);
-        assert_eq!(names(dir.path()), vec![name.clone(), format!("{name}.tmp")]);
+        assert_eq!(files(dir.path()), vec![name.clone(), format!("{name}.tmp")]);
     }
     let (spool, recovery) = open(dir.path(), T10 + 30);
     assert_eq!(recovery.stale_tmp_removed, 1);
     assert_eq!(recovery.previous_run, PreviousRun::Unclean);
-    assert_eq!(names(dir.path()), vec![name.clone()]);
+    assert_eq!(files(dir.path()), vec![name.clone()]);
     assert_eq!(
         fs::read(dir.path().join(&name)).unwrap(),
         usage("usage_snapshot", T10, POD, 1)
@@ -140,7 +98,7 @@ fn corrupt_and_foreign_files_are_quarantined_counted_and_never_listed() {
     assert_eq!(recovery.damaged, 5);
     assert_eq!(spool.coverage().damaged, 5);
     assert!(spool.entries().unwrap().is_empty());
-    assert_eq!(names(&dir.path().join("quarantine")).len(), 5);
+    assert_eq!(files(&dir.path().join("quarantine")).len(), 5);
     assert!(recovery.resumed.is_empty());
 
     // Damaged after startup: refused at load, quarantined, never handed out.
@@ -178,7 +136,7 @@ fn snapshots_of_ended_windows_are_promoted_unless_the_window_is_final() {
     let (mut spool, recovery) = open(dir.path(), T10 + 100);
     assert_eq!(recovery.promoted, 1);
     assert_eq!(
-        names(dir.path()),
+        files(dir.path()),
         vec![window_name(older), window_name(prev), snapshot_name(open_now)]
     );
     let promoted = spool.load(&window_name(prev)).unwrap().unwrap();
@@ -220,12 +178,12 @@ fn bounds_evict_the_oldest_first() {
     // Age: nothing older than 24 h yet; count: 6 > 3 → the three oldest go.
     assert_eq!(spool.sweep(now).unwrap(), 3);
     assert_eq!(
-        names(dir.path()),
+        files(dir.path()),
         (3..6).map(|i| window_name(T10 + i * 3600)).collect::<Vec<_>>()
     );
     // Age: past 24 h everything still here goes.
     assert_eq!(spool.sweep(now + 24 * 3600).unwrap(), 3);
-    assert!(names(dir.path()).is_empty());
+    assert!(files(dir.path()).is_empty());
     assert_eq!(spool.coverage().evicted, 6);
 
     // Size bound.
@@ -246,7 +204,7 @@ fn bounds_evict_the_oldest_first() {
     }
     assert_eq!(spool.sweep(now).unwrap(), 2);
     assert_eq!(
-        names(dir.path()),
+        files(dir.path()),
         vec![window_name(T10 + 2 * 3600), window_name(T10 + 3 * 3600)]
     );
 }
@@ -285,7 +243,7 @@ fn acknowledge_deletes_only_the_version_that_was_sent() {
         "disk bytes are the bytes sent"
     );
     assert!(spool.acknowledge(&name, sent.identity).unwrap());
-    assert!(names(dir.path()).is_empty());
+    assert!(files(dir.path()).is_empty());
     assert!(!spool.acknowledge(&name, sent.identity).unwrap());
 }
 
@@ -308,7 +266,7 @@ fn names_outside_the_natural_key_alphabet_are_refused() {
             other => panic!("{bad:?}: {other:?}"),
         }
     }
-    assert!(names(dir.path()).is_empty());
+    assert!(files(dir.path()).is_empty());
 }
 
 #[test]

@@ -67,14 +67,7 @@ impl Kind {
 
     /// The kind a wire name names.
     pub fn parse(name: &str) -> Option<Kind> {
-        match name {
-            "usage_snapshot" => Some(Kind::UsageSnapshot),
-            "usage_window" => Some(Kind::UsageWindow),
-            "process_peaks" => Some(Kind::ProcessPeaks),
-            "collection_coverage" => Some(Kind::CollectionCoverage),
-            "oom_observed" => Some(Kind::OomObserved),
-            _ => None,
-        }
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// The registered provenance (contract §4: never merged across provenances).

@@ -177,46 +177,40 @@ impl Store {
                 is_final,
                 same: same_body && env == envelope,
             });
-            match decide(row.merge, existing) {
-                Action::Keep => {}
-                Action::Insert { is_final } => {
-                    tx.execute(
-                        "INSERT INTO record_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1)",
-                        params![
-                            source_id,
-                            row.group,
-                            row.natural_key,
-                            row.kind.as_str(),
-                            row.pod_uid,
-                            is_final,
-                            envelope,
-                            row.body.as_bytes()
-                        ],
-                    )?;
-                }
+            // Both writes bind the same eight values; only the statement differs.
+            let (sql, is_final) = match decide(row.merge, existing) {
+                Action::Keep => continue,
+                Action::Insert { is_final } => (
+                    "INSERT INTO record_rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1)",
+                    is_final,
+                ),
                 Action::Replace { is_final } => {
-                    tx.execute(
-                        "UPDATE record_rows SET kind = ?4, pod_uid = ?5, final = ?6, envelope = ?7,
-                           body = ?8, writes = writes + 1
-                         WHERE source_id = ?1 AND grp = ?2 AND natural_key = ?3",
-                        params![
-                            source_id,
-                            row.group,
-                            row.natural_key,
-                            row.kind.as_str(),
-                            row.pod_uid,
-                            is_final,
-                            envelope,
-                            row.body.as_bytes()
-                        ],
-                    )?;
                     if let Some((_, Some(old_env), _)) = old
                         && Some(old_env) != envelope
                     {
                         released.push(old_env);
                     }
+                    (
+                        "UPDATE record_rows SET kind = ?4, pod_uid = ?5, final = ?6, envelope = ?7,
+                           body = ?8, writes = writes + 1
+                         WHERE source_id = ?1 AND grp = ?2 AND natural_key = ?3",
+                        is_final,
+                    )
                 }
-            }
+            };
+            tx.execute(
+                sql,
+                params![
+                    source_id,
+                    row.group,
+                    row.natural_key,
+                    row.kind.as_str(),
+                    row.pod_uid,
+                    is_final,
+                    envelope,
+                    row.body.as_bytes()
+                ],
+            )?;
         }
         released.extend(envelope);
         released.sort_unstable();
