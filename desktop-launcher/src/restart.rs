@@ -23,7 +23,7 @@ use std::time::Duration;
 /// How long a Start waits for the cluster to report a stopped run's exit.
 pub const SETTLE: Duration = Duration::from_secs(30);
 /// How often it asks the provider again meanwhile.
-pub const RETRY_EVERY: Duration = Duration::from_secs(1);
+pub const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 /// What a Start does with a successful deploy's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +42,8 @@ pub enum After {
 pub fn after_deploy(name: &str, stopped: Option<&str>, answered: Option<&str>, waited: Duration) -> After {
     match (stopped, answered) {
         (Some(s), Some(a)) if s == a && waited < SETTLE => After::Retry(format!(
-            "the cluster still reports {name}'s stopped run as running (its node has not reported the harness's exit yet); deploying again in {}s",
-            RETRY_EVERY.as_secs()
+            "the cluster still reports {name}'s stopped run as running (its node has not reported the harness's exit yet); deploying again in {} ms",
+            RETRY_EVERY.as_millis()
         )),
         (Some(s), Some(a)) if s == a => After::GiveUp,
         _ => After::Done,

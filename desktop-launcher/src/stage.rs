@@ -45,7 +45,7 @@ use crate::limits::STAGED_MAX_BYTES;
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -156,6 +156,49 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, StageError> {
     Ok(unsafe { OwnedFd::from_raw_fd(dup) })
 }
 
+/// Adds [`SEALS`]. `F_SEAL_WRITE` fails with `EBUSY` while the kernel
+/// still holds a transient reference to one of the file's pages (it waits
+/// about 150 ms for them to go); nobody else has this descriptor, so no
+/// write can come meanwhile, and the seal is tried again a few times.
+/// (A fast release build's Start failed once this way.)
+#[cfg(target_os = "linux")]
+fn seal(copy: &File) -> Result<(), StageError> {
+    const ATTEMPTS: u32 = 10;
+    let mut attempt = 1;
+    loop {
+        // SAFETY: F_ADD_SEALS on a descriptor we own.
+        if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) || attempt == ATTEMPTS {
+            return Err(StageError::Seal(e));
+        }
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Copies `from` into `to` through a buffer of this process, not with
+/// `std::io::copy`, which between files lets the kernel move the pages
+/// (`copy_file_range`, `sendfile`): the fewer kernel references to the
+/// copy's pages, the fewer `EBUSY`s at [`seal`].
+#[cfg(target_os = "linux")]
+fn copy_through_buffer(from: &mut impl Read, to: &mut File) -> Result<u64, StageError> {
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut copied = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(copied),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StageError::Read(e)),
+        };
+        to.write_all(&buf[..n]).map_err(StageError::Read)?;
+        copied += n as u64;
+    }
+}
+
 /// Copies `source` into a sealed in-memory file, then hashes the sealed bytes.
 #[cfg(target_os = "linux")]
 pub fn stage(source: &Path) -> Result<Staged, StageError> {
@@ -176,17 +219,13 @@ pub fn stage(source: &Path) -> Result<Staged, StageError> {
         .unwrap_or_else(|_| c"buzz-backend".to_owned());
     let mut copy = File::from(memfd(&label)?);
     // The source may grow while it is read: the cap holds on what is copied.
-    let copied =
-        std::io::copy(&mut (&mut src).take(STAGED_MAX_BYTES + 1), &mut copy).map_err(StageError::Read)?;
+    let copied = copy_through_buffer(&mut (&mut src).take(STAGED_MAX_BYTES + 1), &mut copy)?;
     if copied > STAGED_MAX_BYTES {
         return Err(StageError::TooLarge {
             max: STAGED_MAX_BYTES,
         });
     }
-    // SAFETY: F_ADD_SEALS on a descriptor we own.
-    if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } == -1 {
-        return Err(StageError::Seal(std::io::Error::last_os_error()));
-    }
+    seal(&copy)?;
     // Hash what is sealed, not what was read: these are the bytes that run.
     copy.seek(SeekFrom::Start(0)).map_err(StageError::Read)?;
     let mut hasher = Sha256::new();
