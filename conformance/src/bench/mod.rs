@@ -10,3 +10,4 @@ pub mod launcher;
 pub mod provider;
 pub mod real_node;
 pub mod relay;
+pub mod scale;

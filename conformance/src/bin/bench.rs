@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -22,8 +22,9 @@ fn main() -> ExitCode {
         "relay" => buzz_conformance::bench::relay::run(),
         "real-node" => buzz_conformance::bench::real_node::run(),
         "agents" => buzz_conformance::bench::agents::run(),
+        "scale" => buzz_conformance::bench::scale::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale> (got {other:?})"
         )),
     };
     match figures {

@@ -270,11 +270,17 @@ impl FaultProxy {
             .map_err(tls_err)?
             .with_root_certificates(roots)
             .with_no_client_auth();
+        // TCP_NODELAY both ways, as the apiserver's own sockets have it (Go's
+        // default): with Nagle on, a response written as headers then body
+        // waits for the client's delayed ACK, ~40 ms a request.
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(client_cfg)
             .https_only()
             .enable_http1()
-            .build();
+            .wrap_connector(http);
         let _guard = env.handle().enter();
         let client = HttpClient::builder(TokioExecutor::new()).build(connector);
 
@@ -305,6 +311,7 @@ impl FaultProxy {
                 let Ok((tcp, _)) = listener.accept().await else {
                     continue;
                 };
+                let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let st = st.clone();
                 tokio::spawn(async move {
