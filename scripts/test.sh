@@ -133,6 +133,10 @@ fi
 say "cargo test"
 cargo test --workspace --locked --no-fail-fast
 
+# Every guide's runnable blocks (```bash runnable), so the docs cannot rot.
+say "docs: runnable blocks"
+"$root/scripts/docs-check.sh"
+
 say "fuzz smoke"
 "$root/scripts/fuzz.sh" --smoke
 say "all green in $(( $(date +%s) - start )) s"
