@@ -33,16 +33,9 @@ pub fn podman_archive(podman: &Podman, reference: &str) -> std::io::Result<PathB
     std::fs::create_dir_all(out.parent().unwrap_or(Path::new("/")))?;
     let part = out.with_extension("part");
     let _ = std::fs::remove_file(&part);
-    let args: Vec<std::ffi::OsString> = vec![
-        "save".into(),
-        "--quiet".into(),
-        "--format".into(),
-        "oci-archive".into(),
-        "-o".into(),
-        part.clone().into(),
-        reference.into(),
-    ];
-    podman.run(args).map_err(std::io::Error::other)?;
+    podman
+        .save_oci_archive(reference, &part)
+        .map_err(std::io::Error::other)?;
     std::fs::rename(&part, &out)?;
     Ok(out)
 }

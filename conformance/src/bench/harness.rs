@@ -83,17 +83,6 @@ impl Bench {
     }
 }
 
-fn rss_mb(pid: i32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow!("no VmRSS"))?;
-    Ok(kb / 1024.0)
-}
-
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -116,7 +105,7 @@ async fn idle_rss(b: &Bench) -> anyhow::Result<f64> {
     let mut h = HarnessProc::spawn(harness_command(&b.harness, &env));
     b.online(&agent).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss = rss_mb(h.pid)?;
+    let rss = super::rss_mb(h.pid as u32)?;
     h.signal(libc::SIGTERM);
     h.wait_exit(Duration::from_secs(30)).await;
     Ok(rss)
@@ -287,7 +276,7 @@ async fn flood_rss(b: &Bench) -> anyhow::Result<f64> {
     })
     .await
     .ok_or_else(|| anyhow!("the flood was not processed"))?;
-    let rss = rss_mb(h.pid)?;
+    let rss = super::rss_mb(h.pid as u32)?;
     h.signal(libc::SIGTERM);
     h.wait_exit(Duration::from_secs(90)).await;
     Ok(rss)

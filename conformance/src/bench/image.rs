@@ -56,16 +56,7 @@ fn at_most(value: f64, goal: f64) -> Value {
 fn archive_bytes(podman: &Podman, image: &str) -> anyhow::Result<u64> {
     let dir = tempfile::tempdir()?;
     let archive = dir.path().join("image.tar");
-    let args: Vec<std::ffi::OsString> = vec![
-        "save".into(),
-        "--quiet".into(),
-        "--format".into(),
-        "oci-archive".into(),
-        "-o".into(),
-        archive.clone().into(),
-        image.into(),
-    ];
-    podman.run(args)?;
+    podman.save_oci_archive(image, &archive)?;
     Ok(std::fs::metadata(&archive)?.len())
 }
 

@@ -32,17 +32,6 @@ fn launcher() -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
-fn rss_mb(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow!("no VmRSS"))?;
-    Ok((kb / 1024.0 * 10.0).round() / 10.0)
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     (v[v.len() / 2] * 100.0).round() / 100.0
@@ -163,7 +152,7 @@ pub fn run() -> anyhow::Result<Value> {
         .ok_or_else(|| anyhow!("unexpected relay output {line:?}"))?
         .to_string();
     std::thread::sleep(Duration::from_secs(1));
-    let idle = rss_mb(pid)?;
+    let idle = (super::rss_mb(pid)? * 10.0).round() / 10.0;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -136,6 +136,21 @@ impl Podman {
         output_of(&mut c)
     }
 
+    /// `podman save` of `image` as an OCI archive at `to` (its layers
+    /// gzip-compressed, as image-build.sh writes the product image's).
+    pub fn save_oci_archive(&self, image: &str, to: &Path) -> Result<()> {
+        let args: [&OsStr; 7] = [
+            "save".as_ref(),
+            "--quiet".as_ref(),
+            "--format".as_ref(),
+            "oci-archive".as_ref(),
+            "-o".as_ref(),
+            to.as_os_str(),
+            image.as_ref(),
+        ];
+        self.run(args).map(|_| ())
+    }
+
     /// True when `image` is in the project's storage.
     pub fn image_exists(&self, image: &str) -> bool {
         self.command()
