@@ -90,16 +90,51 @@ git config --global http.lowSpeedLimit 1
 git config --global http.lowSpeedTime 30
 "#;
 
+/// A seeded repository the host serves over HTTPS on loopback, and the
+/// image's home with the server's CA in it (`ca.pem`).
+struct Served {
+    tmp: tempfile::TempDir,
+    /// The served repository on the host.
+    served: std::path::PathBuf,
+    /// Its `main` as seeded.
+    seed: String,
+    server: GitServer,
+    home: std::path::PathBuf,
+    /// The clone URL.
+    url: String,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let tmp = tempfile::tempdir().unwrap();
+        let repos = tmp.path().join("repos");
+        let served = seeded_repo(&repos, "served");
+        let seed = host_git(&served, &["rev-parse", "main"]);
+        let server = GitServer::start(&repos).await;
+        let home = workspace(tmp.path());
+        std::fs::write(home.join("ca.pem"), &server.ca_pem).unwrap();
+        let url = format!("{}/served.git", server.url);
+        Served {
+            tmp,
+            served,
+            seed,
+            server,
+            home,
+            url,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_clones_commits_pushes_fetches_logs_and_diffs_over_https_as_uid_10001() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repos = tmp.path().join("repos");
-    let served = seeded_repo(&repos, "served");
-    let seed = host_git(&served, &["rev-parse", "main"]);
-    let server = GitServer::start(&repos).await;
-    let home = workspace(tmp.path());
-    std::fs::write(home.join("ca.pem"), &server.ca_pem).unwrap();
-    let url = format!("{}/served.git", server.url);
+    let Served {
+        tmp,
+        served,
+        seed,
+        server,
+        home,
+        url,
+    } = Served::start().await;
 
     // 1. clone, commit, push.
     let script = format!(
@@ -207,14 +242,14 @@ git diff HEAD origin/main
 /// bundle is what git trusts by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_trusts_the_images_ca_bundle_and_nothing_else() {
-    let tmp = tempfile::tempdir().unwrap();
-    let repos = tmp.path().join("repos");
-    let served = seeded_repo(&repos, "served");
-    let seed = host_git(&served, &["rev-parse", "main"]);
-    let server = GitServer::start(&repos).await;
-    let home = workspace(tmp.path());
-    std::fs::write(home.join("ca.pem"), &server.ca_pem).unwrap();
-    let url = format!("{}/served.git", server.url);
+    let Served {
+        tmp: _tmp,
+        served: _,
+        seed,
+        server,
+        home,
+        url,
+    } = Served::start().await;
     let script = format!(
         r#"{GIT_SETUP}grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt
 git ls-remote "{url}"
