@@ -5,12 +5,8 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use desktop_launcher::app::{self, StartOptions};
-use desktop_launcher::embedded;
-use desktop_launcher::presence::{self, Derived, Tracker};
-use desktop_launcher::record::{AgentRecord, Backend};
-use desktop_launcher::relay;
+use desktop_launcher::record::Backend;
 use desktop_launcher::store::Store;
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,10 +22,14 @@ mod help_tests;
 mod listen;
 #[path = "cli/providers.rs"]
 mod providers;
+#[path = "cli/relay.rs"]
+mod relay_cli;
 #[path = "cli/secret_env.rs"]
 mod secret_env;
 #[path = "cli/serve.rs"]
 mod serve;
+#[path = "cli/status.rs"]
+mod status;
 #[path = "cli/teardown.rs"]
 mod teardown;
 use fields::Fields;
@@ -326,11 +326,11 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Undeploy { agent } => teardown::undeploy(&store, &agent)?,
         Cmd::Providers { cmd } => providers::run(&store, cmd.unwrap_or(ProvidersCmd::List))?,
         Cmd::Start { agent, wait_online } => {
-            ensure_embedded(&store, &[store.agent(&agent)?])?;
+            relay_cli::ensure_embedded(&store, &[store.agent(&agent)?])?;
             start(&store, &agent, wait_online)?
         }
         Cmd::Stop { agent, wait, force } => {
-            ensure_embedded(&store, &[store.agent(&agent)?])?;
+            relay_cli::ensure_embedded(&store, &[store.agent(&agent)?])?;
             let opts = app::StopOptions {
                 wait: Duration::from_secs(wait),
                 force,
@@ -343,7 +343,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Chat { agent, text, wait } => {
-            ensure_embedded(&store, &[store.agent(&agent)?])?;
+            relay_cli::ensure_embedded(&store, &[store.agent(&agent)?])?;
             let wait = Duration::from_secs(wait);
             let reply = runtime()?.block_on(app::chat_with(&store, &agent, &text, wait, &mut |l| {
                 eprintln!("{l}")
@@ -351,13 +351,13 @@ fn run(cli: Cli) -> Result<()> {
             out!("{reply}");
         }
         Cmd::Status { watch, listen } => {
-            ensure_embedded(&store, &store.agents()?)?;
-            runtime()?.block_on(status(&store, watch, listen))?
+            relay_cli::ensure_embedded(&store, &store.agents()?)?;
+            runtime()?.block_on(status::status(&store, watch, listen))?
         }
         // The page starts the embedded relay on demand (Start, Stop, chat),
         // never at launch: a refused listen address has no side effect.
         Cmd::Ui { listen, open } => serve::ui(store, listen, open)?,
-        Cmd::Relay(args) => relay_cmd(&store, *args)?,
+        Cmd::Relay(args) => relay_cli::relay_cmd(&store, *args)?,
         Cmd::Demo(args) => {
             let code = desktop_launcher::demo::run(&args)?;
             if code != 0 {
@@ -371,96 +371,6 @@ fn run(cli: Cli) -> Result<()> {
 /// Starts this state dir's embedded relay in the background when one of
 /// `agents` uses it and no live relay of this state dir serves it (the one
 /// path the page uses too: [`embedded::ensure_for`]).
-fn ensure_embedded(store: &Store, agents: &[AgentRecord]) -> Result<()> {
-    if let Some(embedded::Ensured::Started { pid, replaced }) = embedded::ensure_for(store, agents)? {
-        let url = embedded::url(store)?;
-        match replaced {
-            Some(embedded::Stale {
-                pid: old,
-                ended: true,
-            }) => eprintln!(
-                "embedded relay: recorded pid {old} was stale (alive, not serving: ended); started pid {pid} on {url}"
-            ),
-            Some(embedded::Stale {
-                pid: old,
-                ended: false,
-            }) => eprintln!(
-                "embedded relay: recorded pid {old} was stale (not this state dir's relay: left alone); started pid {pid} on {url}"
-            ),
-            None => eprintln!("embedded relay: started pid {pid} on {url}"),
-        }
-    }
-    Ok(())
-}
-
-fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
-    match args.cmd {
-        Some(RelayCmd::Stop) => match embedded::stop(store)? {
-            embedded::Stopped::Stopped { pid } => out!("relay stopped (pid {pid})"),
-            embedded::Stopped::NotRunning => out!("relay not running"),
-        },
-        Some(RelayCmd::Status) => {
-            let url = embedded::url(store)?;
-            match embedded::running(store)? {
-                Some(pid) => out!("relay {url} running (pid {pid})"),
-                None => out!("relay {url} not running"),
-            }
-        }
-        None => {
-            let owner = store.owner()?.public_key().to_hex();
-            let state_port = embedded::port(store)?;
-            let host = embedded::host()?;
-            let listen = args
-                .listen
-                .unwrap_or_else(|| std::net::SocketAddr::from((host, state_port)));
-            let data = args.data.unwrap_or_else(|| embedded::data_dir(store));
-            let cfg = desktop_launcher::relayd::RelayConfig {
-                listen,
-                allow_public: args.allow_public,
-                data: Some(data.clone()),
-                owner_hex: owner.clone(),
-                limits: Default::default(),
-            };
-            runtime()?.block_on(async {
-                // Agents are admitted only while their record exists here (revocation).
-                let admission = desktop_launcher::relayd::Admission {
-                    public_urls: args.public_urls,
-                    agents: Some(std::sync::Arc::new(desktop_launcher::relayd::agents::StateDirAgents::new(
-                        store.root(),
-                    ))),
-                };
-                let running = desktop_launcher::relayd::serve_with(cfg, admission).await?;
-                // This state dir's relay: its port on the embedded relay's host
-                // (127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`).
-                let is_default = running.addr().ip() == std::net::IpAddr::V4(host) && running.addr().port() == state_port;
-                // Only the process that bound the port records itself.
-                if is_default {
-                    embedded::record_self(store, &data)?;
-                }
-                out!("relay {}", running.url());
-                eprintln!(
-                    "serving the owner {owner} and its agents; data {} ({} stored events loaded); stop with Ctrl-C or `buzz-launcher relay stop`",
-                    data.display(),
-                    running.replay.loaded
-                );
-                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .context("cannot install the SIGTERM handler")?;
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-                running.shutdown();
-                if is_default {
-                    embedded::clear_self(store)?;
-                }
-                eprintln!("relay stopped");
-                anyhow::Ok(())
-            })?;
-        }
-    }
-    Ok(())
-}
-
 fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
     let rec = store.agent(name)?;
     match rec.backend {
@@ -511,132 +421,4 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
         }
     }
     Ok(())
-}
-
-async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
-    let agents = store.agents()?;
-    let ttl = app::presence_ttl();
-    // Deployed agents: only presence tells; local ones: the verified
-    // harness process does, and their presence is listened for briefly.
-    let expected = app::expected_live(store, &agents);
-    let local = app::running_local(store, &agents);
-    let brief = desktop_launcher::limits::STATUS_LOCAL_LISTEN;
-    if !watch && !expected.is_empty() {
-        eprintln!(
-            "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
-            desktop_launcher::limits::PRESENCE_REPUBLISH.as_secs(),
-            ttl.as_secs()
-        );
-    }
-    if !watch && !local.is_empty() {
-        eprintln!(
-            "local agents: checking their harness processes; listening {}s for their presence",
-            brief.as_secs()
-        );
-    }
-    let names: BTreeMap<String, String> = agents
-        .iter()
-        .map(|a| (a.pubkey.clone(), a.name.clone()))
-        .collect();
-    let mut w = app::PresenceWatch::open(store, &agents).await?;
-    for warning in &w.warnings {
-        eprintln!("warning: {}", buzz_contract::redact::scrub_tokens(warning));
-    }
-    // Listen first, print the table; in watch mode keep listening and print
-    // each change (events only on change) followed by the fleet line.
-    let listen = Duration::from_secs(listen);
-    w.listen_for(&expected, listen, &local, brief).await;
-    let listened = brief.min(listen);
-    let rows = print_table(store, &agents, &w.tracker, listened)?;
-    out!(
-        "{}",
-        presence::fleet_line_with(&rows, &running_names(store, &agents))
-    );
-    if watch {
-        let step = Duration::from_millis(200);
-        loop {
-            let mut changed = Vec::new();
-            let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
-            w.pump(step, &mut collect).await;
-            for c in &changed {
-                let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
-                out!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
-            }
-            if !changed.is_empty() {
-                let rows = rows_for(store, &agents, &w.tracker)?;
-                out!(
-                    "{}",
-                    presence::fleet_line_with(&rows, &running_names(store, &agents))
-                );
-            }
-        }
-    }
-    w.close().await;
-    Ok(())
-}
-
-type Row = (String, bool, Derived);
-
-/// The local agents whose harness process verifies now.
-fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
-    desktop_launcher::status_watch::running_local_records(store, agents)
-        .map(|a| a.name.clone())
-        .collect()
-}
-
-fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
-    agents
-        .iter()
-        .map(|a| {
-            let st = store.deploy_state(&a.name)?;
-            Ok((
-                a.name.clone(),
-                app::is_live(&a.name, &st),
-                tracker.state(&a.pubkey),
-            ))
-        })
-        .collect()
-}
-
-/// One line per agent: state, last seen, deployed or not, backend, and the
-/// desired-versus-actual note (display only, never a permission). A local
-/// agent's state and "seen" come from its verified harness process and its
-/// run's log when presence was not heard ([`app::local_status`]).
-fn print_table(
-    store: &Store,
-    agents: &[AgentRecord],
-    tracker: &Tracker,
-    listened: Duration,
-) -> Result<Vec<Row>> {
-    let now = relay::unix_now();
-    for a in agents {
-        let st = store.deploy_state(&a.name)?;
-        let last = tracker.last(&a.pubkey);
-        let (state, seen) = app::local_status(store, a, tracker, listened).unwrap_or_else(|| {
-            let seen = last.map_or("never seen".to_string(), |r| {
-                format!("seen {}s ago", now.saturating_sub(r.at))
-            });
-            (tracker.state(&a.pubkey).as_str().to_string(), seen)
-        });
-        let deployed = app::is_live(&a.name, &st);
-        let note = presence::drift(
-            last.and_then(|r| r.run.as_deref()),
-            st.generation.as_deref(),
-            &a.launch_digest(),
-            st.record_digest.as_deref(),
-        )
-        .map_or(String::new(), |_| {
-            "  (edit applies after the agent's next restart)".to_string()
-        });
-        out!(
-            "{}\t{}\t{}\t{}\t{}{}",
-            a.name,
-            state,
-            seen,
-            if deployed { "deployed" } else { "not deployed" },
-            backend_label(&a.backend),
-            note
-        );
-    }
-    rows_for(store, agents, tracker)
 }

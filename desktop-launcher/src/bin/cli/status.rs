@@ -1,0 +1,141 @@
+//! `status` of `buzz-launcher` (spec I3 "Presence is the status"): the
+//! table and the fleet line over [`desktop_launcher::status_watch`], and in
+//! `--watch` each change as it comes.
+
+use super::{backend_label, emit, out};
+use anyhow::Result;
+use desktop_launcher::app;
+use desktop_launcher::presence::{self, Derived, Tracker};
+use desktop_launcher::record::AgentRecord;
+use desktop_launcher::relay;
+use desktop_launcher::store::Store;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()> {
+    let agents = store.agents()?;
+    let ttl = app::presence_ttl();
+    // Deployed agents: only presence tells; local ones: the verified
+    // harness process does, and their presence is listened for briefly.
+    let expected = app::expected_live(store, &agents);
+    let local = app::running_local(store, &agents);
+    let brief = desktop_launcher::limits::STATUS_LOCAL_LISTEN;
+    if !watch && !expected.is_empty() {
+        eprintln!(
+            "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
+            desktop_launcher::limits::PRESENCE_REPUBLISH.as_secs(),
+            ttl.as_secs()
+        );
+    }
+    if !watch && !local.is_empty() {
+        eprintln!(
+            "local agents: checking their harness processes; listening {}s for their presence",
+            brief.as_secs()
+        );
+    }
+    let names: BTreeMap<String, String> = agents
+        .iter()
+        .map(|a| (a.pubkey.clone(), a.name.clone()))
+        .collect();
+    let mut w = app::PresenceWatch::open(store, &agents).await?;
+    for warning in &w.warnings {
+        eprintln!("warning: {}", buzz_contract::redact::scrub_tokens(warning));
+    }
+    // Listen first, print the table; in watch mode keep listening and print
+    // each change (events only on change) followed by the fleet line.
+    let listen = Duration::from_secs(listen);
+    w.listen_for(&expected, listen, &local, brief).await;
+    let listened = brief.min(listen);
+    let rows = print_table(store, &agents, &w.tracker, listened)?;
+    out!(
+        "{}",
+        presence::fleet_line_with(&rows, &running_names(store, &agents))
+    );
+    if watch {
+        let step = Duration::from_millis(200);
+        loop {
+            let mut changed = Vec::new();
+            let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
+            w.pump(step, &mut collect).await;
+            for c in &changed {
+                let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
+                out!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
+            }
+            if !changed.is_empty() {
+                let rows = rows_for(store, &agents, &w.tracker)?;
+                out!(
+                    "{}",
+                    presence::fleet_line_with(&rows, &running_names(store, &agents))
+                );
+            }
+        }
+    }
+    w.close().await;
+    Ok(())
+}
+
+type Row = (String, bool, Derived);
+
+/// The local agents whose harness process verifies now.
+fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
+    desktop_launcher::status_watch::running_local_records(store, agents)
+        .map(|a| a.name.clone())
+        .collect()
+}
+
+fn rows_for(store: &Store, agents: &[AgentRecord], tracker: &Tracker) -> Result<Vec<Row>> {
+    agents
+        .iter()
+        .map(|a| {
+            let st = store.deploy_state(&a.name)?;
+            Ok((
+                a.name.clone(),
+                app::is_live(&a.name, &st),
+                tracker.state(&a.pubkey),
+            ))
+        })
+        .collect()
+}
+
+/// One line per agent: state, last seen, deployed or not, backend, and the
+/// desired-versus-actual note (display only, never a permission). A local
+/// agent's state and "seen" come from its verified harness process and its
+/// run's log when presence was not heard ([`app::local_status`]).
+fn print_table(
+    store: &Store,
+    agents: &[AgentRecord],
+    tracker: &Tracker,
+    listened: Duration,
+) -> Result<Vec<Row>> {
+    let now = relay::unix_now();
+    for a in agents {
+        let st = store.deploy_state(&a.name)?;
+        let last = tracker.last(&a.pubkey);
+        let (state, seen) = app::local_status(store, a, tracker, listened).unwrap_or_else(|| {
+            let seen = last.map_or("never seen".to_string(), |r| {
+                format!("seen {}s ago", now.saturating_sub(r.at))
+            });
+            (tracker.state(&a.pubkey).as_str().to_string(), seen)
+        });
+        let deployed = app::is_live(&a.name, &st);
+        let note = presence::drift(
+            last.and_then(|r| r.run.as_deref()),
+            st.generation.as_deref(),
+            &a.launch_digest(),
+            st.record_digest.as_deref(),
+        )
+        .map_or(String::new(), |_| {
+            "  (edit applies after the agent's next restart)".to_string()
+        });
+        out!(
+            "{}\t{}\t{}\t{}\t{}{}",
+            a.name,
+            state,
+            seen,
+            if deployed { "deployed" } else { "not deployed" },
+            backend_label(&a.backend),
+            note
+        );
+    }
+    rows_for(store, agents, tracker)
+}
