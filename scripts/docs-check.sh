@@ -15,7 +15,9 @@
 #     runtime-ingest) and $BUZZ_REPO naming the checkout, for blocks that
 #     call scripts/;
 #   - with the caller's toolchain (cargo and go on PATH, CARGO_HOME,
-#     RUSTUP_HOME, GOPATH) and XDG_CACHE_HOME, because the scripts a guide
+#     RUSTUP_HOME, GOPATH), XDG_CACHE_HOME and the cache roots the caller
+#     set (BUZZ_TESTENV_CACHE, as .ci/run does; BUZZ_IMAGE_CACHE), so what
+#     was built first is what the blocks find, because the scripts a guide
 #     calls (local-cluster.sh) build with it and keep their caches there: a
 #     fresh HOME must not mean a fresh crate download or image build;
 #   - under a bound of BUZZ_DOCS_BLOCK_TIMEOUT seconds (default 180); what
@@ -430,6 +432,8 @@ for b in "${blocks[@]}"; do
         XDG_STATE_HOME="$dir/home/.local/state" XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" \
         BUZZ_REPO="$root" CARGO_TARGET_DIR="$target" TERM=dumb LANG=C.UTF-8 \
         ${BUZZ_TESTENV_BIN_DIR:+BUZZ_TESTENV_BIN_DIR="$BUZZ_TESTENV_BIN_DIR"} \
+        ${BUZZ_TESTENV_CACHE:+BUZZ_TESTENV_CACHE="$BUZZ_TESTENV_CACHE"} \
+        ${BUZZ_IMAGE_CACHE:+BUZZ_IMAGE_CACHE="$BUZZ_IMAGE_CACHE"} \
         timeout --kill-after=10 "$timeout_s" bash -euo pipefail "$b") >"$dir/out" 2>&1; then
     say "ok   $where ($(( $(date +%s) - start )) s)"
   else
