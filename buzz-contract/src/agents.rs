@@ -137,9 +137,55 @@ impl PermissionPolicy {
     }
 }
 
+/// True when an env name holds a secret: a preset's `key_env`, or a name
+/// shaped like one (`*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`,
+/// case-insensitive).
+///
+/// One rule for both sides: the launcher refuses such a name on a command
+/// line and keeps its value in the agent's key file; the harness scrubs the
+/// values of such names from every text it publishes.
+pub fn secret_env_name(key: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    PRESETS
+        .iter()
+        .any(|p| p.key_env.iter().any(|e| e.eq_ignore_ascii_case(key)))
+        || k == "API_KEY"
+        || k.ends_with("_API_KEY")
+        || k == "TOKEN"
+        || k.ends_with("_TOKEN")
+        || k.contains("SECRET")
+        || k.contains("PASSWORD")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_env_names() {
+        for s in [
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+            "my_api_key",
+            "GITHUB_TOKEN",
+            "TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "CLIENT_SECRET",
+            "DB_PASSWORD",
+        ] {
+            assert!(secret_env_name(s), "{s}");
+        }
+        for ok in [
+            "ANTHROPIC_BASE_URL",
+            "GOOSE_MODE",
+            "MAX_TOKENS",
+            "BUZZ_ACP_PRESENCE_INTERVAL_SECS",
+            "KEYBOARD",
+        ] {
+            assert!(!secret_env_name(ok), "{ok}");
+        }
+    }
 
     #[test]
     fn presets_are_unique_and_name_commands_not_paths() {

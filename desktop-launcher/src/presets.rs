@@ -104,21 +104,9 @@ pub fn default_args(command: &str) -> &'static [&'static str] {
     agents::preset_for_command(command).map_or(&[], |p| p.args)
 }
 
-/// True when an env name holds a secret: a preset's `key_env`, or a name
-/// shaped like one (`*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`,
-/// case-insensitive).
-pub fn secret_env_name(key: &str) -> bool {
-    let k = key.to_ascii_uppercase();
-    agents::PRESETS
-        .iter()
-        .any(|p| p.key_env.iter().any(|e| e.eq_ignore_ascii_case(key)))
-        || k == "API_KEY"
-        || k.ends_with("_API_KEY")
-        || k == "TOKEN"
-        || k.ends_with("_TOKEN")
-        || k.contains("SECRET")
-        || k.contains("PASSWORD")
-}
+/// True when an env name holds a secret: the one rule, shared with the
+/// harness's scrub ([`buzz_contract::agents::secret_env_name`]).
+pub use buzz_contract::agents::secret_env_name;
 
 /// Parses a permission policy (`allow`, `reject`, `ask-owner`).
 pub fn permission_policy(value: &str) -> Result<PermissionPolicy, PresetError> {
@@ -259,32 +247,6 @@ mod tests {
         );
         let key = "ab".repeat(32);
         assert!(!lookup(&key).unwrap_err().to_string().contains(&key));
-    }
-
-    #[test]
-    fn secret_env_names() {
-        for s in [
-            "ANTHROPIC_API_KEY",
-            "OPENAI_API_KEY",
-            "GEMINI_API_KEY",
-            "my_api_key",
-            "GITHUB_TOKEN",
-            "TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "CLIENT_SECRET",
-            "DB_PASSWORD",
-        ] {
-            assert!(secret_env_name(s), "{s}");
-        }
-        for ok in [
-            "ANTHROPIC_BASE_URL",
-            "GOOSE_MODE",
-            "MAX_TOKENS",
-            "BUZZ_ACP_PRESENCE_INTERVAL_SECS",
-            "KEYBOARD",
-        ] {
-            assert!(!secret_env_name(ok), "{ok}");
-        }
     }
 
     #[test]
