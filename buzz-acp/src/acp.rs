@@ -26,6 +26,18 @@
 //! `session/new` or `session/prompt` carries the agent's error message, and
 //! the hint of any `authMethods` it advertised, back to the pool.
 //!
+//! **Whose turn it is** (issue 30 item 2; review-9b395e0 finding 2). A
+//! turn carries its [`Asker`]. The owner's turns get the agent's permission
+//! policy; anyone else's (an allowlisted author, anyone under `--respond-to
+//! anyone`) get the others' policy, `reject` unless the record says
+//! otherwise ([`AgentSpec::policy_for`]). A permission mode can make an
+//! agent skip its questions altogether (`bypassPermissions`, `full-access`),
+//! so it applies to another author's session only when the others' policy
+//! is `allow` ([`AgentSpec::mode_for`]); for the same reason the owner and
+//! the others never share an ACP session: sessions are per channel *and*
+//! asker class, so nothing granted in one (an "always" the owner gave, a
+//! mode) carries into the other.
+//!
 //! This file is the slot (spawn, respawn, the connection, `initialize`);
 //! `acp/turn.rs` runs one turn, `acp/forms.rs` holds the pure forms each
 //! agent reads. A turn's streamed text is bounded at the reply bound as it
@@ -40,6 +52,7 @@ mod turn;
 
 use crate::backoff::respawn_delay;
 use crate::events::TurnText;
+pub use crate::inbound::Asker;
 use crate::procs::{ProcessTable, signal_group};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
@@ -70,7 +83,10 @@ pub struct AgentSpec {
     pub model: Option<String>,
     /// The session mode to apply (`session/set_mode`), if any.
     pub permission_mode: Option<String>,
+    /// The policy of the owner's turns.
     pub permission_policy: PermissionPolicy,
+    /// The policy of anyone else's turns.
+    pub permission_policy_others: PermissionPolicy,
     pub permission_timeout: Duration,
     /// Env set on the agent process ([`launch::extras`], settings paths).
     pub env: Vec<(String, String)>,
@@ -89,6 +105,26 @@ impl AgentSpec {
     pub fn start_bound(&self) -> Duration {
         self.idle_timeout.min(self.max_turn)
     }
+
+    /// The permission policy of a turn asked by `asker`.
+    pub fn policy_for(&self, asker: &Asker) -> PermissionPolicy {
+        match asker {
+            Asker::Owner => self.permission_policy,
+            Asker::Other { .. } => self.permission_policy_others,
+        }
+    }
+
+    /// The permission mode a session of `asker` gets: the owner's always;
+    /// another author's only when the others' policy is `allow` (a mode may
+    /// skip the questions the policy would answer).
+    pub fn mode_for(&self, asker: &Asker) -> Option<&str> {
+        match (asker, self.permission_policy_others) {
+            (Asker::Owner, _) | (Asker::Other { .. }, PermissionPolicy::Allow) => {
+                self.permission_mode.as_deref()
+            }
+            (Asker::Other { .. }, _) => None,
+        }
+    }
 }
 
 /// One dispatched turn.
@@ -97,7 +133,12 @@ pub struct TurnJob {
     pub turn_id: u64,
     pub channel: String,
     pub text: String,
+    /// Who asked: decides the permission policy and the session.
+    pub asker: Asker,
 }
+
+/// A slot's sessions: one per channel and asker class (owner or not).
+pub(crate) type Sessions = HashMap<(String, bool), SessionId>;
 
 /// Commands to a slot.
 #[derive(Debug)]
@@ -250,8 +291,11 @@ async fn slot_main(
 #[derive(Default)]
 struct Sink {
     session: Option<SessionId>,
-    /// The turn's id and channel (where an `ask-owner` question goes).
-    turn: Option<(u64, String)>,
+    /// The running turn (where an `ask-owner` question goes, whose policy).
+    turn: Option<TurnJob>,
+    /// Tool calls started and not yet finished (`tool_call` without a final
+    /// status): a turn running a tool is progressing (review-9b395e0 #7).
+    open_tools: std::collections::HashSet<String>,
     text: TurnText,
     last_update: Option<Instant>,
     /// The message id of the last text chunk, when the agent sends ids.
@@ -455,7 +499,7 @@ async fn serve(
     );
     **ready = true;
     let _ = events.send(SlotEvent::Ready { slot });
-    let mut sessions: HashMap<String, SessionId> = HashMap::new();
+    let mut sessions: Sessions = HashMap::new();
     loop {
         let cmd = tokio::select! {
             c = cmds.recv() => c,

@@ -3,9 +3,27 @@
 //! extras ([`crate::acp::launch`]) and the MCP server only when its command
 //! resolves on `PATH` (an agent handed a server it cannot start says
 //! nothing about it, real-agents.md).
+//!
+//! [`check_command`] is the startup check of issue 30 item 3: a harness
+//! whose agent command cannot run here refuses to start (exit 2, the reason
+//! in the container's termination message) instead of going online for work
+//! it can never do. A deploy then fails the Start with that reason, where
+//! the image alone knows its commands (block/buzz#6473).
 
 use crate::acp::{self, AgentSpec, launch};
 use crate::config::Config;
+
+/// Whether the agent command resolves here (the built-in echo agent always
+/// does): the reason when it does not, as [`launch::missing_text`] words it.
+pub fn check_command(command: &str, path: Option<&str>) -> Result<(), String> {
+    if command == buzz_contract::env::BUILTIN_ECHO_AGENT {
+        return Ok(());
+    }
+    match launch::resolve(command, path) {
+        Some(_) => Ok(()),
+        None => Err(launch::missing_text(command)),
+    }
+}
 
 /// The spec every slot runs, with the system prompt already composed.
 pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
@@ -38,6 +56,7 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         model: cfg.model.clone(),
         permission_mode: cfg.permission_mode.clone(),
         permission_policy: cfg.permission_policy,
+        permission_policy_others: cfg.permission_policy_others,
         permission_timeout: cfg.permission_timeout,
         env: extras.env,
         session_title: cfg.session_title.clone(),
@@ -47,5 +66,28 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         cancel_grace: cfg.cancel_grace,
         respawn_backoff: cfg.respawn_backoff,
         max_failures: cfg.max_agent_failures,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_is_not_here_is_refused_with_how_to_get_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().display().to_string();
+        assert_eq!(check_command("builtin:echo", Some(&path)), Ok(()));
+        let e = check_command("claude-agent-acp", Some(&path)).unwrap_err();
+        assert!(
+            e.contains("`claude-agent-acp` is not installed here") && e.contains("npm install"),
+            "{e}"
+        );
+        let exe = dir.path().join("my-agent");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check_command("my-agent", Some(&path)), Ok(()));
+        assert!(check_command("my-agent", None).is_err(), "no PATH, nothing found");
     }
 }

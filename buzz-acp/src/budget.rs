@@ -13,6 +13,8 @@ pub const FINALIZATION_RESERVE: Duration = OFFLINE_PUBLISH_BOUND.saturating_add(
 /// making progress may still finish within the drain. 4 s, so that a pool of
 /// stuck agents that ignore both the cancel and SIGTERM is gone in 4 s plus
 /// the default 5 s kill grace, under the 10 s goal with the finalization.
+/// A turn with a tool call running is never stalled, however quiet the tool
+/// (review-9b395e0 #7; `acp::turn::stalled_at`).
 pub const STALLED_AFTER: Duration = Duration::from_secs(4);
 
 /// Time kept for SIGKILL and its short wait once the child deadline is reached.

@@ -67,9 +67,15 @@ pub struct Cli {
     /// (e.g. `acceptEdits`, `full-access`, `yolo`).
     #[arg(long, env = env::PERMISSION_MODE)]
     pub permission_mode: Option<String>,
-    /// How permission requests are answered: allow, reject, ask-owner.
+    /// How permission requests of the owner's turns are answered: allow
+    /// (once, never always), reject, ask-owner.
     #[arg(long, env = env::PERMISSION_POLICY, default_value = "allow")]
     pub permission_policy: String,
+    /// How permission requests of anyone else's turns are answered (an
+    /// allowlisted author, or anyone under `--respond-to anyone`): reject,
+    /// ask-owner, allow.
+    #[arg(long, env = env::PERMISSION_POLICY_OTHERS, default_value = "reject")]
+    pub permission_policy_others: String,
     /// Seconds `ask-owner` waits for the owner's `!allow` / `!deny`.
     #[arg(long, env = env::PERMISSION_TIMEOUT, default_value_t = 120)]
     pub permission_timeout_secs: u64,
@@ -161,6 +167,10 @@ pub struct Cli {
     /// Validate the configuration and identity, then exit (0, 2 or 3) without connecting.
     #[arg(long)]
     pub check_config: bool,
+    /// Where the reason of a failed start or stop is written, if that file
+    /// exists (Kubernetes creates it in every container; never created here).
+    #[arg(long, env = env::TERMINATION_LOG, default_value = "/dev/termination-log")]
+    pub termination_log: std::path::PathBuf,
     /// Working directory handed to agent sessions (default: the current directory).
     #[arg(long, env = "BUZZ_ACP_CWD")]
     pub cwd: Option<std::path::PathBuf>,

@@ -59,6 +59,8 @@ pub struct Config {
     /// The agent's session mode to apply (`session/set_mode`).
     pub permission_mode: Option<String>,
     pub permission_policy: PermissionPolicy,
+    /// The policy of turns asked by anyone but the owner.
+    pub permission_policy_others: PermissionPolicy,
     /// How long `ask-owner` waits for the owner.
     pub permission_timeout: Duration,
     pub respond_to: RespondTo,
@@ -157,6 +159,8 @@ impl Config {
                 .map_err(ConfigError::from)?;
         let permission_policy =
             PermissionPolicy::parse(&cli.permission_policy).ok_or(ConfigError::PermissionPolicy)?;
+        let permission_policy_others = PermissionPolicy::parse(&cli.permission_policy_others)
+            .ok_or(ConfigError::PermissionPolicyOthers)?;
         let run_nonce = match cli.start_nonce.as_deref() {
             Some(n) if !keys::is_hex32_lower(n) => return Err(ConfigError::Nonce.into()),
             Some(n) => n.to_string(),
@@ -216,6 +220,7 @@ impl Config {
             model: non_empty(cli.model.as_ref()),
             permission_mode: non_empty(cli.permission_mode.as_ref()),
             permission_policy,
+            permission_policy_others,
             permission_timeout: Duration::from_secs(cli.permission_timeout_secs),
             respond_to,
             allowlist,

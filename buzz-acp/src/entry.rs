@@ -4,7 +4,7 @@
 //! (`buzz-acp-under-test`) and locate it with `CARGO_BIN_EXE_*`.
 
 use crate::cli::Cli;
-use crate::config::{Ambient, Config};
+use crate::config::{Ambient, Config, ConfigError, StartupError};
 use crate::exit::Exit;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -59,13 +59,22 @@ pub fn main() -> ! {
         }
     };
     init_logging();
+    let termination_log = cli.termination_log.clone();
+    let refuse = |e: StartupError| -> ! {
+        tracing::error!("{e}");
+        crate::termination::write(&termination_log, &e.to_string());
+        std::process::exit(e.exit().code());
+    };
     let cfg = match Config::from_cli(&cli, &Ambient::current(), fresh_nonce) {
         Ok(c) => c,
-        Err(e) => {
-            tracing::error!("{e}");
-            std::process::exit(e.exit().code());
-        }
+        Err(e) => refuse(e),
     };
+    // An agent command that cannot run here is a configuration error, not
+    // an `online` agent that can only answer "not installed" (issue 30 item 3).
+    let path = std::env::var("PATH").ok();
+    if let Err(why) = crate::agent_spec::check_command(&cfg.agent_command, path.as_deref()) {
+        refuse(ConfigError::AgentMissing(why).into());
+    }
     if cli.check_config {
         tracing::info!("configuration and identity are valid");
         std::process::exit(Exit::Intentional.code());
@@ -76,6 +85,14 @@ pub fn main() -> ! {
     }
     if cfg.relay_observer {
         tracing::warn!("BUZZ_ACP_RELAY_OBSERVER is accepted but not implemented by this harness");
+    }
+    if cfg.respond_to != buzz_contract::gate::RespondTo::OwnerOnly
+        && cfg.permission_policy_others == buzz_contract::agents::PermissionPolicy::Allow
+    {
+        tracing::warn!(
+            respond_to = ?cfg.respond_to,
+            "BUZZ_ACP_PERMISSION_POLICY_OTHERS=allow: every author the gate admits gets unattended tool use with this agent's credentials"
+        );
     }
     if !cfg.presence {
         tracing::warn!("presence suppressed by BUZZ_ACP_NO_PRESENCE (never do this for a remote agent)");
@@ -106,5 +123,9 @@ pub fn main() -> ! {
     };
     let exit = rt.block_on(crate::run::run(cfg));
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    if exit != Exit::Intentional {
+        let why = format!("the harness exited {}: {}", exit.code(), exit.meaning());
+        crate::termination::write(&termination_log, &why);
+    }
     std::process::exit(exit.code());
 }

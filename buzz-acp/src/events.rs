@@ -2,11 +2,15 @@
 //! typing and the queued reaction). Tag construction is pure; signing uses
 //! the agent keys only.
 //!
+//! Every content the harness signs is a [`Published`]: scrubbed by the one
+//! scrub ([`crate::scrub`], issue 30 item 1), or a constant of this crate.
+//!
 //! [`TurnText`] holds a turn's streamed answer within the reply bound from
 //! the first chunk on (review b30b1a0 #15): a chatty or hostile agent cannot
 //! grow the harness's memory through a turn, and a cut answer says so.
 
 use crate::inbound::InboundEvent;
+use crate::scrub::Published;
 use buzz_contract::nip_oa::AuthTag;
 use buzz_contract::presence::{
     KIND_AUTH, KIND_CHANNEL_MESSAGE, KIND_PRESENCE, KIND_REACTION, KIND_TYPING, QUEUED_REACTION, TAG_RUN,
@@ -173,8 +177,8 @@ fn to_tags(tags: Vec<Vec<String>>) -> Vec<Tag> {
 }
 
 /// Signs an event of `kind` with `content` and `tags`, created now.
-pub fn sign(keys: &Keys, kind: u16, content: &str, tags: Vec<Vec<String>>) -> Event {
-    EventBuilder::new(Kind::from(kind), content)
+pub fn sign(keys: &Keys, kind: u16, content: &Published, tags: Vec<Vec<String>>) -> Event {
+    EventBuilder::new(Kind::from(kind), clamp_content(content.as_str()))
         .tags(to_tags(tags))
         .custom_created_at(Timestamp::now())
         .sign_with_keys(keys)
@@ -182,26 +186,31 @@ pub fn sign(keys: &Keys, kind: u16, content: &str, tags: Vec<Vec<String>>) -> Ev
 }
 
 /// A presence event (kind 20001, bare content, run/seq tags).
-pub fn presence(keys: &Keys, state: &str, run: &str, seq: u64) -> Event {
-    sign(keys, KIND_PRESENCE, state, presence_tags(run, seq))
+pub fn presence(keys: &Keys, state: &'static str, run: &str, seq: u64) -> Event {
+    sign(
+        keys,
+        KIND_PRESENCE,
+        &Published::fixed(state),
+        presence_tags(run, seq),
+    )
 }
 
 /// A kind 9 reply to `mention`.
-pub fn reply(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, p_tag: bool) -> Event {
+pub fn reply(keys: &Keys, mention: &InboundEvent, channel: &str, text: &Published, p_tag: bool) -> Event {
     sign(
         keys,
         KIND_CHANNEL_MESSAGE,
-        clamp_content(text),
+        text,
         reply_tags(mention, channel, p_tag),
     )
 }
 
 /// A kind 9 question to the owner under `mention` (`ask-owner`): a reply
 /// that p-tags the owner, whoever asked.
-pub fn question(keys: &Keys, mention: &InboundEvent, channel: &str, text: &str, owner: &str) -> Event {
+pub fn question(keys: &Keys, mention: &InboundEvent, channel: &str, text: &Published, owner: &str) -> Event {
     let mut tags = reply_tags(mention, channel, false);
     tags.push(vec!["p".into(), owner.to_string()]);
-    sign(keys, KIND_CHANNEL_MESSAGE, clamp_content(text), tags)
+    sign(keys, KIND_CHANNEL_MESSAGE, text, tags)
 }
 
 /// The `👀` reaction (kind 7) to a mention that was accepted into the queue.
@@ -209,14 +218,19 @@ pub fn queued_reaction(keys: &Keys, mention: &InboundEvent, channel: &str) -> Ev
     sign(
         keys,
         KIND_REACTION,
-        QUEUED_REACTION,
+        &Published::fixed(QUEUED_REACTION),
         reaction_tags(mention, channel),
     )
 }
 
 /// A typing indicator (kind 20002).
 pub fn typing(keys: &Keys, mention: &InboundEvent, channel: &str) -> Event {
-    sign(keys, KIND_TYPING, "", typing_tags(mention, channel))
+    sign(
+        keys,
+        KIND_TYPING,
+        &Published::fixed(""),
+        typing_tags(mention, channel),
+    )
 }
 
 /// The NIP-42 answer: kind 22242 with exactly one `relay` and one

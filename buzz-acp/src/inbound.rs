@@ -13,9 +13,10 @@
 //! event created in the start's own second passes (the launcher waits out the
 //! second of its `!shutdown` before the next start).
 
+use crate::acp::permission::Grant;
 use buzz_contract::gate::{self, RespondTo};
 use buzz_contract::presence::{
-    ALLOW_COMMAND, CANCEL_COMMAND, DENY_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND,
+    ALLOW_COMMAND, ALWAYS_WORD, CANCEL_COMMAND, DENY_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND,
 };
 use std::collections::{HashSet, VecDeque};
 
@@ -70,6 +71,15 @@ impl InboundEvent {
         })
     }
 
+    /// The event ids of its `e` tags, in order.
+    pub fn e_tags(&self) -> Vec<String> {
+        self.tags
+            .iter()
+            .filter(|t| t.first().map(String::as_str) == Some("e"))
+            .filter_map(|t| t.get(1).cloned())
+            .collect()
+    }
+
     /// The thread root named by a NIP-10 marked `["e", id, relay, "root"]` tag.
     pub fn thread_root(&self) -> Option<&str> {
         self.tags
@@ -94,6 +104,69 @@ pub enum DropReason {
     Gated,
 }
 
+/// Who asked for a turn (issue 30 item 2: the owner's turns and anyone
+/// else's get different permission policies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asker {
+    /// The agent's owner.
+    Owner,
+    /// Any other author the respond-to gate admitted (pubkey hex).
+    Other { pubkey: String },
+}
+
+impl Asker {
+    /// True for the owner.
+    pub fn is_owner(&self) -> bool {
+        matches!(self, Asker::Owner)
+    }
+}
+
+/// The owner's answer to a permission question: `!allow <id>`, `!allow <id>
+/// always`, `!deny <id>`, or the bare command as a reply to the question's
+/// event ([`crate::asks`] binds it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// What the owner grants.
+    pub grant: Grant,
+    /// The question id the answer names, lower-cased, if any.
+    pub id: Option<String>,
+    /// The events it replies to (its `e` tags).
+    pub reply_to: Vec<String>,
+}
+
+/// Parses an owner's `!allow` / `!deny` (the command, then an id and, for
+/// `!allow`, the word `always`, in any order). `None` when the content is
+/// not such a command; anything after the command that is neither is taken
+/// as the id it names, so a mistyped id answers nothing rather than
+/// reaching the agent as a prompt.
+pub fn parse_answer(content: &str, e_tags: Vec<String>) -> Option<Answer> {
+    let mut words = content.split_whitespace();
+    let allow = match words.next()? {
+        ALLOW_COMMAND => true,
+        DENY_COMMAND => false,
+        _ => return None,
+    };
+    let mut always = false;
+    let mut id = None;
+    for w in words {
+        if allow && w.eq_ignore_ascii_case(ALWAYS_WORD) {
+            always = true;
+        } else if id.is_none() {
+            id = Some(w.to_ascii_lowercase());
+        }
+    }
+    let grant = match (allow, always) {
+        (false, _) => Grant::Deny,
+        (true, false) => Grant::Once,
+        (true, true) => Grant::Always,
+    };
+    Some(Answer {
+        grant,
+        id,
+        reply_to: e_tags,
+    })
+}
+
 /// What to do with an inbound event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -103,11 +176,11 @@ pub enum Decision {
     Shutdown,
     /// Owner `!cancel`: cancel the in-flight turn of this channel.
     Cancel { channel: String },
-    /// Owner `!allow` / `!deny`: the answer to this channel's oldest
-    /// pending permission question (`ask-owner`).
-    Permission { channel: String, allow: bool },
+    /// Owner `!allow` / `!deny`: the answer to the permission question it
+    /// names (`ask-owner`).
+    Permission { channel: String, answer: Answer },
     /// Dispatch a turn to the agent pool.
-    Dispatch { channel: String },
+    Dispatch { channel: String, asker: Asker },
 }
 
 /// The gate inputs, fixed at startup.
@@ -152,11 +225,8 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
     if is_owner && command == CANCEL_COMMAND {
         return Decision::Cancel { channel };
     }
-    if is_owner && (command == ALLOW_COMMAND || command == DENY_COMMAND) {
-        return Decision::Permission {
-            channel,
-            allow: command == ALLOW_COMMAND,
-        };
+    if is_owner && let Some(answer) = parse_answer(command, ev.e_tags()) {
+        return Decision::Permission { channel, answer };
     }
     if !policy.channels.is_empty() && !policy.channels.contains(&channel) {
         return Decision::Drop(DropReason::OtherChannel);
@@ -167,7 +237,14 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
         &policy.allowlist,
         &ev.author,
     ) {
-        Decision::Dispatch { channel }
+        let asker = if is_owner {
+            Asker::Owner
+        } else {
+            Asker::Other {
+                pubkey: ev.author.clone(),
+            }
+        };
+        Decision::Dispatch { channel, asker }
     } else {
         Decision::Drop(DropReason::Gated)
     }
@@ -253,30 +330,78 @@ mod tests {
         );
     }
 
+    fn answer(grant: Grant, id: Option<&str>, reply_to: &[&str]) -> Decision {
+        Decision::Permission {
+            channel: "chan".into(),
+            answer: Answer {
+                grant,
+                id: id.map(str::to_string),
+                reply_to: reply_to.iter().map(|s| s.to_string()).collect(),
+            },
+        }
+    }
+
     #[test]
     fn owner_permission_answers_precede_the_gate_and_others_are_messages() {
         let p = policy(RespondTo::Nobody);
+        let owner = |text: &str| decide(&p, &ev(&hex('0'), text));
+        assert_eq!(owner(" !allow 3FA2C1 "), answer(Grant::Once, Some("3fa2c1"), &[]));
         assert_eq!(
-            decide(&p, &ev(&hex('0'), " !allow ")),
-            Decision::Permission {
-                channel: "chan".into(),
-                allow: true
-            }
+            owner("!allow 3fa2c1 always"),
+            answer(Grant::Always, Some("3fa2c1"), &[])
         );
         assert_eq!(
-            decide(&p, &ev(&hex('0'), "!deny")),
-            Decision::Permission {
-                channel: "chan".into(),
-                allow: false
-            }
+            owner("!allow always 3fa2c1"),
+            answer(Grant::Always, Some("3fa2c1"), &[])
+        );
+        assert_eq!(owner("!deny 3fa2c1"), answer(Grant::Deny, Some("3fa2c1"), &[]));
+        assert_eq!(
+            owner("!deny always"),
+            answer(Grant::Deny, Some("always"), &[]),
+            "deny has no always"
+        );
+        assert_eq!(
+            owner("!allow"),
+            answer(Grant::Once, None, &[]),
+            "bare: bound by asks, if at all"
+        );
+        let mut reply = ev(&hex('0'), "!allow");
+        reply
+            .tags
+            .push(vec!["e".into(), "q-event".into(), "".into(), "reply".into()]);
+        assert_eq!(decide(&p, &reply), answer(Grant::Once, None, &["q-event"]));
+        assert_eq!(
+            owner("!allowed"),
+            Decision::Drop(DropReason::Gated),
+            "not the command"
         );
         let p = policy(RespondTo::Anyone);
         assert_eq!(
-            decide(&p, &ev(&hex('2'), "!allow")),
+            decide(&p, &ev(&hex('2'), "!allow 3fa2c1")),
             Decision::Dispatch {
-                channel: "chan".into()
+                channel: "chan".into(),
+                asker: Asker::Other { pubkey: hex('2') }
             },
             "only the owner answers a permission question"
+        );
+    }
+
+    #[test]
+    fn a_turn_knows_whether_the_owner_asked() {
+        let p = policy(RespondTo::Allowlist);
+        assert_eq!(
+            decide(&p, &ev(&hex('0'), "hi")),
+            Decision::Dispatch {
+                channel: "chan".into(),
+                asker: Asker::Owner
+            }
+        );
+        assert_eq!(
+            decide(&p, &ev(&hex('1'), "hi")),
+            Decision::Dispatch {
+                channel: "chan".into(),
+                asker: Asker::Other { pubkey: hex('1') }
+            }
         );
     }
 
@@ -286,7 +411,8 @@ mod tests {
         assert_eq!(
             decide(&p, &ev(&hex('2'), "!shutdown")),
             Decision::Dispatch {
-                channel: "chan".into()
+                channel: "chan".into(),
+                asker: Asker::Other { pubkey: hex('2') }
             }
         );
         let p = policy(RespondTo::OwnerOnly);

@@ -6,7 +6,8 @@
 //! validation), [`args`], [`backoff`], [`budget`], [`inbound`] (owner control
 //! and the gate), [`events`] (tag shapes), [`schedule`] (turn queueing and the
 //! inactivity rule), [`exit`] (the pinned exit-code table), [`replies`]
-//! (what an unanswered asker is told), [`asks`] (the
+//! (what an unanswered asker is told), [`scrub`] (the one scrub of every
+//! published text), [`asks`] (the
 //! owner's open permission questions), and inside [`acp`]: `setup` (model
 //! and mode), `permission` (the policy's answers), `launch` (presets'
 //! extras, command resolution).
@@ -16,7 +17,8 @@
 //! processes when the harness is PID 1), [`run`] (the main loop and the budgeted shutdown),
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
 //! (every knob as a clap argument with its env name), [`agent_spec`] (the
-//! agent spec from the configuration), [`echo_agent`] (the
+//! agent spec from the configuration), [`termination`] (the
+//! container's termination message), [`echo_agent`] (the
 //! built-in smoke-test ACP agent, `BUZZ_ACP_AGENT_COMMAND=builtin:echo`).
 
 pub mod acp;
@@ -38,3 +40,5 @@ pub mod relay;
 pub mod replies;
 pub mod run;
 pub mod schedule;
+pub mod scrub;
+pub mod termination;

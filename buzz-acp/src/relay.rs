@@ -377,7 +377,7 @@ impl Task {
         }
     }
 
-    fn presence_event(&mut self, state: &str) -> Event {
+    fn presence_event(&mut self, state: &'static str) -> Event {
         let e = events::presence(&self.s.keys, state, &self.s.run, self.seq);
         tracing::debug!(state, seq = self.seq, "presence published");
         self.seq += 1;

@@ -3,7 +3,7 @@
 //! a shed mention. Pure: texts and the per-channel rate limit.
 
 use crate::acp::{self, AgentSpec};
-use buzz_contract::redact::Literals;
+use crate::scrub::{Published, Scrub};
 use std::time::{Duration, Instant};
 
 /// What a shed mention's asker is told (rate-limited like error replies).
@@ -13,15 +13,17 @@ pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest agent error message quoted in a reply, in characters.
 pub const ERROR_REPLY_MAX_CHARS: usize = 300;
 
-/// The error reply's text: the agent's message, secrets scrubbed, shortened.
-pub fn error_reply_text(secrets: &Literals, error: &str) -> String {
-    let clean: String = secrets
-        .scrub(error)
-        .chars()
-        .filter(|c| !c.is_control() || *c == '\n')
-        .take(ERROR_REPLY_MAX_CHARS)
-        .collect();
-    format!("⚠️ The agent could not answer: {}", clean.trim())
+/// The error reply's text: the agent's message, secrets scrubbed (before
+/// the cut, so no fragment of one survives it), shortened.
+pub fn error_reply_text(scrub: &Scrub, error: &str) -> Published {
+    scrub.publish_with(error, |clean| {
+        let clean: String = clean
+            .chars()
+            .filter(|c| !c.is_control() || *c == '\n')
+            .take(ERROR_REPLY_MAX_CHARS)
+            .collect();
+        format!("⚠️ The agent could not answer: {}", clean.trim())
+    })
 }
 
 /// What the asker of a turn that ran out of time is told; `None` for the
@@ -69,13 +71,17 @@ mod tests {
 
     #[test]
     fn error_replies_are_scrubbed_cut_and_rate_limited() {
-        let secrets = Literals::new(vec!["sk-secret-1234".to_string()]);
-        let t = error_reply_text(
-            &secrets,
-            &format!("bad key sk-secret-1234\u{7}{}", "x".repeat(1000)),
+        let keys = nostr_sdk::prelude::Keys::generate();
+        let scrub = Scrub::new(
+            &keys,
+            None,
+            [("MY_API_KEY".to_string(), "secret-1234".to_string())],
         );
-        assert!(!t.contains("sk-secret-1234") && !t.contains('\u{7}'), "{t}");
-        assert!(t.chars().count() <= ERROR_REPLY_MAX_CHARS + 40);
+        let p = error_reply_text(&scrub, &format!("bad key secret-1234\u{7}{}", "x".repeat(1000)));
+        let t = p.as_str();
+        assert!(!t.contains("secret-1234") && !t.contains('\u{7}'), "{t}");
+        assert!(p.withheld(), "{t}");
+        assert!(t.chars().count() <= ERROR_REPLY_MAX_CHARS + 100);
         let now = Instant::now();
         assert!(error_reply_due(None, now));
         assert!(!error_reply_due(Some(now), now + Duration::from_secs(59)));

@@ -10,6 +10,10 @@
 //! that end the harness (all agents dead, relay lost) take the same path
 //! with their own exit code.
 //!
+//! Every text the harness posts (the answer, an error reply, an owner
+//! question, a note to the owner) goes through the one scrub
+//! ([`crate::scrub`]; issue 30 item 1): [`crate::events`] signs nothing else.
+//!
 //! A turn that fails with an agent error is answered with a short, redacted
 //! error reply (at most one per channel per
 //! [`crate::replies::ERROR_REPLY_INTERVAL`]), so the asker is never left with
@@ -20,9 +24,10 @@
 //! subscription is live, not once an agent process runs, because the pool
 //! is lazy by the spec's choice (§Launch data `BUZZ_ACP_LAZY_POOL=true`: no
 //! idle LLM process per launch) and the first agent starts on the first
-//! mention. What keeps that `online` honest is the answer to that mention:
-//! an agent command that is not installed, or one whose first start exits
-//! before it answers `initialize`, gives up at once (`acp.rs`), every
+//! mention. An agent command that is not installed never gets this far: the
+//! entry point refuses it (exit 2, issue 30 item 3). What keeps `online`
+//! honest otherwise is the answer to that mention: an agent whose first
+//! start exits before it answers `initialize` gives up at once (`acp.rs`), every
 //! waiting asker gets a reply that says why (the command, the install hint
 //! or the exit status) within a second of asking, and the harness exits 5
 //! (all agents dead) and publishes `offline` rather than staying online for
@@ -30,20 +35,20 @@
 //! spawns the harness; for a deploy, only the image knows its commands, so
 //! this reply is how the user learns it.
 
-use crate::acp::{self, AgentSpec, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
+use crate::acp::{self, AgentSpec, Asker, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
 use crate::agent_spec::agent_spec;
-use crate::asks::Asks;
+use crate::asks::{Answered, Asks, Question};
 use crate::budget::{STALLED_AFTER, ShutdownPlan};
 use crate::config::Config;
 use crate::events;
 use crate::exit::Exit;
-use crate::inbound::{self, Decision, InboundEvent, Policy};
+use crate::inbound::{self, Answer, Decision, InboundEvent, Policy};
 use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
 use crate::replies::{BUSY_TEXT, error_reply_due, error_reply_text, timeout_text};
 use crate::schedule::{Scheduler, admit, inactivity_expired};
-use buzz_contract::redact::Literals;
+use crate::scrub::Scrub;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -95,8 +100,8 @@ struct Harness {
     slot_tx: mpsc::UnboundedSender<SlotEvent>,
     relay_tx: mpsc::UnboundedSender<RelayCmd>,
     last_activity: Instant,
-    /// Secret values scrubbed from anything quoted back to a channel.
-    secrets: Literals,
+    /// The one scrub of every published text.
+    scrub: Scrub,
     /// channel → when it last got an error reply.
     error_replies: HashMap<String, Instant>,
     /// The owner's open permission questions (`ask-owner`).
@@ -114,19 +119,14 @@ fn system_prompt(cfg: &Config) -> Option<String> {
     }
 }
 
-/// Every secret value of the configuration, for scrubbing quoted text.
-fn secret_literals(cfg: &Config) -> Literals {
-    use nostr_sdk::prelude::ToBech32;
-    let sk = cfg.identity.keys.secret_key();
-    let Ok(nsec) = sk.to_bech32();
-    let mut v = vec![sk.to_secret_hex(), nsec];
-    if let Some(t) = &cfg.identity.auth_tag {
-        v.push(t.sig.clone());
-        v.push(t.to_json());
-    }
-    v.extend(cfg.system_prompt.clone());
-    v.extend(cfg.team_instructions.clone());
-    Literals::new(v)
+/// The scrub of this run: the key, the auth tag and the secret env of the
+/// process (which the agents inherit).
+fn scrub_of(cfg: &Config) -> Scrub {
+    Scrub::new(
+        &cfg.identity.keys,
+        cfg.identity.auth_tag.as_ref(),
+        std::env::vars(),
+    )
 }
 
 impl Harness {
@@ -194,7 +194,7 @@ impl Harness {
         }
     }
 
-    fn dispatch(&mut self, mention: InboundEvent, channel: String) {
+    fn dispatch(&mut self, mention: InboundEvent, channel: String, asker: Asker) {
         if !admit(self.sched.queued(), self.sched.queued_in(&channel)) {
             tracing::warn!(queued = self.sched.queued(), "queue full; mention shed");
             let p = Pending { mention, channel };
@@ -208,6 +208,7 @@ impl Harness {
             turn_id,
             channel: channel.clone(),
             text: mention.content.clone(),
+            asker,
         };
         tracing::info!(turn_id, "mention queued");
         if self.cfg.react_queued {
@@ -246,11 +247,15 @@ impl Harness {
                             && self.cfg.reply
                             && !text.trim().is_empty()
                         {
+                            let text = self.scrub.publish(text);
+                            if text.withheld() {
+                                tracing::warn!(turn_id, "a secret was withheld from the answer");
+                            }
                             self.publish(events::reply(
                                 &self.keys,
                                 &p.mention,
                                 &p.channel,
-                                text,
+                                &text,
                                 self.cfg.reply_p_tag,
                             ));
                         }
@@ -312,7 +317,7 @@ impl Harness {
             return;
         }
         self.error_replies.insert(p.channel.clone(), now);
-        let text = error_reply_text(&self.secrets, error);
+        let text = error_reply_text(&self.scrub, error);
         self.publish(events::reply(
             &self.keys,
             &p.mention,
@@ -322,17 +327,68 @@ impl Harness {
         ));
     }
 
-    /// Posts an `ask-owner` question under the mention it arose from.
+    /// Posts an `ask-owner` question, with its id, under the mention it
+    /// arose from.
     fn ask_owner(&mut self, slot: usize, ask: PermissionAsk) {
         let Some(p) = self.pending.get(&ask.turn_id) else {
             tracing::info!(slot, "permission question for a turn that ended; denied");
             return;
         };
-        let title = self.secrets.scrub(&ask.title);
-        let text = acp::permission::question(&ask.tool, &title, self.spec.permission_timeout.as_secs());
+        let id = self.asks.fresh_id(rand::random);
+        let asker = match &ask.asker {
+            Asker::Owner => None,
+            Asker::Other { pubkey } => Some(pubkey.as_str()),
+        };
+        let wait = self.spec.permission_timeout.as_secs();
+        let text = self.scrub.publish_with(&ask.title, |title| {
+            acp::permission::question(&id, &ask.tool, title, asker, wait)
+        });
         let e = events::question(&self.keys, &p.mention, &p.channel, &text, &self.policy.owner);
+        let event_id = e.id.to_hex();
         self.publish(e);
-        self.asks.open(&ask.channel, ask.turn_id, ask.answer);
+        tracing::info!(slot, question = %id, channel = %ask.channel, "permission question posted");
+        self.asks.open(Question {
+            id,
+            event_id,
+            turn_id: ask.turn_id,
+            answer: ask.answer,
+        });
+    }
+
+    /// Applies the owner's answer to the question it names; an answer to no
+    /// open question grants nothing, and the owner is told so.
+    fn on_answer(&mut self, ev: &InboundEvent, channel: &str, answer: &Answer) {
+        let note = match self.asks.answer(answer) {
+            Answered::Granted { id, grant } => {
+                tracing::info!(question = %id, grant = grant.as_str(), "owner answered a permission question");
+                return;
+            }
+            Answered::NotOpen { id } => {
+                tracing::info!(question = %id, "owner answer for a question that is not open; ignored");
+                format!(
+                    "No open question `{id}`: it was answered, timed out or its turn ended. Nothing was granted."
+                )
+            }
+            Answered::Unnamed { open } => {
+                tracing::info!(open, "owner answer that names no question; ignored");
+                format!(
+                    "This answers no question ({open} open): name the one you answer, `{} <id>` or `{} <id>`, \
+                     or reply to it. Nothing was granted.",
+                    buzz_contract::presence::ALLOW_COMMAND,
+                    buzz_contract::presence::DENY_COMMAND
+                )
+            }
+        };
+        if self.cfg.reply {
+            let text = self.scrub.publish(&note);
+            self.publish(events::reply(
+                &self.keys,
+                ev,
+                channel,
+                &text,
+                self.cfg.reply_p_tag,
+            ));
+        }
     }
 
     fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
@@ -356,14 +412,12 @@ impl Harness {
                 }
                 None
             }
-            Decision::Permission { channel, allow } => {
-                if !self.asks.answer(&channel, allow) {
-                    tracing::info!("owner permission answer with no open question in the channel; ignored");
-                }
+            Decision::Permission { channel, answer } => {
+                self.on_answer(&ev, &channel, &answer);
                 None
             }
-            Decision::Dispatch { channel } => {
-                self.dispatch(ev, channel);
+            Decision::Dispatch { channel, asker } => {
+                self.dispatch(ev, channel, asker);
                 None
             }
             Decision::Drop(reason) => {
@@ -576,7 +630,7 @@ pub async fn run(cfg: Config) -> Exit {
         slot_tx,
         relay_tx,
         last_activity: Instant::now(),
-        secrets: secret_literals(&cfg),
+        scrub: scrub_of(&cfg),
         error_replies: HashMap::new(),
         asks: Asks::default(),
         stalled: HashSet::new(),

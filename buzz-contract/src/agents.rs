@@ -104,8 +104,10 @@ pub fn preset_names() -> String {
 /// (`BUZZ_ACP_PERMISSION_POLICY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PermissionPolicy {
-    /// Pick the advertised allow option (`allow_once`, else `allow_always`).
-    /// The default: an unattended agent has nobody to ask.
+    /// Pick the advertised `allow_once` option, never `allow_always` (an
+    /// "always" grant would outlive the turn and its asker: issue 30 item 2);
+    /// reject when the agent offers no once-option. The default for the
+    /// owner's turns: an unattended agent has nobody to ask.
     #[default]
     Allow,
     /// Pick the advertised reject option.

@@ -33,6 +33,13 @@ pub const PERMISSION_MODE: &str = "BUZZ_ACP_PERMISSION_MODE";
 /// How `session/request_permission` is answered: `allow`, `reject` or
 /// `ask-owner` ([`crate::agents::PermissionPolicy`]).
 pub const PERMISSION_POLICY: &str = "BUZZ_ACP_PERMISSION_POLICY";
+/// How permission requests of a turn asked by anyone but the owner are
+/// answered (`allow`, `reject`, `ask-owner`; default `reject`: a stranger
+/// gets no tool use unless the owner says so; issue 30 item 2).
+pub const PERMISSION_POLICY_OTHERS: &str = "BUZZ_ACP_PERMISSION_POLICY_OTHERS";
+/// The file the harness writes its failure reason to, if it exists (the
+/// container's termination message; default `/dev/termination-log`).
+pub const TERMINATION_LOG: &str = "BUZZ_ACP_TERMINATION_LOG";
 /// Seconds `ask-owner` waits for the owner's answer before it rejects.
 pub const PERMISSION_TIMEOUT: &str = "BUZZ_ACP_PERMISSION_TIMEOUT_SECS";
 /// Inbound author gate mode.

@@ -38,10 +38,13 @@ pub const TAG_SEQ: &str = "seq";
 pub const SHUTDOWN_COMMAND: &str = "!shutdown";
 /// Owner cancel command (exact, trimmed).
 pub const CANCEL_COMMAND: &str = "!cancel";
-/// Owner answer granting the agent's pending permission request (exact, trimmed).
+/// Owner answer granting a permission question: `!allow <id>` (issue 30 item 2).
 pub const ALLOW_COMMAND: &str = "!allow";
-/// Owner answer denying the agent's pending permission request (exact, trimmed).
+/// Owner answer denying a permission question: `!deny <id>`.
 pub const DENY_COMMAND: &str = "!deny";
+/// The word after `!allow <id>` that grants "always" (the owner's explicit
+/// word; a plain `!allow` is once).
+pub const ALWAYS_WORD: &str = "always";
 
 /// A presence state as read from the wire (exact, untrimmed content).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -62,6 +62,23 @@ impl Literals {
     }
 }
 
+/// Every form a private key is echoed in: its hex and its nsec, each in
+/// lower and upper case. One rule for every side that scrubs a key (the
+/// launcher's secret set, the harness's published texts).
+pub fn key_forms(keys: &nostr::Keys) -> Vec<String> {
+    use nostr::ToBech32;
+    let hex = keys.secret_key().to_secret_hex();
+    let Ok(nsec) = keys.secret_key().to_bech32();
+    vec![hex.to_ascii_uppercase(), hex, nsec.to_ascii_uppercase(), nsec]
+}
+
+/// The secret forms of a NIP-OA auth tag: its signature in both cases (the
+/// rest of the tag is a public owner key and public conditions). The tag's
+/// whole JSON is scrubbed whole by its holder, as typed.
+pub fn auth_tag_sig_forms(tag: &crate::nip_oa::AuthTag) -> Vec<String> {
+    vec![tag.sig.to_ascii_lowercase(), tag.sig.to_ascii_uppercase()]
+}
+
 const TOKEN_PREFIXES: &[&str] = &["nsec1", "sprt_tok_"];
 
 fn token_char(prefix: &str, b: u8) -> bool {
@@ -148,6 +165,29 @@ mod tests {
         assert_eq!(
             r.scrub("known-value nsec1abc token: kube-canary wss://u:p@h"),
             "[REDACTED] [REDACTED] token: [REDACTED] wss://[REDACTED]@h"
+        );
+    }
+
+    #[test]
+    fn a_key_has_four_forms_and_a_tag_its_signature_in_both_cases() {
+        let k = nostr::Keys::generate();
+        let forms = key_forms(&k);
+        assert_eq!(forms.len(), 4);
+        let hex = k.secret_key().to_secret_hex();
+        assert!(forms.contains(&hex) && forms.contains(&hex.to_ascii_uppercase()));
+        assert!(
+            forms
+                .iter()
+                .filter(|f| f.to_ascii_lowercase().starts_with("nsec1"))
+                .count()
+                == 2
+        );
+        let owner = nostr::Keys::generate();
+        let tag = crate::nip_oa::AuthTag::mint(&owner, &k.public_key().to_hex(), "").unwrap();
+        let sig = auth_tag_sig_forms(&tag);
+        assert_eq!(
+            sig,
+            vec![tag.sig.to_ascii_lowercase(), tag.sig.to_ascii_uppercase()]
         );
     }
 

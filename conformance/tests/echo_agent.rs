@@ -124,6 +124,7 @@ fn spec() -> AgentSpec {
         model: None,
         permission_mode: None,
         permission_policy: Default::default(),
+        permission_policy_others: Default::default(),
         permission_timeout: Duration::from_secs(10),
         env: vec![],
         session_title: None,
@@ -153,6 +154,7 @@ async fn turn(
         turn_id: id,
         channel: "c1".into(),
         text: text.into(),
+        asker: buzz_acp::acp::Asker::Owner,
     }))
     .unwrap();
     loop {

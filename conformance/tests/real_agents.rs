@@ -15,7 +15,7 @@
 
 use buzz_conformance::fake_model::agents::RealAgent;
 use buzz_conformance::fake_model::{Failure, Script, Turn};
-use buzz_conformance::harness_support::{HarnessProc, harness_command, wait_until};
+use buzz_conformance::harness_support::{HarnessProc, harness_command};
 use buzz_conformance::real_agents_support::{ANTHROPIC_KEY, AgentWorld, GEMINI_KEY, OPENAI_KEY};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -119,7 +119,12 @@ async fn claude_under_policy(policy: &str, answer: Option<&str>) -> (bool, Strin
         );
         texts.push(q.content.clone());
         if let Some(a) = answer {
-            w.mention("c1", a).await;
+            // The answer names its question (issue 30 item 2).
+            let id = q.content["🔐 Question ".len()..]
+                .split(':')
+                .next()
+                .unwrap_or_default();
+            w.mention("c1", &format!("{a} {id}")).await;
         }
     }
     let n = if policy == "ask-owner" { 2 } else { 1 };
@@ -162,13 +167,65 @@ async fn each_permission_policy_decides_the_tool_call() {
         texts.contains("asks permission") && texts.contains(PROOF),
         "{texts}"
     );
-    assert!(texts.contains("`!allow` or `!deny` within 3 s"), "{texts}");
+    assert!(
+        texts.contains("(this once)") && texts.contains("within 3 s"),
+        "{texts}"
+    );
 
     let (written, texts, _) = claude_under_policy("ask-owner", Some("!deny")).await;
     assert!(!written, "the owner's !deny refuses the tool: {texts}");
 
     let (written, texts, _) = claude_under_policy("ask-owner", None).await;
     assert!(!written, "no answer within the bound denies: {texts}");
+}
+
+/// A stranger's mention to an agent that answers anyone (issue 30 item 2;
+/// review-9b395e0 finding 2): claude's Bash call in the stranger's turn is
+/// rejected by the others' default policy, so the file is not written and
+/// the model is told the tool was refused; the owner's turn runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strangers_mention_gets_no_tool_use_from_a_real_agent() {
+    let _g = SERIAL.lock().await;
+    let script = Script::new()
+        .turn(Turn::say_then_shell(LEAD, PROOF, DONE))
+        .turn(Turn::say_then_shell(LEAD, PROOF, DONE));
+    let w = AgentWorld::new(script).await;
+    let mut env = w.env(RealAgent::Claude);
+    env.insert("BUZZ_ACP_RESPOND_TO".into(), "anyone".into());
+    let mut h = spawn(&env);
+    w.wait_online(WAIT).await;
+    let stranger = nostr_sdk::prelude::Keys::generate();
+    let m = buzz_conformance::harness_support::post(
+        &w.relay.url,
+        &stranger,
+        "c1",
+        &w.agent,
+        "write proof.txt",
+        vec![],
+    )
+    .await;
+    let r = w.wait_reply(&m, WAIT).await;
+    assert!(
+        w.work_file("proof.txt").is_none(),
+        "the stranger's tool call did not run: {}",
+        r.content
+    );
+    let results = w.fake.tool_results_seen();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("refused") || r.contains("denied") || r.contains("rejected")),
+        "the model is told the tool was refused: {results:?}"
+    );
+    let m = w.mention("c1", "please write proof.txt").await;
+    w.wait_reply(&m, WAIT).await;
+    assert_eq!(
+        w.work_file("proof.txt").as_deref(),
+        Some("proof-ok-42\n"),
+        "the owner's turn runs it"
+    );
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
 }
 
 /// A permission mode is applied with `session/set_mode`: in
@@ -276,9 +333,9 @@ async fn model_api_failures_are_error_replies_and_the_harness_stays_online() {
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
 }
 
-/// A preset command that is not installed: the asker is told how to
-/// install it, and the harness stops (all agents dead, exit 5) at once
-/// rather than respawning a binary that is not there.
+/// A preset command that is not installed: the harness refuses to start
+/// (exit 2, issue 30 item 3) and says how to install it, rather than going
+/// online for work it cannot do or respawning a binary that is not there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_missing_agent_says_how_to_install_it() {
     let _g = SERIAL.lock().await;
@@ -287,24 +344,17 @@ async fn a_missing_agent_says_how_to_install_it() {
     env.insert("PATH".into(), "/usr/bin:/bin".into());
     env.insert("BUZZ_ACP_LAZY_POOL".into(), "true".into());
     let mut h = spawn(&env);
-    w.wait_online(WAIT).await;
-    let m = w.mention("c1", "hello").await;
-    let r = w.wait_reply(&m, WAIT).await;
-    assert_eq!(
-        r.content,
-        "⚠️ The agent could not answer: the agent command `claude-agent-acp` is not installed here (not on PATH); \
-         install it: npm install -g @zed-industries/claude-agent-acp@0.23.1"
-    );
-    assert_eq!(h.wait_exit(WAIT).await, Some(5));
+    assert_eq!(h.wait_exit(WAIT).await, Some(2));
     assert!(
-        wait_until(Duration::from_secs(1), || (h
-            .stderr()
-            .matches("agent died")
-            .count()
-            == 0)
-            .then_some(()))
-        .await
-        .is_some(),
+        h.stderr().contains(
+            "the agent command `claude-agent-acp` is not installed here (not on PATH); \
+             install it: npm install -g @zed-industries/claude-agent-acp@0.23.1"
+        ),
+        "{}",
+        h.stderr()
+    );
+    assert!(
+        !h.stderr().contains("agent died"),
         "no respawn loop: {}",
         h.stderr()
     );

@@ -21,7 +21,7 @@
 
 use crate::record::{AgentRecord, Backend};
 use crate::store::{Store, StoreError};
-use nostr_sdk::{Keys, ToBech32};
+use nostr_sdk::Keys;
 
 /// The secrets a redactor scrubs.
 #[derive(Debug, Clone, Default)]
@@ -43,9 +43,7 @@ pub struct SecretSet {
 impl SecretSet {
     /// Adds a key in every form it can be echoed in.
     pub fn key(&mut self, keys: &Keys) {
-        let hex = keys.secret_key().to_secret_hex();
-        let Ok(nsec) = keys.secret_key().to_bech32();
-        let forms = [hex.to_ascii_uppercase(), hex, nsec.to_ascii_uppercase(), nsec];
+        let forms = buzz_contract::redact::key_forms(keys);
         self.key_forms.extend(forms.iter().cloned());
         self.values.extend(forms);
     }
@@ -66,7 +64,7 @@ impl SecretSet {
     pub fn auth_tag(&mut self, tag: &str) {
         self.whole_only.push(tag.to_string());
         if let Ok(t) = buzz_contract::nip_oa::AuthTag::parse(tag) {
-            let forms = [t.sig.to_ascii_lowercase(), t.sig.to_ascii_uppercase()];
+            let forms = buzz_contract::redact::auth_tag_sig_forms(&t);
             self.key_forms.extend(forms.iter().cloned());
             self.fragments.extend(forms);
         }
@@ -164,6 +162,7 @@ pub fn shown_fields(rec: &AgentRecord) -> Vec<ShownField<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nostr_sdk::ToBech32;
 
     #[test]
     fn key_shaped_values_are_recognised() {

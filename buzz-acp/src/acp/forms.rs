@@ -173,6 +173,7 @@ mod tests {
             model: Some("m1".into()),
             permission_mode: None,
             permission_policy: Default::default(),
+            permission_policy_others: Default::default(),
             permission_timeout: Duration::from_secs(1),
             env: vec![],
             session_title: None,

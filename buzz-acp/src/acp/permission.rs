@@ -2,13 +2,19 @@
 //! coding agents", permission policy). Pure: the request and a decision in,
 //! the ACP outcome and the texts out.
 //!
-//! | policy      | answer                                                   |
-//! |-------------|----------------------------------------------------------|
-//! | `allow`     | the advertised allow option: `allow_once`, else `allow_always`, else reject |
-//! | `reject`    | the advertised reject option: `reject_once`, else `reject_always` |
-//! | `ask-owner` | the owner's `!allow` / `!deny` on the relay, within the bound; no answer rejects |
+//! The policy of the turn's asker ([`super::AgentSpec::policy_for`]) gives a
+//! [`Grant`], and the grant picks the option:
 //!
-//! An agent that offers no option of the chosen kind gets `cancelled`. The
+//! | grant    | from                                              | option picked                                      |
+//! |----------|---------------------------------------------------|----------------------------------------------------|
+//! | `Once`   | `allow`; the owner's `!allow <id>`                | `allow_once`, else a reject option                 |
+//! | `Always` | only the owner's `!allow <id> always`             | `allow_always`, else `allow_once`, else a reject option |
+//! | `Deny`   | `reject`; `!deny <id>`; no answer in time         | `reject_once`, else `reject_always`                |
+//!
+//! "Allow" never becomes "always" (issue 30 item 2; review-9b395e0 finding
+//! 5): an always-grant outlives the turn and its asker, so only the owner's
+//! explicit word gives one. An agent that offers no option of the chosen
+//! kind gets `cancelled`. The
 //! log names the tool (its ACP kind, and its name when the agent gives one);
 //! never its title or input, which carry the command and may carry secrets.
 //! The owner's question carries the title, scrubbed by the caller.
@@ -20,19 +26,60 @@ use agent_client_protocol::v1::schema::{
 /// Longest tool title quoted in the owner's question, in characters.
 pub const TITLE_MAX_CHARS: usize = 200;
 
-/// The outcome for `allow` (true) or reject (false).
-pub fn outcome(req: &RequestPermissionRequest, allow: bool) -> RequestPermissionOutcome {
+/// What a permission request is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Refuse.
+    Deny,
+    /// Allow this call only.
+    Once,
+    /// Allow this tool for the rest of the session (the owner said so).
+    Always,
+}
+
+impl Grant {
+    /// Its name in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grant::Deny => "reject",
+            Grant::Once => "allow once",
+            Grant::Always => "allow always",
+        }
+    }
+}
+
+/// The outcome for `grant`: one row of the module's table.
+pub fn outcome(req: &RequestPermissionRequest, grant: Grant) -> RequestPermissionOutcome {
     use PermissionOptionKind::*;
-    let order: &[PermissionOptionKind] = if allow {
-        &[AllowOnce, AllowAlways, RejectOnce, RejectAlways]
-    } else {
-        &[RejectOnce, RejectAlways]
+    let order: &[PermissionOptionKind] = match grant {
+        Grant::Once => &[AllowOnce, RejectOnce, RejectAlways],
+        Grant::Always => &[AllowAlways, AllowOnce, RejectOnce, RejectAlways],
+        Grant::Deny => &[RejectOnce, RejectAlways],
     };
     order
         .iter()
         .find_map(|k| req.options.iter().find(|o| o.kind == *k))
         .map(|o| RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone())))
         .unwrap_or(RequestPermissionOutcome::Cancelled)
+}
+
+/// The kind of the option `outcome` selected, for the log.
+pub fn selected_kind(req: &RequestPermissionRequest, outcome: &RequestPermissionOutcome) -> &'static str {
+    let RequestPermissionOutcome::Selected(s) = outcome else {
+        return "cancelled";
+    };
+    match req
+        .options
+        .iter()
+        .find(|o| o.option_id == s.option_id)
+        .map(|o| o.kind)
+    {
+        Some(PermissionOptionKind::AllowOnce) => "allow_once",
+        Some(PermissionOptionKind::AllowAlways) => "allow_always",
+        Some(PermissionOptionKind::RejectOnce) => "reject_once",
+        Some(PermissionOptionKind::RejectAlways) => "reject_always",
+        _ => "other",
+    }
 }
 
 /// The tool's name for the log: its ACP kind, and the agent's own tool name
@@ -63,28 +110,30 @@ pub fn tool_label(req: &RequestPermissionRequest) -> String {
     }
 }
 
-/// The tool call's title, cut to [`TITLE_MAX_CHARS`] on one line.
+/// The tool call's title on one line, whole: the question cuts it to
+/// [`TITLE_MAX_CHARS`] after the scrub, so no fragment of a secret survives
+/// a cut.
 pub fn title(req: &RequestPermissionRequest) -> String {
     let t = req.tool_call.fields.title.as_deref().unwrap_or("");
-    let one_line: String = t
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(TITLE_MAX_CHARS)
-        .collect();
+    let one_line: String = t.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     one_line.trim().to_string()
 }
 
-/// The question posted to the owner.
-pub fn question(tool: &str, title: &str, wait_secs: u64) -> String {
+/// The question posted to the owner: its id, the tool, the call's title,
+/// whose turn it is (another author's pubkey), and how to answer.
+pub fn question(id: &str, tool: &str, title: &str, asker: Option<&str>, wait_secs: u64) -> String {
+    use buzz_contract::presence::{ALLOW_COMMAND, ALWAYS_WORD, DENY_COMMAND};
+    let title: String = title.chars().take(TITLE_MAX_CHARS).collect();
     let what = if title.is_empty() {
         String::new()
     } else {
-        format!(": `{}`", title.replace('`', "'"))
+        format!(": `{}`", title.trim().replace('`', "'"))
     };
+    let whose = asker.map_or(String::new(), |p| format!(" in a turn asked by {p}"));
     format!(
-        "🔐 The agent asks permission to use {tool}{what}\nReply `{}` or `{}` within {wait_secs} s; no answer denies.",
-        buzz_contract::presence::ALLOW_COMMAND,
-        buzz_contract::presence::DENY_COMMAND
+        "🔐 Question {id}: the agent asks permission to use {tool}{what}{whose}\n\
+         Reply `{ALLOW_COMMAND} {id}` (this once), `{ALLOW_COMMAND} {id} {ALWAYS_WORD}` or \
+         `{DENY_COMMAND} {id}` within {wait_secs} s; no answer denies."
     )
 }
 
@@ -120,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn allow_picks_allow_once_then_allow_always_then_reject() {
+    fn each_grant_picks_its_row_and_allow_never_becomes_always() {
         use PermissionOptionKind::*;
         // claude-agent-acp's options (real-agents.md §1).
         let claude = req(&[
@@ -128,15 +177,34 @@ mod tests {
             ("allow", AllowOnce),
             ("reject", RejectOnce),
         ]);
-        assert_eq!(selected(outcome(&claude, true)), Some("allow".into()));
-        assert_eq!(selected(outcome(&claude, false)), Some("reject".into()));
+        assert_eq!(selected(outcome(&claude, Grant::Once)), Some("allow".into()));
+        assert_eq!(
+            selected(outcome(&claude, Grant::Always)),
+            Some("allow_always".into())
+        );
+        assert_eq!(selected(outcome(&claude, Grant::Deny)), Some("reject".into()));
         let only_always = req(&[("a", AllowAlways), ("r", RejectOnce)]);
-        assert_eq!(selected(outcome(&only_always, true)), Some("a".into()));
+        assert_eq!(
+            selected(outcome(&only_always, Grant::Once)),
+            Some("r".into()),
+            "no once-option: a once-grant rejects, it never takes always"
+        );
+        assert_eq!(selected(outcome(&only_always, Grant::Always)), Some("a".into()));
+        let only_once = req(&[("o", AllowOnce), ("r", RejectAlways)]);
+        assert_eq!(selected(outcome(&only_once, Grant::Always)), Some("o".into()));
         let only_reject = req(&[("r", RejectAlways)]);
-        assert_eq!(selected(outcome(&only_reject, true)), Some("r".into()));
-        assert_eq!(selected(outcome(&only_reject, false)), Some("r".into()));
+        assert_eq!(selected(outcome(&only_reject, Grant::Once)), Some("r".into()));
+        assert_eq!(selected(outcome(&only_reject, Grant::Deny)), Some("r".into()));
         let only_allow = req(&[("a", AllowOnce)]);
-        assert_eq!(selected(outcome(&only_allow, false)), None, "reject never allows");
+        assert_eq!(
+            selected(outcome(&only_allow, Grant::Deny)),
+            None,
+            "reject never allows"
+        );
+        assert_eq!(
+            selected_kind(&claude, &outcome(&claude, Grant::Once)),
+            "allow_once"
+        );
     }
 
     #[test]
@@ -149,12 +217,23 @@ mod tests {
         r2.tool_call = r2.tool_call.meta(m);
         assert_eq!(tool_label(&r2), "execute (Bash)");
         assert_eq!(title(&r), "echo proof-ok-42 > proof.txt rm -rf x");
-        let q = question("execute (Bash)", &title(&r), 120);
+        let q = question("3fa2c1", "execute (Bash)", &title(&r), None, 120);
         assert!(q.contains("`echo proof-ok-42 > proof.txt rm -rf x`"), "{q}");
-        assert!(q.contains("`!allow` or `!deny` within 120 s"), "{q}");
+        assert!(q.starts_with("🔐 Question 3fa2c1: "), "{q}");
+        assert!(
+            q.contains("`!allow 3fa2c1` (this once), `!allow 3fa2c1 always` or `!deny 3fa2c1` within 120 s"),
+            "{q}"
+        );
+        let other = question("3fa2c1", "execute", "", Some("ab12"), 5);
+        assert!(other.contains("use execute in a turn asked by ab12\n"), "{other}");
         let long = "x".repeat(1000);
         let mut r3 = r.clone();
-        r3.tool_call.fields.title = Some(long);
-        assert_eq!(title(&r3).chars().count(), TITLE_MAX_CHARS);
+        r3.tool_call.fields.title = Some(long.clone());
+        assert_eq!(title(&r3), long, "whole: the question cuts it after the scrub");
+        let q = question("3fa2c1", "execute", &long, None, 5);
+        assert!(
+            q.contains(&format!("`{}`", "x".repeat(TITLE_MAX_CHARS)))
+                && !q.contains(&"x".repeat(TITLE_MAX_CHARS + 1))
+        );
     }
 }

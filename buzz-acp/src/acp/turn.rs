@@ -7,14 +7,13 @@
 
 use super::setup::{self, Offered, Unapplied};
 use super::{
-    AgentInfo, AgentSpec, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text,
-    new_session_request, prompt_blocks,
+    AgentInfo, AgentSpec, Sessions, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost,
+    failure_text, new_session_request, prompt_blocks,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, SessionId, StopReason};
 use agent_client_protocol::{Agent, UntypedMessage};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -25,10 +24,25 @@ pub const MAX_TURN: &str = "max turn duration";
 /// Why a turn was cancelled at a graceful stop: no progress for the quiet bound.
 pub const STALLED: &str = "stalled at stop";
 
-/// The last update and whether an owner question is open.
-fn idle_clock(shared: &Shared, started: Instant) -> (Instant, bool) {
+/// The last update, whether an owner question is open, and whether a tool
+/// call is running.
+fn idle_clock(shared: &Shared, started: Instant) -> (Instant, bool, bool) {
     let sink = shared.lock();
-    (sink.last_update.unwrap_or(started), sink.asking > 0)
+    (
+        sink.last_update.unwrap_or(started),
+        sink.asking > 0,
+        !sink.open_tools.is_empty(),
+    )
+}
+
+/// When a draining turn counts as stalled: after `quiet` of silence, and
+/// never while one of its tool calls runs (a build, a test suite: progress
+/// that sends nothing; review-9b395e0 #7). The drain point still bounds it.
+fn stalled_at(last: Instant, quiet: Option<Duration>, tool_running: bool) -> Option<Instant> {
+    match (quiet, tool_running) {
+        (Some(q), false) => Some(last + q),
+        _ => None,
+    }
 }
 
 /// A turn that ended before its prompt: its outcome and the slot's fate.
@@ -107,17 +121,17 @@ async fn open_session(
     cx: &ConnectionTo<Agent>,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
     exited: &mut watch::Receiver<bool>,
+    mode: Option<&str>,
 ) -> Result<SessionId, Ended> {
     let fail = |error: String| (TurnOutcome::Failed { error: Some(error) }, Fate::Continue);
     let asked = Instant::now();
     let params = serde_json::to_value(new_session_request(spec, info)).map_err(|e| fail(e.to_string()))?;
     let result = request_bounded(spec, info, cx, cmds, exited, "session/new", params).await?;
     let offered = Offered::from_result(&result).map_err(|e| fail(e.to_string()))?;
-    let plan =
-        setup::plan(&offered, spec.model.as_deref(), spec.permission_mode.as_deref()).map_err(|e| {
-            tracing::warn!(error = %e, "session setup refused");
-            fail(e.to_string())
-        })?;
+    let plan = setup::plan(&offered, spec.model.as_deref(), mode).map_err(|e| {
+        tracing::warn!(error = %e, "session setup refused");
+        fail(e.to_string())
+    })?;
     for u in &plan.unapplied {
         let (flag, what) = match u {
             Unapplied::Model => (
@@ -170,16 +184,17 @@ pub(super) async fn run_turn(
     shared: &Shared,
     cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
     exited: &mut watch::Receiver<bool>,
-    sessions: &mut HashMap<String, SessionId>,
+    sessions: &mut Sessions,
     job: &TurnJob,
     stalled: &(dyn Fn() + Sync),
 ) -> (TurnOutcome, Fate) {
     let mut lead = None;
-    let session = match sessions.get(&job.channel) {
+    let key = (job.channel.clone(), job.asker.is_owner());
+    let session = match sessions.get(&key) {
         Some(s) => s.clone(),
-        None => match open_session(spec, info, cx, cmds, exited).await {
+        None => match open_session(spec, info, cx, cmds, exited, spec.mode_for(&job.asker)).await {
             Ok(id) => {
-                sessions.insert(job.channel.clone(), id.clone());
+                sessions.insert(key, id.clone());
                 if !spec.adapter.system_prompt_on_new_session(info) {
                     lead = spec.system_prompt.as_deref();
                 }
@@ -193,7 +208,7 @@ pub(super) async fn run_turn(
         let mut sink = shared.lock();
         *sink = Sink {
             session: Some(session.clone()),
-            turn: Some((job.turn_id, job.channel.clone())),
+            turn: Some(job.clone()),
             last_update: Some(started),
             ..Sink::default()
         };
@@ -207,12 +222,13 @@ pub(super) async fn run_turn(
     // Set once the stop's drain began: the quiet bound of a stalled turn.
     let mut drain_quiet: Option<Duration> = None;
     let result = loop {
-        let (last, asking) = idle_clock(shared, started);
+        let (last, asking, tool_running) = idle_clock(shared, started);
+        let stall = stalled_at(last, drain_quiet, tool_running);
         let next_deadline = match cancelled {
             Some((_, grace_end)) => grace_end,
             // Draining, silence for the quiet bound ends the turn (an open
             // owner question included: nobody answers a stopping agent).
-            None if drain_quiet.is_some() => (last + drain_quiet.unwrap_or_default()).min(hard_deadline),
+            None if stall.is_some() => stall.unwrap_or(hard_deadline).min(hard_deadline),
             // An open owner question stops the idle clock, not the hard cap.
             None if asking => hard_deadline,
             None => (last + spec.idle_timeout).min(hard_deadline),
@@ -229,12 +245,10 @@ pub(super) async fn run_turn(
                 }
                 // Re-read the last update: a wake-up may have been missed.
                 let now = Instant::now();
-                let (last, asking) = idle_clock(shared, started);
+                let (last, asking, tool_running) = idle_clock(shared, started);
                 if now >= hard_deadline {
                     cancel_now = Some(MAX_TURN);
-                } else if let Some(q) = drain_quiet
-                    && now >= last + q
-                {
+                } else if stalled_at(last, drain_quiet, tool_running).is_some_and(|at| now >= at) {
                     cancel_now = Some(STALLED);
                     stalled();
                 } else if !asking && now >= last + spec.idle_timeout {
@@ -305,5 +319,19 @@ pub(super) async fn run_turn(
             };
             (outcome, fate_after(true))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draining_turn_stalls_after_the_quiet_bound_unless_a_tool_runs() {
+        let t = Instant::now();
+        let q = Some(Duration::from_secs(4));
+        assert_eq!(stalled_at(t, q, false), Some(t + Duration::from_secs(4)));
+        assert_eq!(stalled_at(t, q, true), None, "a running tool is progress");
+        assert_eq!(stalled_at(t, None, false), None, "not draining");
     }
 }

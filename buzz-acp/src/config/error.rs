@@ -73,6 +73,12 @@ pub enum ConfigError {
     Channel(usize),
     #[error("BUZZ_ACP_PERMISSION_POLICY must be one of allow, reject, ask-owner")]
     PermissionPolicy,
+    #[error("BUZZ_ACP_PERMISSION_POLICY_OTHERS must be one of allow, reject, ask-owner")]
+    PermissionPolicyOthers,
+    /// The agent command cannot run here (issue 30 item 3): the text says
+    /// which command and how to get it.
+    #[error("{0}")]
+    AgentMissing(String),
 }
 
 /// Either refusal, mapped to its exit code.

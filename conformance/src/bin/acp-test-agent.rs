@@ -11,7 +11,10 @@
 //! - `ignore-sigterm`: SIGTERM is ignored;
 //! - `crash`: on a prompt, closes its stdout, lingers 300 ms (as a process
 //!   that dumps core does) and exits with status 3;
-//! - `permission`: asks `session/request_permission` and answers with the chosen option;
+//! - `permission`: asks `session/request_permission` (the tool call's title
+//!   is the prompt) and answers with the chosen option ids (`permission:
+//!   yes`); an `[asks:N]` directive asks N times in a row (`permission: no,
+//!   yes`), and `[only-always]` offers `allow_always` and `reject_once` only;
 //! - `hang`: never answers a prompt and sends nothing (until cancelled); a
 //!   `[hang]` prompt directive does the same for one prompt in any mode;
 //! - `stuck`: `hang` + `ignore-cancel` + `ignore-sigterm`;
@@ -23,6 +26,13 @@
 //!   prompt with ACP's `Authentication required` error, as an agent without
 //!   credentials does;
 //! - `sp-cap`: advertises `sessionCapabilities.systemPrompt`.
+//!
+//!
+//! Directives in any mode: `[env:NAME]` is replaced by the value of env
+//! `NAME` (as an agent that prints its environment would: the harness's
+//! scrub tests); `[fail]` fails the prompt with an error whose message is the
+//! prompt; `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
+//! silence, then a `tool_call_update` `completed`, then the answer.
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
 //! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
@@ -38,7 +48,7 @@ use agent_client_protocol::v1::schema::{
     InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
     PermissionOptionKind, PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     SessionCapabilities, SessionId, SessionNotification, SessionSystemPromptCapabilities, SessionUpdate,
-    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    StopReason, TextContent, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::{Agent, ByteStreams};
 use std::collections::HashSet;
@@ -129,6 +139,27 @@ fn slow_directive(text: &str) -> Option<Duration> {
     let start = text.find("[slow:")? + 6;
     let end = start + text[start..].find(']')?;
     text[start..end].parse().ok().map(Duration::from_millis)
+}
+
+fn directive_n(text: &str, name: &str) -> Option<u64> {
+    let tag = format!("[{name}:");
+    let start = text.find(&tag)? + tag.len();
+    let end = start + text[start..].find(']')?;
+    text[start..end].parse().ok()
+}
+
+/// Replaces every `[env:NAME]` with the value of env `NAME` (empty if unset).
+fn expand_env(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("[env:") {
+        let Some(j) = rest[i..].find(']') else { break };
+        out.push_str(&rest[..i]);
+        out.push_str(&std::env::var(&rest[i + 5..i + j]).unwrap_or_default());
+        rest = &rest[i + j + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn chunk(session: &SessionId, text: &str) -> SessionNotification {
@@ -276,9 +307,15 @@ async fn main() -> agent_client_protocol::Result<()> {
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
-                let text = buzz_acp::echo_agent::prompt_text(&req.prompt);
+                let text = expand_env(&buzz_acp::echo_agent::prompt_text(&req.prompt));
                 let session = req.session_id.clone();
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
+                if text.contains("[fail]") {
+                    return responder.respond_with_error(agent_client_protocol::Error::new(
+                        agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+                        text,
+                    ));
+                }
                 if m.crash {
                     // The harness sees the transport close before the exit.
                     // SAFETY: fd 1 is ours; nothing writes to it after this.
@@ -330,22 +367,70 @@ async fn main() -> agent_client_protocol::Result<()> {
                             ))?;
                         }
                     }
+                    if let Some(ms) = directive_n(&text, "tool") {
+                        let id = format!("tool-run-{}", now_ms());
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCall(
+                                ToolCall::new(id.clone(), "a quiet build").status(ToolCallStatus::InProgress),
+                            ),
+                        ))?;
+                        log(serde_json::json!({"event": "tool_started", "ms": ms}));
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                                id,
+                                ToolCallUpdateFields::new().status(ToolCallStatus::Completed),
+                            )),
+                        ))?;
+                        log(serde_json::json!({"event": "tool_finished"}));
+                    }
                     let mut answer = format!("echo: {text}");
                     if m.permission {
-                        let options = vec![
-                            PermissionOption::new("no", "Reject", PermissionOptionKind::RejectOnce),
-                            PermissionOption::new("yes", "Allow once", PermissionOptionKind::AllowOnce),
-                        ];
-                        let req = RequestPermissionRequest::new(
-                            session.clone(),
-                            ToolCallUpdate::new("tool-1", ToolCallUpdateFields::new()),
-                            options,
-                        );
-                        let r = cx.send_request(req).block_task().await?;
-                        answer = match r.outcome {
-                            RequestPermissionOutcome::Selected(s) => format!("permission: {}", s.option_id.0),
-                            _ => "permission: cancelled".to_string(),
-                        };
+                        let mut chosen = Vec::new();
+                        for n in 0..directive_n(&text, "asks").unwrap_or(1) {
+                            let options = if text.contains("[only-always]") {
+                                vec![
+                                    PermissionOption::new(
+                                        "always",
+                                        "Always",
+                                        PermissionOptionKind::AllowAlways,
+                                    ),
+                                    PermissionOption::new("no", "Reject", PermissionOptionKind::RejectOnce),
+                                ]
+                            } else {
+                                vec![
+                                    PermissionOption::new("no", "Reject", PermissionOptionKind::RejectOnce),
+                                    PermissionOption::new(
+                                        "yes",
+                                        "Allow once",
+                                        PermissionOptionKind::AllowOnce,
+                                    ),
+                                    PermissionOption::new(
+                                        "always",
+                                        "Always",
+                                        PermissionOptionKind::AllowAlways,
+                                    ),
+                                ]
+                            };
+                            let req = RequestPermissionRequest::new(
+                                session.clone(),
+                                ToolCallUpdate::new(
+                                    format!("tool-{n}"),
+                                    ToolCallUpdateFields::new().title(text.clone()),
+                                ),
+                                options,
+                            );
+                            let r = cx.send_request(req).block_task().await?;
+                            let pick = match r.outcome {
+                                RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
+                                _ => "cancelled".to_string(),
+                            };
+                            log(serde_json::json!({"event": "permission", "selected": pick}));
+                            chosen.push(pick);
+                        }
+                        answer = format!("permission: {}", chosen.join(", "));
                     }
                     cx.send_notification(chunk(&session, &answer))?;
                     responder.respond(PromptResponse::new(StopReason::EndTurn))

@@ -62,6 +62,46 @@ async fn exit_2_configuration_error() {
     }
 }
 
+/// Rule: an agent command that cannot run here fails the start (exit 2),
+/// with the reason in the container's termination message, before the agent
+/// ever goes online (issue 30 item 3; block/buzz#6473).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exit_2_when_the_agent_command_is_not_here_with_the_termination_message() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    std::fs::write(&log, "").unwrap();
+    let mut env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_AGENT_COMMAND", "claude-agent-acp"),
+            ("PATH", "/usr/bin:/bin"),
+            ("BUZZ_ACP_TERMINATION_LOG", &log.display().to_string()),
+        ],
+    );
+    let mut h = w.spawn(&env);
+    assert_eq!(h.wait_exit(WAIT).await, Some(2));
+    let why = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        why,
+        "the agent command `claude-agent-acp` is not installed here (not on PATH); \
+         install it: npm install -g @zed-industries/claude-agent-acp@0.23.1"
+    );
+    assert!(h.stderr().contains(&why), "{}", h.stderr());
+    assert!(w.obs.presence_of(&w.agent).is_empty(), "never online");
+    // Without the file (a laptop, a VPS), nothing is created.
+    std::fs::remove_file(&log).unwrap();
+    env.insert("BUZZ_ACP_AGENT_COMMAND".into(), "/nonexistent/agent".into());
+    let mut h = w.spawn(&env);
+    assert_eq!(h.wait_exit(WAIT).await, Some(2));
+    assert!(!log.exists());
+    assert!(
+        h.stderr()
+            .contains("`/nonexistent/agent` is not an executable file here")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exit_3_identity_refusal_including_a_malformed_owner_and_the_agent_as_owner() {
     let _g = SERIAL.lock().await;
@@ -130,11 +170,11 @@ async fn exit_4_terminal_auth_denial() {
 async fn exit_5_all_agents_dead() {
     let _g = SERIAL.lock().await;
     let w = World::new().await;
-    // A command that cannot start, and one that crashes on every prompt.
+    // A command that exits before `initialize`, and one that crashes on every prompt.
     let env = w.env_with(
         "echo",
         &[
-            ("BUZZ_ACP_AGENT_COMMAND", "/nonexistent/agent"),
+            ("BUZZ_ACP_AGENT_COMMAND", "/bin/false"),
             ("BUZZ_ACP_AGENTS", "2"),
             ("BUZZ_ACP_MAX_AGENT_FAILURES", "2"),
         ],

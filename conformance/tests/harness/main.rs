@@ -154,5 +154,7 @@ mod control;
 mod exits;
 mod hardening;
 mod identity;
+mod permissions;
 mod presence;
+mod published;
 mod stop;

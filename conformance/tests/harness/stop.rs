@@ -129,6 +129,39 @@ async fn a_stalled_prompt_is_cancelled_at_the_stop_and_a_progressing_one_finishe
     );
 }
 
+/// Rule: a turn running a tool is progressing, however quiet the tool
+/// (review-9b395e0 #7): at a stop it finishes inside the drain, and its
+/// answer goes out before `offline`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_turn_running_a_quiet_tool_is_not_stalled_at_the_stop() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let env = w.env_with("echo", &[("BUZZ_ACP_SHUTDOWN_BUDGET_SECS", "30")]);
+    let mut h = w.start(&env).await;
+    // Silent for 7 s: well past the 4 s stall bound, inside the drain.
+    let m = w.mention(&w.owner, "c1", "[tool:7000] build").await;
+    w.wait_agent_event("tool_started").await;
+    w.mention(&w.owner, "c1", "!shutdown").await;
+    assert_eq!(h.wait_exit(Duration::from_secs(40)).await, Some(0));
+    let off = w.wait_offline().await;
+    let r = w.wait_reply(&m).await;
+    assert_eq!(r.content, "echo: [tool:7000] build", "the tool's turn finished");
+    let reply_at = w
+        .obs
+        .messages_of(&w.agent)
+        .into_iter()
+        .find(|s| s.event.id == r.id)
+        .unwrap()
+        .at;
+    assert!(reply_at <= off, "the answer went out before offline");
+    assert!(agent_events(&w.log, "cancel").is_empty(), "never cancelled");
+    assert!(
+        !h.stderr().contains("a turn made no progress at the stop"),
+        "{}",
+        h.stderr()
+    );
+}
+
 fn alive(pid: i64) -> bool {
     // SAFETY: signal 0 only checks for existence.
     unsafe { libc::kill(pid as i32, 0) == 0 }
