@@ -54,7 +54,7 @@ fn check(ev: &InboundEvent) {
             {
                 assert_eq!(d, Decision::Shutdown);
             }
-            if let Decision::Dispatch { channel } = &d {
+            if let Decision::Dispatch { channel, .. } = &d {
                 let _ = reply_tags(ev, channel, true);
                 let _ = typing_tags(ev, channel);
             }
