@@ -12,8 +12,27 @@
 #   scripts/local-cluster.sh status
 #
 # Runs as root (a bridge, mounts, cgroups, and the three kernel settings the
-# kubelet changes at every start, which `down` restores). One node per
-# machine: a second `up` while one runs says so and changes nothing.
+# kubelet changes at every start). One node per machine: a second `up` while
+# one runs says so and changes nothing. What `up` does to this machine, and
+# says on stderr before it does it:
+#
+#   - While the node runs, the kubelet sets kernel.panic_on_oops=1 and
+#     kernel.panic=10: any kernel oops (a GPU driver's, say) then reboots
+#     the machine 10 s later instead of being logged. It also sets
+#     vm.overcommit_memory=1. `down` restores the values recorded before
+#     the start; after a crash or a SIGKILL they hold until `down` or the
+#     next start sweeps (or a reboot).
+#   - Missing Debian packages (runc, containernetworking-plugins, iptables,
+#     docker-registry, skopeo, iproute2) are installed with apt-get; the
+#     command is printed first. Without apt-get it stops and names them.
+#   - Under sudo (SUDO_USER set) with no CARGO_TARGET_DIR, root's cargo builds
+#     go to ~root/.cache/buzz-local-cluster/target, not the checkout's target/,
+#     so no root-owned file lands in the user's build dir; the cluster binaries
+#     and the image are cached in root's cache dirs. The builds run as root:
+#     the image build needs root's podman storage.
+#
+# The node's files (configs, PKI, containerd's images, logs) live in a new
+# root-only run dir /run/buzz-real-node/n-<pid>, removed by `down`.
 #
 # State lives in ${BUZZ_LOCAL_CLUSTER_DIR:-~/.cache/buzz-local-cluster}:
 # `kubeconfig` (admin), `env` (the exports), `pid`, `log`. The namespace is
@@ -27,6 +46,11 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${BUZZ_LOCAL_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-local-cluster}"
 ns="buzz-agents"
+if [[ -z "${CARGO_TARGET_DIR:-}" && -n "${SUDO_USER:-}" && "${SUDO_USER}" != root && $(id -u) -eq 0 ]]; then
+  # Root's builds stay out of the invoking user's checkout (see the header).
+  CARGO_TARGET_DIR="$(getent passwd root | cut -d: -f6)/.cache/buzz-local-cluster/target"
+  export CARGO_TARGET_DIR
+fi
 target="${CARGO_TARGET_DIR:-$root/target}"
 bin="$target/debug/local-cluster"
 say() { printf '== %s\n' "$*" >&2; }
@@ -56,7 +80,7 @@ prereqs() {
   command -v ip >/dev/null 2>&1 || { missing+=(iproute2); pkgs+=(iproute2); }
   if [[ ${#pkgs[@]} -gt 0 ]]; then
     if command -v apt-get >/dev/null 2>&1; then
-      say "installing ${pkgs[*]}"
+      say "missing: ${missing[*]}; installing with: apt-get install -y ${pkgs[*]}"
       (apt-get install -y "${pkgs[@]}" || (apt-get update && apt-get install -y "${pkgs[@]}")) >&2
     else
       die "missing: ${missing[*]}. fix: apt-get update && apt-get install -y ${pkgs[*]}"
@@ -74,6 +98,9 @@ case "${1:-}" in
       exit 0
     fi
     prereqs "$@"
+    if [[ -n "${SUDO_USER:-}" && "${SUDO_USER}" != root ]]; then
+      say "builds run as root into $target (not ${SUDO_USER}'s checkout target/)"
+    fi
     mkdir -p "$dir"
     say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd)"
     BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
@@ -87,6 +114,7 @@ case "${1:-}" in
     say "building the local cluster"
     (cd "$root" && cargo build --quiet -p buzz-conformance --bin local-cluster)
     rm -f "$dir/ready" "$dir/pid"
+    say "while it runs, the kubelet sets kernel.panic_on_oops=1 and kernel.panic=10 (a kernel oops reboots this machine 10 s later) and vm.overcommit_memory=1; \`$0 down\` restores them"
     BUZZ_REAL_NODE_LOCK_WAIT_SECS=0 nohup setsid "$bin" "$dir" "$ns" "$BUZZ_SPRIG_IMAGE_ARCHIVE" >"$dir/log" 2>&1 &
     pid=$!
     echo "$pid $(proc_start "$pid")" >"$dir/pid"

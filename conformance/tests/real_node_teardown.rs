@@ -7,7 +7,11 @@
 //! `scripts/local-cluster.sh down` runs it; every node start does the same)
 //! reads the dead node's state record and tears all of it down. A second
 //! node while one runs is refused and changes nothing, and a public image
-//! name is pulled from nowhere but a dead loopback port.
+//! name is pulled from nowhere but a dead loopback port. The run dir is
+//! root's own and new (review `9b395e0`, finding 3), and the sweep kills
+//! only the node's: a `tail -f` of its log and a program named like the
+//! node's at work for a longer dir name (`<run>2`) both outlive it
+//! (finding 4).
 
 use buzz_conformance::testenv::real_node::config::BRIDGE;
 use buzz_conformance::testenv::real_node::host::{self, HostState};
@@ -17,16 +21,16 @@ use std::time::{Duration, Instant};
 
 const LOCAL_CLUSTER: &str = env!("CARGO_BIN_EXE_local-cluster");
 
-fn processes_naming(dir: &Path) -> Vec<String> {
+/// Every process whose command line contains `dir` (a plain substring: the
+/// oracle is wider than the teardown's rule), but `except`.
+fn processes_naming(dir: &Path, except: &[u32]) -> Vec<String> {
     let needle = dir.to_string_lossy().to_string();
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
+            let name = e.file_name().to_string_lossy().to_string();
+            name.bytes().all(|b| b.is_ascii_digit()) && !except.iter().any(|p| p.to_string() == name)
         })
         .filter_map(|e| {
             let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
@@ -37,12 +41,35 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 }
 
 fn kubepods() -> Vec<std::path::PathBuf> {
-    std::fs::read_dir("/sys/fs/cgroup")
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("kubepods"))
-        .filter(|p| p.exists())
-        .collect()
+    host::kubepods_roots_in(Path::new("/sys/fs/cgroup"))
+}
+
+/// A process that names the run dir but is not the node's: it must outlive
+/// the sweep (review `9b395e0`, finding 4).
+struct Neighbour(std::process::Child);
+
+impl Neighbour {
+    fn spawn(program: &Path, args: &[&std::ffi::OsStr]) -> Neighbour {
+        Neighbour(
+            Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn kubectl_apply(kubeconfig: &Path, manifest: &str) {
@@ -102,6 +129,33 @@ fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
         .unwrap();
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let state = HostState::load().expect("the running node's state record");
+    // Root's own, new run dir (review `9b395e0`, finding 3).
+    assert_eq!(state.run.parent(), Some(Path::new(host::HOST_DIR)));
+    let meta = std::fs::symlink_metadata(&state.run).unwrap();
+    assert!(meta.is_dir());
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+    assert_eq!(std::os::unix::fs::MetadataExt::mode(&meta) & 0o777, 0o700);
+
+    // Two processes that name the run dir and are not the node's: a user's
+    // `tail -f` of its log, and a program named like one of the node's
+    // (`runc`, a link to `tail`) at work for the run dir's name plus a digit.
+    let tail = Path::new("/usr/bin/tail");
+    let mut log_reader = Neighbour::spawn(tail, &["-f".as_ref(), state.run.join("kubelet.log").as_os_str()]);
+    let fake_runc = dir.path().join("runc");
+    std::os::unix::fs::symlink(tail, &fake_runc).unwrap();
+    let mut other_node = {
+        let mut longer = state.run.clone().into_os_string();
+        longer.push("2");
+        Neighbour::spawn(
+            &fake_runc,
+            &[
+                "-f".as_ref(),
+                "/dev/null".as_ref(),
+                Path::new(&longer).join("log").as_os_str(),
+            ],
+        )
+    };
+    let neighbours = [log_reader.0.id(), other_node.0.id()];
 
     // A public image name never leaves the machine: containerd's registry
     // config sends it to a dead loopback port (the pull fails there).
@@ -173,7 +227,10 @@ fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
         "the bridge survives the owner"
     );
     assert!(!kubepods().is_empty(), "the pod's cgroups survive");
-    assert!(!processes_naming(&state.run).is_empty(), "the shims survive");
+    assert!(
+        !processes_naming(&state.run, &neighbours).is_empty(),
+        "the shims survive"
+    );
     assert!(!host::mounts_under(&state.run).is_empty(), "the mounts survive");
     assert_ne!(
         host::sysctl_values(),
@@ -183,7 +240,13 @@ fn a_sigkilled_node_with_a_running_pod_is_swept_completely() {
 
     let out = Command::new(LOCAL_CLUSTER).arg("--sweep").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(processes_naming(&state.run), Vec::<String>::new());
+    assert!(
+        log_reader.alive(),
+        "a tail -f of the run dir's log is not the node's"
+    );
+    assert!(other_node.alive(), "a program naming <run>2 is not this node's");
+    drop((log_reader, other_node));
+    assert_eq!(processes_naming(&state.run, &neighbours), Vec::<String>::new());
     assert_eq!(host::mounts_under(&state.run), Vec::<std::path::PathBuf>::new());
     assert!(
         !Path::new("/sys/class/net").join(BRIDGE).exists(),

@@ -46,7 +46,8 @@ node-lifecycle-controller,taint-eviction-controller";
 /// Where one run of the node keeps everything it can keep to itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// The run dir. Short: the shim `socket_dir` may be at most 42 bytes.
+    /// The run dir ([`super::host::create_run_dir`]). Short: the shim
+    /// `socket_dir` may be at most 42 bytes.
     pub run: PathBuf,
     /// `/usr/sbin/runc` (Debian's).
     pub runc: PathBuf,
@@ -309,17 +310,31 @@ mod tests {
     use super::*;
 
     fn layout() -> Layout {
-        let mut l = Layout::new(PathBuf::from("/tmp/bn-1"));
+        let mut l = Layout::new(PathBuf::from("/run/buzz-real-node/n-1"));
         l.registry = Some("127.0.0.1:5123".into());
         l
     }
 
     #[test]
     fn the_shim_socket_dir_fits_containerds_bound() {
-        // containerd refuses a socket_dir longer than 42 bytes; a run dir of
-        // the shape the node uses (`/tmp/bn-<pid>`) leaves room.
-        let l = Layout::new(PathBuf::from(format!("/tmp/bn-{}", u32::MAX)));
-        assert!(l.shim_socket_dir().as_os_str().len() <= 42);
+        // containerd refuses a socket_dir longer than 42 bytes (a shim's
+        // socket is `<socket_dir>/<64 hex>`, within a unix socket's 108), and
+        // every socket path must fit 108; the node's run dir
+        // (`/run/buzz-real-node/n-<pid>`) leaves room for any u32 pid.
+        let run = crate::testenv::real_node::host::run_dir_in(
+            Path::new(crate::testenv::real_node::host::HOST_DIR),
+            u32::MAX,
+        );
+        let l = Layout::new(run);
+        let socket_dir = l.shim_socket_dir().as_os_str().len();
+        assert!(
+            socket_dir <= 42,
+            "{socket_dir}: {}",
+            l.shim_socket_dir().display()
+        );
+        assert!(socket_dir + 1 + 64 < 108);
+        let ttrpc = l.containerd_socket().as_os_str().len() + ".ttrpc".len();
+        assert!(ttrpc < 108, "{ttrpc}");
     }
 
     #[test]
@@ -327,9 +342,9 @@ mod tests {
         let t = containerd_toml(&layout());
         assert!(t.contains("restrict_oom_score_adj = true"));
         assert!(t.contains("netns_mounts_under_state_dir = true"));
-        assert!(t.contains("socket_dir = \"/tmp/bn-1/run/s\""));
-        assert!(t.contains("Root = \"/tmp/bn-1/run/runc\""));
-        assert!(t.contains("config_path = \"/tmp/bn-1/etc/certs.d\""));
+        assert!(t.contains("socket_dir = \"/run/buzz-real-node/n-1/run/s\""));
+        assert!(t.contains("Root = \"/run/buzz-real-node/n-1/run/runc\""));
+        assert!(t.contains("config_path = \"/run/buzz-real-node/n-1/etc/certs.d\""));
         assert!(t.contains("sandbox = \"localhost/pause:local\""));
         assert!(!t.contains("/run/containerd/s"), "{t}");
     }
@@ -353,7 +368,7 @@ mod tests {
             "imagePullCredentialsVerificationPolicy: NeverVerify",
             "address: 127.0.0.1",
             "readOnlyPort: 0",
-            "volumePluginDir: /tmp/bn-1/kubelet/volume-plugins",
+            "volumePluginDir: /run/buzz-real-node/n-1/kubelet/volume-plugins",
         ] {
             assert!(y.lines().any(|l| l == line), "{line} missing from\n{y}");
         }
@@ -368,7 +383,7 @@ mod tests {
         assert_eq!(bridge["isDefaultGateway"], false);
         assert_eq!(bridge["ipMasq"], false);
         assert_eq!(bridge["ipam"]["ranges"][0][0]["gateway"], "10.213.0.1");
-        assert_eq!(bridge["ipam"]["dataDir"], "/tmp/bn-1/cni/ipam");
+        assert_eq!(bridge["ipam"]["dataDir"], "/run/buzz-real-node/n-1/cni/ipam");
     }
 
     #[test]

@@ -3,33 +3,68 @@
 //! "Sysctls", "Teardown"). All of it is machine-wide, so one node runs per
 //! machine at a time, under [`MachineLock`].
 //!
+//! - **The host dir** `/run/buzz-real-node` holds the lock, the state record
+//!   and every run dir. It is root's: made `0700` without following a
+//!   symlink, and refused when it is a symlink, not a dir, another uid's, or
+//!   writable by group or others ([`DirFault`]), so no other user can plant
+//!   or swap anything root later reads or runs.
+//! - **The run dir** `/run/buzz-real-node/n-<pid>` ([`create_run_dir`]) is
+//!   made with one non-recursive `mkdir` at `0700`, and an existing one
+//!   (whatever it is: a dir, a symlink) fails the start (review `9b395e0`,
+//!   finding 3: the old `/tmp/bn-<pid>` was predictable and re-created with
+//!   no check of its owner). The security-relevant files under it (the
+//!   configs, the PKI) are written with [`write_new`]: `O_CREAT|O_EXCL`,
+//!   `O_NOFOLLOW`, `0600`. Decision: the run dir lives in `/run` beside the
+//!   state record, so the two share a lifetime (a reboot clears both); where
+//!   `/run` is a tmpfs, the node's images (containerd's content and
+//!   snapshots, the local registry) are held in memory while it runs. The
+//!   path is short enough for containerd's 42-byte shim `socket_dir`
+//!   (`config::tests::the_shim_socket_dir_fits_containerds_bound`).
 //! - **The machine lock** is an `flock` on `/run/buzz-real-node/lock`, held
 //!   for the node's lifetime; the kernel drops it when the holder dies, even
 //!   by SIGKILL.
 //! - **The state record** (`/run/buzz-real-node/state`) is written under the
 //!   lock before anything is changed: the run dir, the original values of the
-//!   three sysctls the kubelet changes at every start (there is no opt-out),
-//!   and which hard-coded host paths did not exist before. A node whose
-//!   owner died without teardown leaves it behind; the next holder of the
-//!   lock reads it and runs the same [`teardown`] first, so a SIGKILLed test
-//!   run is cleaned up by the next one (or by `local-cluster.sh down`).
-//! - **Teardown** is one function for every path (drop, the exit hook, the
-//!   stale sweep): kill what is left (every process in the `kubepods`
-//!   cgroups, every process whose command line names the run dir, such as
-//!   the shims), unmount everything under the run dir deepest first, delete
-//!   the bridge, remove the `kubepods` cgroups, the hard-coded kubelet and
-//!   CNI paths, restore the sysctls, and remove the run dir.
+//!   three sysctls the kubelet changes at every start, and which hard-coded
+//!   host paths did not exist before. A node whose owner died without
+//!   teardown leaves it behind; the next holder of the lock reads it and runs
+//!   the same [`teardown`] first, so a SIGKILLed test run is cleaned up by the
+//!   next one (or by `local-cluster.sh down`).
+//! - **The sysctls.** While the node runs, the kubelet holds
+//!   `kernel.panic_on_oops=1` and `kernel.panic=10` (any kernel oops, a GPU
+//!   driver's say, reboots the machine 10 s later instead of being logged)
+//!   and `vm.overcommit_memory=1`; teardown restores the recorded values, and
+//!   `local-cluster.sh up` says so. Decision (review finding 4): the node
+//!   does not pre-set them and run the kubelet with `protectKernelDefaults:
+//!   true`. That setting only turns a differing value into a kubelet start
+//!   failure, so the machine would hold exactly the same values for exactly
+//!   as long; it would add a second copy of the kubelet's wanted values here
+//!   (a kubelet that wants one more breaks the start) and remove nothing of
+//!   the hazard. What limits it is the record, the restore on every path and
+//!   saying so.
+//! - **Teardown** ([`teardown`], in `host/teardown.rs` with its rules: what
+//!   is killed and which cgroups, in both cgroup layouts): kill what is
+//!   left, unmount everything under the run dir deepest first, delete the
+//!   bridge, remove the `kubepods` cgroups, the hard-coded kubelet and CNI
+//!   paths, restore the sysctls, and remove the run dir.
+
+mod teardown;
+
+pub use teardown::{
+    NODE_PROGRAMS, is_node_process, kubelet_cgroup_in, kubepods_roots_in, leftover_pids_in, mounts_under,
+    names_dir, teardown,
+};
 
 use super::config::{BRIDGE, HOST_ADDR, NETWORK, PREFIX_LEN};
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The dir of the machine lock and the state record.
+/// The dir of the machine lock, the state record and the run dirs.
 pub const HOST_DIR: &str = "/run/buzz-real-node";
 /// The three kernel settings the kubelet sets at every start.
 pub const SYSCTLS: [&str; 3] = ["kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"];
@@ -48,7 +83,7 @@ pub enum HostError {
     )]
     Busy { holder: String },
     #[error(
-        "the kubepods cgroup {0} exists but no real node of this project owns it: another kubelet \
+        "the kubelet cgroup {0} exists but no real node of this project owns it: another kubelet \
          runs on this machine, and this node would share its cgroups, ports and sysctls"
     )]
     ForeignKubelet(PathBuf),
@@ -56,6 +91,29 @@ pub enum HostError {
     Command { command: String, stderr: String },
     #[error("the real node needs root (it creates a bridge, mounts and cgroups). fix: run as root (sudo)")]
     NotRoot,
+    #[error(
+        "{path} is not safe for root's real node: {fault}. fix: check who made it, remove it \
+         (`rm -r {path}`, not following links) and retry"
+    )]
+    UnsafeDir { path: PathBuf, fault: DirFault },
+    #[error(
+        "the run dir {0} exists already: a node's run dir is always new. fix: \
+         `scripts/local-cluster.sh down` sweeps what a dead node left; otherwise check who made it and remove it"
+    )]
+    RunDirExists(PathBuf),
+}
+
+/// Why a dir root relies on is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DirFault {
+    #[error("it is a symlink")]
+    Symlink,
+    #[error("it is not a directory")]
+    NotDir,
+    #[error("it belongs to uid {found}, not {wanted}")]
+    Owner { found: u32, wanted: u32 },
+    #[error("its mode {mode:04o} lets group or others write to it")]
+    Writable { mode: u32 },
 }
 
 type Result<T, E = HostError> = std::result::Result<T, E>;
@@ -67,6 +125,107 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> HostError + '_ {
     }
 }
 
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// What is wrong with `path` as a private dir of `owner`, read without
+/// following a symlink; `None` when it is a real dir of `owner` that only
+/// `owner` may write.
+pub fn dir_fault(path: &Path, owner: u32) -> io::Result<Option<DirFault>> {
+    let m = fs::symlink_metadata(path)?;
+    Ok(if m.file_type().is_symlink() {
+        Some(DirFault::Symlink)
+    } else if !m.is_dir() {
+        Some(DirFault::NotDir)
+    } else if m.uid() != owner {
+        Some(DirFault::Owner {
+            found: m.uid(),
+            wanted: owner,
+        })
+    } else if m.mode() & 0o022 != 0 {
+        Some(DirFault::Writable {
+            mode: m.mode() & 0o7777,
+        })
+    } else {
+        None
+    })
+}
+
+fn refuse_unless_private(path: &Path, owner: u32) -> Result<()> {
+    match dir_fault(path, owner).map_err(io_at(path))? {
+        None => Ok(()),
+        Some(fault) => Err(HostError::UnsafeDir {
+            path: path.to_path_buf(),
+            fault,
+        }),
+    }
+}
+
+/// Makes `path` (its parent must exist) a private dir of `owner` at `0700`,
+/// or checks the one that is there.
+pub fn ensure_private_dir(path: &Path, owner: u32) -> Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_at(path)(e)),
+    }
+    refuse_unless_private(path, owner)
+}
+
+/// The run dir of the node of process `pid` under `parent`.
+pub fn run_dir_in(parent: &Path, pid: u32) -> PathBuf {
+    parent.join(format!("n-{pid}"))
+}
+
+/// Makes a new run dir for process `pid` under `parent`, which must be a
+/// private dir of `owner`: one `mkdir` at `0700`; anything already at that
+/// path is [`HostError::RunDirExists`].
+pub fn create_run_dir_in(parent: &Path, pid: u32, owner: u32) -> Result<PathBuf> {
+    refuse_unless_private(parent, owner)?;
+    let run = run_dir_in(parent, pid);
+    match fs::DirBuilder::new().mode(0o700).create(&run) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(HostError::RunDirExists(run)),
+        Err(e) => return Err(io_at(&run)(e)),
+    }
+    refuse_unless_private(&run, owner)?;
+    Ok(run)
+}
+
+/// This process's new run dir, `/run/buzz-real-node/n-<pid>` (under the
+/// machine lock, which made and checked the host dir).
+pub fn create_run_dir() -> Result<PathBuf> {
+    create_run_dir_in(Path::new(HOST_DIR), std::process::id(), euid())
+}
+
+/// Writes a new file (its dirs made `0700` as needed): `O_CREAT|O_EXCL` and
+/// `O_NOFOLLOW`, so neither a planted file nor a symlink is ever written
+/// through.
+pub fn write_new(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    if let Some(d) = path.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(d)?;
+    }
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
+/// Refuses to start beside a kubelet this project does not own (in either
+/// cgroup layout; called after the stale sweep removed ours).
+pub fn check_no_foreign_kubelet() -> Result<()> {
+    match kubelet_cgroup_in(Path::new(teardown::CGROUP_ROOT)) {
+        Some(dir) => Err(HostError::ForeignKubelet(dir)),
+        None => Ok(()),
+    }
+}
+
 /// The machine-wide lock, released when dropped or when the process dies.
 pub struct MachineLock {
     file: fs::File,
@@ -75,16 +234,11 @@ pub struct MachineLock {
 impl MachineLock {
     /// Takes the lock, waiting up to `wait` for another holder to finish.
     pub fn take(wait: Duration) -> Result<MachineLock> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if euid() != 0 {
             return Err(HostError::NotRoot);
         }
         let dir = Path::new(HOST_DIR);
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_at(dir))?;
+        ensure_private_dir(dir, 0)?;
         let path = dir.join("lock");
         let file = fs::OpenOptions::new()
             .create(true)
@@ -92,6 +246,7 @@ impl MachineLock {
             .read(true)
             .write(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io_at(&path))?;
         let end = Instant::now() + wait;
@@ -213,6 +368,7 @@ impl HostState {
             .truncate(true)
             .write(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&p)
             .map_err(io_at(&p))?;
         f.write_all(self.render().as_bytes()).map_err(io_at(&p))?;
@@ -227,23 +383,6 @@ impl HostState {
     fn forget() {
         let _ = fs::remove_file(Self::path());
     }
-}
-
-/// Refuses to start beside a kubelet this project does not own.
-pub fn check_no_foreign_kubelet() -> Result<()> {
-    for dir in kubepods_roots() {
-        if dir.exists() {
-            return Err(HostError::ForeignKubelet(dir));
-        }
-    }
-    Ok(())
-}
-
-fn kubepods_roots() -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir("/sys/fs/cgroup") else {
-        return Vec::new();
-    };
-    entries.flatten().map(|e| e.path().join("kubepods")).collect()
 }
 
 /// Runs a host command; its failure is an error with its stderr.
@@ -276,198 +415,6 @@ pub fn create_bridge() -> Result<()> {
     run("ip", &["link", "set", BRIDGE, "up"])
 }
 
-/// Undoes everything `state` records, whoever created it. Best effort: each
-/// step runs even when an earlier one failed; the failures are returned.
-pub fn teardown(state: &HostState) -> Vec<String> {
-    let mut errors = Vec::new();
-    kill_leftovers(&state.run);
-    unmount_under(&state.run, &mut errors);
-    if Path::new("/sys/class/net").join(BRIDGE).exists()
-        && let Err(e) = run("ip", &["link", "del", BRIDGE])
-    {
-        errors.push(e.to_string());
-    }
-    remove_kubepods_cgroups(&mut errors);
-    remove_host_paths(state, &mut errors);
-    for (k, v) in &state.sysctls {
-        let p = Path::new("/proc/sys").join(k);
-        if let Err(e) = fs::write(&p, v) {
-            errors.push(format!("restore {k}={v}: {e}"));
-        }
-    }
-    if state.run.exists()
-        && let Err(e) = fs::remove_dir_all(&state.run)
-    {
-        errors.push(format!("remove {}: {e}", state.run.display()));
-    }
-    if errors.is_empty() {
-        HostState::forget();
-    }
-    errors
-}
-
-/// Every pid in a `kubepods` cgroup, plus every process whose command line
-/// names the run dir (containerd's shims outlive containerd).
-fn leftover_pids(run: &Path) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for root in kubepods_roots() {
-        walk_dirs(&root, &mut |d| {
-            if let Ok(text) = fs::read_to_string(d.join("cgroup.procs")) {
-                pids.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
-            }
-        });
-    }
-    let needle = run.as_os_str().as_encoded_bytes();
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Ok(cmd) = fs::read(e.path().join("cmdline"))
-                && cmd.windows(needle.len()).any(|w| w == needle)
-            {
-                pids.push(pid);
-            }
-        }
-    }
-    let me = std::process::id() as i32;
-    pids.retain(|p| *p != me && *p > 1);
-    pids.sort_unstable();
-    pids.dedup();
-    pids
-}
-
-fn kill_leftovers(run: &Path) {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pids = leftover_pids(run);
-        if pids.is_empty() || Instant::now() > end {
-            return;
-        }
-        for p in pids {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe {
-                libc::kill(p, libc::SIGKILL);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn walk_dirs(dir: &Path, f: &mut dyn FnMut(&Path)) {
-    if !dir.is_dir() {
-        return;
-    }
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                walk_dirs(&e.path(), f);
-            }
-        }
-    }
-    f(dir);
-}
-
-/// Mount points under `dir`, deepest first (from this process's mountinfo).
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut out: Vec<PathBuf> = text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_mount)
-        .filter(|p| p.starts_with(dir))
-        .collect();
-    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    out.dedup();
-    out
-}
-
-fn unescape_mount(s: &str) -> PathBuf {
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from(
-        String::from_utf8_lossy(&out).into_owned(),
-    ))
-}
-
-fn unmount_under(dir: &Path, errors: &mut Vec<String>) {
-    for _ in 0..3 {
-        let mounts = mounts_under(dir);
-        if mounts.is_empty() {
-            return;
-        }
-        for m in mounts {
-            let Ok(c) = std::ffi::CString::new(m.as_os_str().as_encoded_bytes()) else {
-                continue;
-            };
-            // SAFETY: a NUL-terminated path; MNT_DETACH never blocks on busy mounts.
-            unsafe {
-                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
-            }
-        }
-    }
-    let left = mounts_under(dir);
-    if !left.is_empty() {
-        errors.push(format!("mounts left under {}: {left:?}", dir.display()));
-    }
-}
-
-fn remove_kubepods_cgroups(errors: &mut Vec<String>) {
-    for root in kubepods_roots() {
-        walk_dirs(&root, &mut |d| {
-            // Deepest first (walk_dirs visits children before their parent).
-            if let Err(e) = fs::remove_dir(d) {
-                errors.push(format!("rmdir {}: {e}", d.display()));
-            }
-        });
-    }
-}
-
-fn remove_host_paths(state: &HostState, errors: &mut Vec<String>) {
-    let sock = Path::new("/var/lib/kubelet/device-plugins/kubelet.sock");
-    if sock.exists()
-        && let Err(e) = fs::remove_file(sock)
-    {
-        errors.push(format!("remove {}: {e}", sock.display()));
-    }
-    // The kubelet's log symlinks point into the run dir's podLogsDir.
-    if let Ok(entries) = fs::read_dir("/var/log/containers") {
-        for e in entries.flatten() {
-            if fs::read_link(e.path()).is_ok_and(|t| t.starts_with(&state.run)) {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-    }
-    if let Ok(entries) = fs::read_dir("/var/lib/cni/results") {
-        for e in entries.flatten() {
-            if e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("{NETWORK}-"))
-            {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-    }
-    for p in &state.created {
-        if p.exists()
-            && let Err(e) = fs::remove_dir_all(p)
-        {
-            errors.push(format!("remove {}: {e}", p.display()));
-        }
-    }
-}
-
 /// The current values of the three sysctls (for tests and `status`).
 pub fn sysctl_values() -> Vec<(String, String)> {
     SYSCTLS
@@ -486,7 +433,7 @@ mod tests {
     #[test]
     fn the_state_record_round_trips_and_restores_only_known_settings() {
         let s = HostState {
-            run: "/tmp/bn-7".into(),
+            run: "/run/buzz-real-node/n-7".into(),
             sysctls: vec![
                 ("kernel/panic".into(), "1".into()),
                 ("vm/overcommit_memory".into(), "0".into()),
@@ -494,17 +441,136 @@ mod tests {
             created: vec!["/var/lib/kubelet".into()],
         };
         assert_eq!(HostState::parse(&s.render()), Some(s));
-        let hostile =
-            "run=/tmp/bn-1\nsysctl kernel/modprobe=/tmp/x\nsysctl kernel/panic=1;rm\ncreated=/etc\n";
+        let hostile = "run=/run/buzz-real-node/n-1\nsysctl kernel/modprobe=/tmp/x\nsysctl kernel/panic=1;rm\ncreated=/etc\n";
         let parsed = HostState::parse(hostile).unwrap();
         assert!(parsed.sysctls.is_empty(), "{parsed:?}");
         assert!(parsed.created.is_empty(), "{parsed:?}");
         assert_eq!(HostState::parse("sysctl kernel/panic=1\n"), None);
     }
 
+    /// A private parent as [`HOST_DIR`] is, owned by this test's uid.
+    fn parent() -> (tempfile::TempDir, u32) {
+        let d = tempfile::tempdir().unwrap();
+        let me = fs::metadata(d.path()).unwrap().uid();
+        fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        (d, me)
+    }
+
     #[test]
-    fn mount_points_are_unescaped() {
-        assert_eq!(unescape_mount("/tmp/a\\040b"), PathBuf::from("/tmp/a b"));
-        assert_eq!(unescape_mount("/tmp/plain"), PathBuf::from("/tmp/plain"));
+    fn a_new_run_dir_is_made_private_once() {
+        let (d, me) = parent();
+        let run = create_run_dir_in(d.path(), 7, me).unwrap();
+        assert_eq!(run, d.path().join("n-7"));
+        let m = fs::symlink_metadata(&run).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o777, 0o700);
+        assert!(matches!(
+            create_run_dir_in(d.path(), 7, me),
+            Err(HostError::RunDirExists(p)) if p == run
+        ));
+    }
+
+    #[test]
+    fn a_run_dir_that_is_already_there_fails_the_start() {
+        let (d, me) = parent();
+        // Another user's dir (chowned when this runs as root, as the node does).
+        let planted = d.path().join("n-8");
+        fs::create_dir(&planted).unwrap();
+        if me == 0 {
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+        }
+        assert!(matches!(
+            create_run_dir_in(d.path(), 8, me),
+            Err(HostError::RunDirExists(_))
+        ));
+        // A symlink to a dir its planter controls.
+        let target = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(target.path(), d.path().join("n-9")).unwrap();
+        assert!(matches!(
+            create_run_dir_in(d.path(), 9, me),
+            Err(HostError::RunDirExists(_))
+        ));
+        assert_eq!(
+            fs::read_dir(target.path()).unwrap().count(),
+            0,
+            "nothing written through the link"
+        );
+    }
+
+    #[test]
+    fn the_host_dir_must_be_a_real_dir_only_its_owner_writes() {
+        let (d, me) = parent();
+        assert_eq!(dir_fault(d.path(), me).unwrap(), None);
+        assert_eq!(
+            dir_fault(d.path(), me + 1).unwrap(),
+            Some(DirFault::Owner {
+                found: me,
+                wanted: me + 1
+            })
+        );
+        assert!(matches!(
+            create_run_dir_in(d.path(), 1, me + 1),
+            Err(HostError::UnsafeDir {
+                fault: DirFault::Owner { .. },
+                ..
+            })
+        ));
+        for mode in [0o720, 0o702, 0o777] {
+            fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+            assert_eq!(
+                dir_fault(d.path(), me).unwrap(),
+                Some(DirFault::Writable { mode }),
+                "{mode:o}"
+            );
+            assert!(create_run_dir_in(d.path(), 2, me).is_err(), "{mode:o}");
+        }
+        fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert_eq!(dir_fault(d.path(), me).unwrap(), None, "readable is not writable");
+
+        let (other, _) = parent();
+        let link = other.path().join("buzz-real-node");
+        std::os::unix::fs::symlink(d.path(), &link).unwrap();
+        assert!(matches!(
+            ensure_private_dir(&link, me),
+            Err(HostError::UnsafeDir {
+                fault: DirFault::Symlink,
+                ..
+            })
+        ));
+        let file = other.path().join("file");
+        fs::write(&file, "").unwrap();
+        assert!(matches!(
+            ensure_private_dir(&file, me),
+            Err(HostError::UnsafeDir {
+                fault: DirFault::NotDir,
+                ..
+            })
+        ));
+        let fresh = other.path().join("fresh");
+        ensure_private_dir(&fresh, me).unwrap();
+        assert_eq!(fs::metadata(&fresh).unwrap().mode() & 0o777, 0o700);
+        ensure_private_dir(&fresh, me).unwrap();
+    }
+
+    #[test]
+    fn security_relevant_files_are_only_ever_new() {
+        let (d, _) = parent();
+        let conf = d.path().join("etc/kubelet.yaml");
+        write_new(&conf, b"a", 0o600).unwrap();
+        assert_eq!(fs::read(&conf).unwrap(), b"a");
+        assert_eq!(fs::metadata(&conf).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(conf.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            write_new(&conf, b"b", 0o600).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+        let elsewhere = d.path().join("elsewhere");
+        let link = d.path().join("etc/ca.crt");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        assert!(write_new(&link, b"c", 0o600).is_err());
+        assert!(!elsewhere.exists(), "nothing written through the link");
     }
 }

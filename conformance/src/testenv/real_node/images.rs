@@ -193,7 +193,8 @@ impl LocalRegistry {
             move |source| ImageError::Io { path, source }
         };
         std::fs::create_dir_all(&data).map_err(io(&data))?;
-        std::fs::write(&conf, super::config::registry_yml(&data, &addr)).map_err(io(&conf))?;
+        super::host::write_new(&conf, super::config::registry_yml(&data, &addr).as_bytes(), 0o600)
+            .map_err(io(&conf))?;
         let log_path = dir.join("registry.log");
         let log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
         let mut cmd = Command::new(bin);

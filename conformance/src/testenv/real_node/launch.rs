@@ -10,6 +10,7 @@ use crate::testenv::{TestEnvError, process};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use kube::{Api, Client};
 use std::fs;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,11 +34,9 @@ impl RealNode {
         children: &mut Vec<(&'static str, Child)>,
     ) -> Result<(Ctr, LocalRegistry)> {
         host::create_bridge()?;
+        // Every file new in the fresh run dir (never through a planted link).
         let write = |path: PathBuf, text: &str| -> Result<()> {
-            if let Some(d) = path.parent() {
-                fs::create_dir_all(d).map_err(io_at(d))?;
-            }
-            fs::write(&path, text).map_err(io_at(&path))
+            host::write_new(&path, text.as_bytes(), 0o600).map_err(io_at(&path))
         };
         write(l.containerd_config(), &config::containerd_toml(l))?;
         for (dir, text) in config::registry_hosts(l) {
@@ -54,7 +53,11 @@ impl RealNode {
             l.run.join("cdi"),
             l.shim_socket_dir(),
         ] {
-            fs::create_dir_all(&d).map_err(io_at(&d))?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&d)
+                .map_err(io_at(&d))?;
         }
 
         let log = l.run.join("containerd.log");
@@ -99,14 +102,14 @@ impl RealNode {
             .ca()
             .issue_serving("localhost", &[])
             .map_err(TestEnvError::from)?;
-        let pki = l.pki("");
-        fs::create_dir_all(&pki).map_err(io_at(&pki))?;
-        crate::testenv::write_private(&l.pki("kubelet.crt"), kubelet_cert.cert_pem.as_bytes())
-            .map_err(io_at(&pki))?;
-        crate::testenv::write_private(&l.pki("kubelet.key"), kubelet_cert.key_pem.as_bytes())
-            .map_err(io_at(&pki))?;
-        crate::testenv::write_private(&l.pki("ca.crt"), env.ca_pem().as_bytes()).map_err(io_at(&pki))?;
-        fs::write(l.kubelet_config(), config::kubelet_yaml(l)).map_err(io_at(&l.kubelet_config()))?;
+        for (path, data) in [
+            (l.pki("kubelet.crt"), kubelet_cert.cert_pem.as_bytes()),
+            (l.pki("kubelet.key"), kubelet_cert.key_pem.as_bytes()),
+            (l.pki("ca.crt"), env.ca_pem().as_bytes()),
+            (l.kubelet_config(), config::kubelet_yaml(l).as_bytes()),
+        ] {
+            host::write_new(&path, data, 0o600).map_err(io_at(&path))?;
+        }
 
         let mut kubelet = Command::new(self.bins.join("kubelet"));
         kubelet
@@ -234,7 +237,13 @@ pub(super) fn node_ready(n: &Node) -> bool {
 /// Spawns a component owned by this process, its output in `log`, with the
 /// binary dir first on `PATH` (containerd finds its shim there).
 pub(super) fn spawn_logged(mut cmd: Command, bins: &Path, log: &Path) -> Result<Child> {
-    let file = fs::File::create(log).map_err(io_at(log))?;
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(log)
+        .map_err(io_at(log))?;
     let err = file.try_clone().map_err(io_at(log))?;
     cmd.env(
         "PATH",

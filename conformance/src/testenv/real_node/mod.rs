@@ -39,7 +39,6 @@ use super::{TestEnv, TestEnvConfig, TestEnvError, process};
 use config::Layout;
 use host::{HostState, MachineLock};
 use images::{Ctr, LocalRegistry};
-use std::fs;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -207,9 +206,7 @@ impl RealNode {
             "apt-get install -y iproute2",
         )?;
 
-        let run = PathBuf::from(format!("/tmp/bn-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&run);
-        fs::create_dir_all(&run).map_err(io_at(&run))?;
+        let run = host::create_run_dir()?;
         let state = HostState::capture(run.clone())?;
         state.save()?;
         *exit_state().lock().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
