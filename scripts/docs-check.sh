@@ -390,9 +390,9 @@ bin="$target/debug"
 if grep -lq 'local-cluster\.sh up' "${blocks[@]}"; then
   say "building what scripts/local-cluster.sh up needs"
   scripts/testenv-build.sh >/dev/null
-  # Without cargo's CARGO_MANIFEST_DIR (set when this runs under cargo): a
-  # build script tracks it, and a changed value rebuilds the image's binaries.
-  env -u CARGO_MANIFEST_DIR scripts/image-build.sh >/dev/null
+  # (scripts/static-build.sh drops cargo's CARGO_MANIFEST_DIR and the like
+  # when this runs under cargo, so the image's binaries are not rebuilt.)
+  scripts/image-build.sh >/dev/null
   cargo build --quiet --locked -p buzz-conformance --bin local-cluster >&2
 fi
 

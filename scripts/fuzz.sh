@@ -10,7 +10,15 @@
 # corpus outside the repo, so a run never dirties the checkout; crashes are
 # written to `fuzz/artifacts/<target>/` and fail the script.
 #
-# Needs the nightly toolchain and cargo-fuzz; installs cargo-fuzz when missing.
+# Needs the nightly toolchain and cargo-fuzz. cargo-fuzz is pinned (below)
+# and installed once with `cargo install --locked` into a cache of its own,
+# keyed by the pin (BUZZ_FUZZ_TOOLS, default
+# ${XDG_CACHE_HOME:-~/.cache}/buzz-cargo-fuzz-<version>), unless the one on
+# PATH is that version already. Each fuzz project builds all its targets in
+# one `cargo fuzz build`, into one nightly target dir outside the repo shared
+# by every project (BUZZ_FUZZ_TARGET_DIR, default
+# ${XDG_CACHE_HOME:-~/.cache}/buzz-fuzz-target); each target's run then finds
+# its binary built.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,9 +42,15 @@ esac
 
 rustup toolchain list 2>/dev/null | grep -q '^nightly' ||
   die "the nightly toolchain is missing. fix: rustup toolchain install nightly --profile minimal"
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-  say "installing cargo-fuzz"
-  cargo install --locked cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz
+cargo_fuzz_version=0.13.2
+tools="${BUZZ_FUZZ_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-cargo-fuzz-$cargo_fuzz_version}"
+export PATH="$tools/bin:$PATH"
+if [[ "$(cargo-fuzz --version 2>/dev/null)" != "cargo-fuzz $cargo_fuzz_version" ]]; then
+  say "installing cargo-fuzz $cargo_fuzz_version into $tools"
+  # Its own temporary target dir: not the workspace's, not the fuzz projects'.
+  env -u CARGO_TARGET_DIR cargo install --quiet --locked --root "$tools" --version "$cargo_fuzz_version" cargo-fuzz
+  [[ "$(cargo-fuzz --version 2>/dev/null)" == "cargo-fuzz $cargo_fuzz_version" ]] ||
+    die "cargo-fuzz $cargo_fuzz_version did not install into $tools"
 fi
 
 # One target dir for every fuzz project, so shared dependencies build once.
@@ -50,12 +64,19 @@ mapfile -t projects < <(find . -path ./target -prune -o -path '*/fuzz/Cargo.toml
 failed=()
 for proj in "${projects[@]}"; do
   crate_dir="$(dirname "$proj")"
+  say "fuzz build ${crate_dir#./}: every target (${profile[*]})"
+  if ! (cd "$crate_dir" && cargo +nightly fuzz build "${profile[@]}" --fuzz-dir fuzz 2>"$scratch/build.log"); then
+    tail -n 40 "$scratch/build.log" >&2
+    failed+=("${crate_dir#./} (build)")
+    continue
+  fi
   for src in "$proj"/fuzz_targets/*.rs; do
     target="$(basename "$src" .rs)"
     committed="$proj/corpus/$target"
     mkdir -p "$committed" "$scratch/$target"
     say "fuzz ${crate_dir#./}:$target for ${seconds}s"
     # The scratch corpus comes first, so new inputs land there, not in the repo.
+    # The same flags as the build above: cargo finds the binary up to date.
     if ! (cd "$crate_dir" && cargo +nightly fuzz run "${profile[@]}" --fuzz-dir fuzz "$target" \
           "$scratch/$target" "fuzz/corpus/$target" -- \
           -max_total_time="$seconds" -print_final_stats=1 2>"$scratch/$target.log"); then

@@ -5,6 +5,13 @@
 # target. Works on a fresh machine of this project's kind: a missing
 # prerequisite is installed, or the script stops with the exact command that
 # fixes it. Nothing is skipped silently.
+#
+# What does not need the one before it runs beside it (issue 30 item 7): the
+# cluster binaries (Go), the npm packages and the sprig image build in the
+# background while fmt and clippy run; the suite waits for all three before
+# `cargo test`. A background job's output is shown when it is waited for (in
+# full when it failed). At the end, on success or failure, a table gives each
+# phase's time.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +19,77 @@ cd "$root"
 start=$(date +%s)
 say() { printf '== %s\n' "$*" >&2; }
 die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+# --- phase times -----------------------------------------------------------------
+# phase NAME: the foreground phase so far ends, NAME begins. A background job
+# records its own time (bg_start / await below).
+phase_rows=()
+phase_now="" phase_t0=$start
+phase() {
+  local t
+  t=$(date +%s)
+  [[ -z $phase_now ]] || phase_rows+=("$phase_now|$((t - phase_t0))|")
+  phase_now=$1 phase_t0=$t
+}
+declare -A bg_pid=()
+jobs_dir="$(mktemp -d)"
+kill_tree() { # PID: the process and its descendants, children first
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+report() {
+  local rc=$? failed_in=$phase_now name row
+  phase ""
+  for name in "${!bg_pid[@]}"; do
+    if kill -0 "${bg_pid[$name]}" 2>/dev/null; then
+      kill_tree "${bg_pid[$name]}"
+      phase_rows+=("$name|-|stopped: the suite ended before it")
+    fi
+  done
+  {
+    printf '\n== phase times (s)\n'
+    for row in "${phase_rows[@]}"; do
+      IFS='|' read -r name secs note <<<"$row"
+      printf '   %-18s %6s  %s\n' "$name" "$secs" "$note"
+    done
+    printf '   %-18s %6s\n' total "$(( $(date +%s) - start ))"
+    if (( rc == 0 )); then
+      printf '== all green in %s s\n' "$(( $(date +%s) - start ))"
+    else
+      printf '== FAILED (exit %s) in the phase "%s"\n' "$rc" "$failed_in"
+    fi
+  } >&2
+  # A failed job's log is kept for the report above to point at.
+  (( rc == 0 )) && rm -rf "$jobs_dir"
+  return "$rc"
+}
+trap report EXIT
+# bg_start NAME FUNCTION: runs FUNCTION in the background; its stdout and
+# stderr go to files, its exit code and time with them.
+bg_start() {
+  local name=$1 fn=$2
+  (
+    t0=$(date +%s)
+    if "$fn" >"$jobs_dir/$name.out" 2>"$jobs_dir/$name.log"; then rc=0; else rc=$?; fi
+    echo "$rc $(( $(date +%s) - t0 ))" >"$jobs_dir/$name.rc"
+    exit "$rc"
+  ) &
+  bg_pid[$name]=$!
+}
+# await NAME: waits for the job, shows its output, and stops the suite when it
+# failed. The job's row says how long it ran and how long the suite waited.
+await() {
+  local name=$1 t0 rc secs
+  t0=$(date +%s)
+  wait "${bg_pid[$name]}" || true
+  unset "bg_pid[$name]"
+  read -r rc secs <"$jobs_dir/$name.rc" || { rc=1 secs=-; }
+  phase_rows+=("$name|$secs|in the background; waited $(( $(date +%s) - t0 )) s for it")
+  sed "s/^/   [$name] /" "$jobs_dir/$name.log" >&2
+  (( rc == 0 )) || die "$name failed (exit $rc); its log: $jobs_dir/$name.log"
+}
+phase prerequisites
 
 # --- prerequisites -----------------------------------------------------------
 command -v cargo >/dev/null 2>&1 ||
@@ -57,48 +135,30 @@ if [[ ${#node_pkgs[@]} -gt 0 ]]; then
   (apt-get install -y "${node_pkgs[@]}" || (apt-get update && apt-get install -y "${node_pkgs[@]}")) >/dev/null
 fi
 
-# --- test cluster binaries (cached by version) ---------------------------------
-say "test cluster binaries: kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd"
-BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
-export BUZZ_TESTENV_BIN_DIR
-for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr pause.oci.tar; do
-  [[ -e "$BUZZ_TESTENV_BIN_DIR/$b" ]] || die "$b missing in '$BUZZ_TESTENV_BIN_DIR'; run scripts/testenv-build.sh"
-done
+# Chromium for the Start page's browser test (headless, Debian's package).
+export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
+if [[ ! -x "$BUZZ_CHROMIUM" ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium"
+    (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null
+  else
+    die "chromium missing (the Start page's browser test). fix: sudo apt-get update && sudo apt-get install -y chromium"
+  fi
+fi
 
-# --- the suite ---------------------------------------------------------------
-say "cargo fmt --check"
-cargo fmt --all -- --check
-say "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# --- the sprig image (cached by its inputs) ------------------------------------
-# Installs podman, buildah, runc and mmdebstrap when run as root, else stops
-# with the command that does; builds the base rootfs once per package set.
-say "sprig image"
-image_env="$("$root/scripts/image-build.sh" | tail -n 1)"
-[[ -f "$image_env" ]] || die "scripts/image-build.sh did not report its env file"
-set -a
-# shellcheck disable=SC1090
-. "$image_env"
-set +a
-# The provider with the image's digest baked in is built by the real-node
-# suite itself, the way a user builds it: `scripts/release-build.sh
-# 127.0.0.1:5213/buzz-sprig:<tag>` pushes the image to the node's registry
-# and bakes the digest the registry serves (e2e_real_node).
-
-# Node packages, pinned, in one private prefix: the real claude-code-acp for
-# the harness suite's real-agent case (without credentials it fails
-# authentication deterministically) and playwright-core for the Start page's
-# browser test (it drives Debian's Chromium, never a downloaded browser).
+# Node packages, pinned, in private prefixes (installed in the background
+# below). The real claude-code-acp for the harness suite's real-agent case
+# (without credentials it fails authentication deterministically) and
+# playwright-core for the Start page's browser test (it drives Debian's
+# Chromium, never a downloaded browser).
 npm_prefix="${XDG_CACHE_HOME:-$HOME/.cache}/buzz-npm"
 export BUZZ_NPM_PREFIX="$npm_prefix"
 export BUZZ_CLAUDE_CODE_ACP="$npm_prefix/node_modules/.bin/claude-code-acp"
 npm_packages=(@zed-industries/claude-code-acp@0.16.2 playwright-core@1.65.1)
+npm_stale=0
 if [[ ! -x "$BUZZ_CLAUDE_CODE_ACP" || ! -f "$npm_prefix/node_modules/playwright-core/package.json" ]] ||
    ! grep -q '"version": "1.65.1"' "$npm_prefix/node_modules/playwright-core/package.json"; then
-  command -v npm >/dev/null 2>&1 ||
-    die "npm not found (needed for the harness suite's real claude-code-acp and the Start page's browser test). fix: apt-get update && apt-get install -y nodejs npm"
-  say "installing ${npm_packages[*]}"
-  npm install --prefix "$npm_prefix" --no-audit --no-fund --save-exact "${npm_packages[@]}" >&2
+  npm_stale=1
 fi
 # The three real ACP agents (claude-agent-acp, codex-acp, gemini-cli), run
 # offline against the fake model API (conformance/tests/real_agents_direct.rs),
@@ -113,30 +173,74 @@ for pin in "${agent_pins[@]}"; do
   grep -qF "\"version\": \"${pin##*@}\"" "$agents_prefix/node_modules/${pin%@*}/package.json" 2>/dev/null ||
     agents_stale+=("$pin")
 done
-if (( ${#agents_stale[@]} )); then
+if (( npm_stale || ${#agents_stale[@]} )); then
   command -v npm >/dev/null 2>&1 ||
-    die "npm not found (needed for the real ACP agents of real_agents_direct). fix: apt-get update && apt-get install -y nodejs npm"
-  say "installing ${agent_pins[*]} (missing: ${agents_stale[*]})"
-  npm install --prefix "$agents_prefix" --no-audit --no-fund --save-exact "${agent_pins[@]}" >&2
+    die "npm not found (needed for the harness suite's real claude-code-acp, the Start page's browser test and the real ACP agents of real_agents_direct). fix: apt-get update && apt-get install -y nodejs npm"
 fi
-# Chromium for the Start page's browser test (headless, Debian's package).
-export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
-if [[ ! -x "$BUZZ_CHROMIUM" ]]; then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    say "installing chromium"
-    (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null
-  else
-    die "chromium missing (the Start page's browser test). fix: sudo apt-get update && sudo apt-get install -y chromium"
+# (Run in the background under `if`, where set -e does not hold: each step
+# returns its failure itself.)
+npm_installs() {
+  if (( npm_stale )); then
+    echo "installing ${npm_packages[*]}" >&2
+    npm install --prefix "$npm_prefix" --no-audit --no-fund --save-exact "${npm_packages[@]}" >&2 || return
   fi
-fi
+  if (( ${#agents_stale[@]} )); then
+    echo "installing ${agent_pins[*]} (missing: ${agents_stale[*]})" >&2
+    npm install --prefix "$agents_prefix" --no-audit --no-fund --save-exact "${agent_pins[@]}" >&2 || return
+  fi
+}
 
+# --- in the background: the cluster binaries, npm, the image --------------------
+# The pinned kube-apiserver, etcd, kubelet, scheduler, controller-manager and
+# containerd (cached by version), and the sprig image (cached by its inputs;
+# image-build.sh installs podman, buildah, runc and mmdebstrap when run as
+# root, and builds the base rootfs once per package set). Its static build
+# locks target/<host>/dist, clippy target/debug: they run side by side.
+say "in the background: test cluster binaries, npm packages, sprig image"
+bg_start "cluster binaries" "$root/scripts/testenv-build.sh"
+bg_start npm npm_installs
+bg_start image "$root/scripts/image-build.sh"
+
+# --- format and lint ---------------------------------------------------------------
+phase fmt
+say "cargo fmt --check"
+cargo fmt --all -- --check
+phase clippy
+say "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+phase "waiting for jobs"
+await npm
+await "cluster binaries"
+BUZZ_TESTENV_BIN_DIR="$(tail -n 1 "$jobs_dir/cluster binaries.out")"
+export BUZZ_TESTENV_BIN_DIR
+for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr pause.oci.tar; do
+  [[ -e "$BUZZ_TESTENV_BIN_DIR/$b" ]] || die "$b missing in '$BUZZ_TESTENV_BIN_DIR'; run scripts/testenv-build.sh"
+done
+await image
+image_env="$(tail -n 1 "$jobs_dir/image.out")"
+[[ -f "$image_env" ]] || die "scripts/image-build.sh did not report its env file"
+set -a
+# shellcheck disable=SC1090
+. "$image_env"
+set +a
+# The provider with the image's digest baked in is built by the real-node
+# suite itself, the way a user builds it: `scripts/release-build.sh
+# 127.0.0.1:5213/buzz-sprig:<tag>` pushes the image to the node's registry
+# and bakes the digest the registry serves (e2e_real_node). It shares the
+# image's build (scripts/static-build.sh), so only the provider's own crates
+# build then.
+
+# --- the suite ---------------------------------------------------------------
+phase "cargo test"
 say "cargo test"
 cargo test --workspace --locked --no-fail-fast
 
 # Every guide's runnable blocks (```bash runnable), so the docs cannot rot.
+phase "docs blocks"
 say "docs: runnable blocks"
 "$root/scripts/docs-check.sh"
 
+phase "fuzz smoke"
 say "fuzz smoke"
 "$root/scripts/fuzz.sh" --smoke
-say "all green in $(( $(date +%s) - start )) s"

@@ -12,13 +12,10 @@ if [[ -d prebuilt ]]; then
   for b in "${bins[@]}"; do cp "prebuilt/$b" "$out/$b" && chmod 0755 "$out/$b"; done
   exit 0
 fi
-target="$(rustc -vV | sed -n 's/^host: //p')"
-packages=()
-for b in "${bins[@]}"; do packages+=(-p "$b"); done
-# An explicit --target keeps build scripts and proc-macros dynamic while the
-# shipped binaries link glibc statically.
-RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked --target "$target" "${packages[@]}"
+# scripts/static-build.sh: the one build of the shipped binaries (profile
+# `dist`, +crt-static, the host's triple), the same as the offline build's.
+bin_dir="$(bash scripts/static-build.sh "${bins[@]}" | tail -n 1)"
 for b in "${bins[@]}"; do
-  install -m 0755 "target/$target/release/$b" "$out/$b"
+  install -m 0755 "$bin_dir/$b" "$out/$b"
   strip "$out/$b"
 done

@@ -13,10 +13,13 @@
 //! This file: PID 1, the stop, reaping, the sealed environment (review
 //! b30b1a0 #13) and the entrypoint script; [`collector`]: the usage collector
 //! as a sidecar, with the provider's own plain env (review b30b1a0 #6);
-//! [`git`]: git in the product image against a repository served on loopback
-//! ([`git_server`]), and the agent-facing tools (issue 22 part 1).
+//! [`dpkg`]: extending the image with dpkg, against what the trim purged
+//! (review 9b395e0 #8); [`git`]: git in the product image against a
+//! repository served on loopback ([`git_server`]), and the agent-facing
+//! tools (issue 22 part 1).
 
 mod collector;
+mod dpkg;
 mod git;
 mod git_server;
 
