@@ -17,15 +17,17 @@
 //!    showed is not there. Success is only ever decided on a quorum GET, and
 //!    every fence still carries the UID and resourceVersion of the object it
 //!    acts on. A fresh deploy of a digest-pinned image (the default) so costs
-//!    7 requests: the two preflight lists, the Secret and pod creates, the
+//!    8 requests: the two preflight lists, the Secret and pod creates, the
+//!    Secret's ownerReference PATCH ([`attempt`], issue 30 item 5), the
 //!    watch, the GET that sees the container running, and one watch of the
 //!    pod's events ([`progress`], the status lines of issue 21; opened with
 //!    no resourceVersion, it carries the existing events too). A tag costs
 //!    one more, the best-effort PATCH that records the image ID the kubelet
 //!    resolved (spec §Image), skipped when the pin already names it
-//!    ([`crate::image::resolution_adds_attribution`]). None of the 7 can go
+//!    ([`crate::image::resolution_adds_attribution`]). None of the 8 can go
 //!    without weakening a rule: the lists are the preflight GC, the creates
-//!    are the attempt, the watch is the wait, the GET is success on a quorum
+//!    are the attempt, the PATCH lets the cluster's GC take the Secret with
+//!    its pod, the watch is the wait, the GET is success on a quorum
 //!    read, and the events are the Start progress a user sees.
 //!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
@@ -250,10 +252,20 @@ impl<'a, C: Cluster> Loop<'a, C> {
         if let Some(server_now) = date {
             report_skew(SystemTime::now(), server_now);
         }
+        let mut gone = std::collections::BTreeSet::new();
+        for (name, uid) in gc::owners_to_check(&self.plan.pubkey, &pods, &secrets) {
+            let found = self
+                .retry("read the pod that owns a Secret", || self.cluster.get_pod(&name))
+                .await?;
+            if gc::proves_gone(found.as_ref(), &uid) {
+                gone.insert(uid);
+            }
+        }
         let plan = gc::plan(
             &self.plan.pubkey,
             &pods,
             &secrets,
+            &gone,
             date,
             self.timing.orphan_min_age,
         );

@@ -521,12 +521,13 @@ async fn fresh_deploy_counts(
 }
 
 /// Issue 22 part 3: a fresh deploy of a digest-pinned image (the default
-/// image always is) costs 7 requests, and success is still decided on a
-/// quorum GET: the preflight lists, one create each, the pod watch, the GET
-/// that sees it run, and one events watch. The GET before the create is the
+/// image always is) costs 8 requests, and success is still decided on a
+/// quorum GET: the preflight lists, one create each, the Secret's
+/// ownerReference PATCH (issue 30 item 5), the pod watch, the GET that sees
+/// it run, and one events watch. The GET before the create is the
 /// preflight list's answer; the image-ID PATCH would repeat the pin.
 #[tokio::test]
-async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests_and_decides_success_on_a_quorum_read() {
+async fn a_fresh_deploy_of_a_pinned_image_costs_eight_requests_and_decides_success_on_a_quorum_read() {
     let pinned = buzz_conformance::testenv::resolved_image_id(IMAGE);
     let (counts, total) = fresh_deploy_counts("p-requests", Some(&pinned)).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
@@ -561,7 +562,12 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests_and_decides_succe
         0,
         "the pin already names the image: {counts:?}"
     );
-    assert_eq!(total, 7, "{counts:?}");
+    assert_eq!(
+        n(Verb::Patch, "secrets"),
+        1,
+        "the Secret's owner, once: {counts:?}"
+    );
+    assert_eq!(total, 8, "{counts:?}");
 }
 
 /// A tag costs the one request more that records what it resolved to.
@@ -570,5 +576,5 @@ async fn a_fresh_deploy_of_a_tag_records_the_resolved_image_with_one_patch() {
     let (counts, total) = fresh_deploy_counts("p-requests-tag", None).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
     assert_eq!(n(Verb::Patch, "pods"), 1, "{counts:?}");
-    assert_eq!(total, 8, "{counts:?}");
+    assert_eq!(total, 9, "{counts:?}");
 }
