@@ -17,14 +17,15 @@
 //!    showed is not there. Success is only ever decided on a quorum GET, and
 //!    every fence still carries the UID and resourceVersion of the object it
 //!    acts on. A fresh deploy of a digest-pinned image (the default) so costs
-//!    8 requests: the two preflight lists, the Secret and pod creates, the
+//!    10 requests: the two preflight lists, the Secret and pod creates, the
 //!    Secret's ownerReference PATCH ([`attempt`], issue 30 item 5), the
-//!    watch, the GET that sees the container running, and one watch of the
+//!    watch, the GET that sees the container running, the startup settle's
+//!    watch and GET ([`startup_settle`], issue 30 item 3), and one watch of the
 //!    pod's events ([`progress`], the status lines of issue 21; opened with
 //!    no resourceVersion, it carries the existing events too). A tag costs
 //!    one more, the best-effort PATCH that records the image ID the kubelet
 //!    resolved (spec §Image), skipped when the pin already names it
-//!    ([`crate::image::resolution_adds_attribution`]). None of the 8 can go
+//!    ([`crate::image::resolution_adds_attribution`]). None of the 10 can go
 //!    without weakening a rule: the lists are the preflight GC, the creates
 //!    are the attempt, the PATCH lets the cluster's GC take the Secret with
 //!    its pod, the watch is the wait, the GET is success on a quorum
@@ -373,6 +374,20 @@ impl<'a, C: Cluster> Loop<'a, C> {
                         generation: pod.as_ref().and_then(generation_of),
                     });
                 }
+                Action::Settle => {
+                    // Watch the running pod for the settle; any change ends
+                    // the watch, and the next pass re-reads (quorum GET).
+                    let settle = startup_settle().min(self.remaining());
+                    latest = "the harness container is running; confirming its startup".into();
+                    let watched = self
+                        .observe("watch the agent pod", &latest, || {
+                            self.cluster
+                                .wait_for_change(id, rv.as_deref(), settle, &|_| false)
+                        })
+                        .await;
+                    watched?;
+                    st.settled = true;
+                }
                 Action::WaitGone => {
                     latest = "the previous pod is still terminating".into();
                     diag::line(&format!("waiting for {id} to finish terminating"));
@@ -483,6 +498,21 @@ impl<'a, C: Cluster> Loop<'a, C> {
             ));
         }
     }
+}
+
+/// How long this call's own pod is watched once seen running before the
+/// deploy succeeds (issue 30 item 3): the kubelet may report the harness
+/// container running before it reports the exit of a harness that cannot
+/// run its agent (seen on the real node), and that harness exits within
+/// milliseconds of starting, having written why to its termination message.
+/// A change within the window (the exit) ends the wait at once.
+/// [`STARTUP_SETTLE_ENV`] (milliseconds) sets it for tests.
+pub fn startup_settle() -> Duration {
+    std::env::var(STARTUP_SETTLE_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(STARTUP_SETTLE)
 }
 
 /// What the preflight pod list said about the agent's pod.

@@ -37,7 +37,8 @@ fn a_start_with_the_nodes_runtime_class_runs() {
 
 #[test]
 fn a_node_selector_that_matches_nothing_fails_with_the_schedulers_reason() {
-    let s = Scenario::new("knob-sel", &[], None, Path::new(PROVIDER));
+    let image = imported_test_image();
+    let s = Scenario::new("knob-sel", &[], Some(&image), Path::new(PROVIDER));
     let agent = TestAgent::new();
     let mut payload = agent.payload();
     payload.relay_url = s.relay.url.clone();
@@ -45,6 +46,7 @@ fn a_node_selector_that_matches_nothing_fails_with_the_schedulers_reason() {
         &payload,
         json!({
             "namespace": s.ns,
+            "image": image,
             "cpu_request": "50m",
             "memory_request": "64Mi",
             "node_selector": "buzz.test/pool=nowhere",
@@ -64,7 +66,7 @@ fn a_node_selector_that_matches_nothing_fails_with_the_schedulers_reason() {
     let err = out.error();
     assert!(
         out.stderr.lines().any(|l| l.contains("FailedScheduling: ")),
-        "the scheduler's event is a progress line:\n{}",
+        "the scheduler's event is a progress line; error: {err}; stderr:\n{}",
         out.stderr
     );
     assert!(err.contains("Unschedulable"), "the condition: {err}");
