@@ -10,6 +10,17 @@
 //! report, so a pull-wedged pod is replaced once the user corrects `image`
 //! (wire-facts §8.1); reports name the image the stuck pod actually runs.
 //!
+//! **The harness's termination message** (issue 30 item 3, refining spec
+//! §One create attempt's "never the terminated `message`"): the pod spec
+//! sets `terminationMessagePolicy: File`, so the container's `message` is
+//! exactly what the harness wrote to `/dev/termination-log` for the user
+//! (for example that its agent command is not in the image), never a log
+//! tail. A terminated or crash-looping attempt reports it after the exit
+//! code, with the image the pod ran ([`harness_message`]): control
+//! characters flattened, bounded at the kubelet's own 4 KiB, and passed
+//! through the output redactor like every provider text (the bound is never
+//! tighter than the kubelet's, so no cut of ours can halve a secret).
+//!
 //! The crash-loop row (`restartPolicy: OnFailure`, §Pod shape second
 //! prerequisite) follows the same divergence rule as the never-started rows:
 //! a crash-looping pod is not serving, so when its recorded create intent
@@ -166,18 +177,34 @@ pub fn exit_meaning(code: i32) -> Option<String> {
     Some(known.to_string())
 }
 
+/// What the harness wrote to its termination message, made one line and
+/// bounded (module doc); `None` when it wrote nothing.
+pub fn harness_message(message: Option<&str>) -> Option<String> {
+    let flat: String = message?
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_TERMINATION_MESSAGE_CHARS)
+        .collect();
+    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!flat.is_empty()).then_some(flat)
+}
+
 fn terminated_summary(pod: &Pod) -> String {
     let cs = container_status(pod);
     let t = cs
         .and_then(|c| c.state.as_ref()?.terminated.as_ref())
         .or_else(|| cs?.last_state.as_ref()?.terminated.as_ref());
     match t {
-        // Never the terminated `message`: it is process-composed output (spec §One create attempt).
         Some(t) => {
             let reason = t.reason.as_deref().unwrap_or("no reason");
-            match exit_meaning(t.exit_code) {
+            let code = match exit_meaning(t.exit_code) {
                 Some(m) => format!("exit code {} ({reason}): {m}", t.exit_code),
                 None => format!("exit code {} ({reason})", t.exit_code),
+            };
+            match harness_message(t.message.as_deref()) {
+                Some(said) => format!("{code}; the harness said: {said} (image {})", pod_image(pod)),
+                None => code,
             }
         }
         None => format!(
@@ -332,6 +359,9 @@ pub struct CallState {
     pub created_uid: Option<String>,
     /// This call lost a create race and is adopting the elected winner.
     pub adopting: bool,
+    /// This call's own pod was seen running and then watched for the
+    /// startup settle ([`Action::Settle`]) and is still running.
+    pub settled: bool,
 }
 
 /// What the shell does next.
@@ -346,6 +376,10 @@ pub enum Action {
     Replace {
         why: String,
     },
+    /// This call's own pod runs: watch it for the startup settle (a
+    /// harness that cannot run its agent exits within it, issue 30 item 3),
+    /// then re-read; still running is success.
+    Settle,
     /// Success; record the resolved image ID when this call created the pod.
     Succeed {
         record_image: bool,
@@ -386,6 +420,7 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
         Row::Terminated { .. } => Action::Replace {
             why: "its previous life ended".into(),
         },
+        Row::Started if own && !st.settled => Action::Settle,
         Row::Started => Action::Succeed { record_image: own },
         Row::CrashLoop { summary } => Action::Fail(crash_looping(id, summary)),
         Row::CrashLoopDivergent { summary } if attempted => Action::Fail(crash_looping(id, summary)),

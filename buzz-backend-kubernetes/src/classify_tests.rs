@@ -90,7 +90,7 @@ fn terminated(code: i32) -> ContainerState {
         terminated: Some(ContainerStateTerminated {
             exit_code: code,
             reason: Some("Error".into()),
-            message: Some("SECRET-CANARY".into()),
+            message: None,
             ..Default::default()
         }),
         ..Default::default()
@@ -121,13 +121,36 @@ fn row_terminated_succeeded_or_failed() {
     }
 }
 
+/// Issue 30 item 3: what the harness wrote to its termination message
+/// (`terminationMessagePolicy: File`) follows the exit code, one line, with
+/// the image the pod ran; the output redactor scrubs it with every other
+/// provider text (`protocol`).
 #[test]
-fn row_terminated_never_reports_the_terminated_message() {
-    let p = with_state(base(), "Failed", terminated(7), 0);
+fn row_terminated_reports_the_harness_message_with_the_image() {
+    let mut state = terminated(2);
+    state.terminated.as_mut().unwrap().message =
+        Some("  `claude-agent-acp` is not in this image;\nuse buzz-sprig-claude\n".into());
+    let p = with_state(base(), "Failed", state, 0);
     let Row::Terminated { summary } = classify(Some(&p), ctx(&fp(), None)) else {
         panic!()
     };
-    assert!(!summary.contains("SECRET-CANARY"));
+    assert_eq!(
+        summary,
+        format!(
+            "exit code 2 (Error): configuration error: a bad value or combination in the agent's settings; the harness said: `claude-agent-acp` is not in this image; use buzz-sprig-claude (image {})",
+            pod_image(&p)
+        )
+    );
+    assert_eq!(
+        harness_message(Some(" \n ")),
+        None,
+        "nothing written, nothing said"
+    );
+    let long = "x".repeat(MAX_TERMINATION_MESSAGE_CHARS + 10);
+    assert_eq!(
+        harness_message(Some(&long)).map(|m| m.chars().count()),
+        Some(MAX_TERMINATION_MESSAGE_CHARS)
+    );
 }
 
 #[test]
@@ -262,6 +285,7 @@ fn decide_one_create_attempt_per_call() {
     let own = CallState {
         created_uid: Some("u1".into()),
         adopting: false,
+        settled: false,
     };
     let fresh = CallState::default();
     let t = Row::Terminated {
@@ -282,6 +306,15 @@ fn decide_one_create_attempt_per_call() {
     assert_eq!(decide(Row::NoInstance, None, &fresh, "a"), Action::Create);
     assert_eq!(
         decide(Row::Started, Some("u1"), &own, "a"),
+        Action::Settle,
+        "this call's own pod is watched for the startup settle first"
+    );
+    let settled = CallState {
+        settled: true,
+        ..own.clone()
+    };
+    assert_eq!(
+        decide(Row::Started, Some("u1"), &settled, "a"),
         Action::Succeed { record_image: true }
     );
     assert_eq!(
@@ -295,6 +328,7 @@ fn decide_create_loser_adopts_a_divergent_winner_but_a_later_deploy_replaces_it(
     let loser = CallState {
         created_uid: None,
         adopting: true,
+        settled: false,
     };
     let row = Row::NeverStartedDivergent {
         condition: "c".into(),
@@ -398,6 +432,7 @@ fn decide_divergent_crash_loop_is_replaced_unless_this_call_attempted() {
     let own = CallState {
         created_uid: Some("u".into()),
         adopting: false,
+        settled: false,
     };
     assert!(matches!(
         decide(row, Some("u"), &own, "a"),

@@ -68,6 +68,10 @@ pub enum Created<T> {
     },
     /// The namespace does not exist.
     NamespaceMissing,
+    /// RuntimeClass admission could not find the pod's `runtimeClassName`.
+    RuntimeClassMissing {
+        name: String,
+    },
 }
 
 /// Outcome of a fenced delete.
@@ -120,6 +124,13 @@ pub trait Cluster {
         keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
     ) -> Result<(), ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
+    /// Sets the Secret's ownerReferences to `owner` (a merge patch of its
+    /// metadata: an immutable Secret's metadata stays patchable).
+    async fn set_secret_owner(
+        &self,
+        secret: &str,
+        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    ) -> Result<(), ClusterError>;
     /// Watches the events of the pod `uid` (field selector
     /// `involvedObject.uid`), calling `seen` with each.
     ///
@@ -241,15 +252,32 @@ pub fn missing_service_account(code: u16, reason: &str, message: &str) -> Option
     (!name.is_empty() && tail.contains(&quoted)).then(|| name.to_string())
 }
 
+/// The RuntimeClass that admission could not find, if that is what a
+/// `Forbidden` says (stated only in text, read here alone); kube-apiserver
+/// v1.36's RuntimeClass admission words it
+/// `pods "<pod>" is forbidden: pod rejected: RuntimeClass "<name>" not found`.
+pub fn missing_runtime_class(code: u16, reason: &str, message: &str) -> Option<String> {
+    if code != 403 || reason != "Forbidden" {
+        return None;
+    }
+    let rest = message.split_once("pod rejected: RuntimeClass \"")?.1;
+    let (name, tail) = rest.split_once('"')?;
+    (!name.is_empty() && tail.starts_with(" not found")).then(|| name.to_string())
+}
+
 fn create_outcome<T>(r: Result<T, kube::Error>) -> Result<Created<T>, ClusterError> {
     match r {
         Ok(t) => Ok(Created::Created(t)),
         Err(e) => match status_of(&e) {
             Some(s) if s.code == 409 && s.reason == "AlreadyExists" => Ok(Created::AlreadyExists),
             Some(s) if is_namespace_missing(&s) => Ok(Created::NamespaceMissing),
-            Some(s) => match missing_service_account(s.code, &s.reason, &s.message) {
-                Some(name) => Ok(Created::ServiceAccountMissing { name }),
-                None => Err(classify_error(e)),
+            Some(s) => match (
+                missing_service_account(s.code, &s.reason, &s.message),
+                missing_runtime_class(s.code, &s.reason, &s.message),
+            ) {
+                (Some(name), _) => Ok(Created::ServiceAccountMissing { name }),
+                (None, Some(name)) => Ok(Created::RuntimeClassMissing { name }),
+                (None, None) => Err(classify_error(e)),
             },
             None => Err(classify_error(e)),
         },
@@ -445,6 +473,19 @@ impl Cluster for KubeCluster {
             .map_err(classify_error)
     }
 
+    async fn set_secret_owner(
+        &self,
+        secret: &str,
+        owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    ) -> Result<(), ClusterError> {
+        let patch = serde_json::json!({ "metadata": { "ownerReferences": [owner] } });
+        self.secrets
+            .patch_metadata(secret, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(classify_error)
+    }
+
     async fn follow_pod_events(
         &self,
         uid: &str,
@@ -506,6 +547,17 @@ mod tests {
             missing_service_account(403, "Forbidden", named),
             Some("agents.runner".into())
         );
+    }
+
+    #[test]
+    fn missing_runtime_class_kube_apiserver_v1_36() {
+        let m =
+            r#"pods "buzz-agent-0123456789ab" is forbidden: pod rejected: RuntimeClass "gvisor" not found"#;
+        assert_eq!(missing_runtime_class(403, "Forbidden", m), Some("gvisor".into()));
+        assert_eq!(missing_runtime_class(404, "NotFound", m), None);
+        let rbac = r#"pods is forbidden: User "u" cannot create resource "pods" in API group "" in the namespace "ns""#;
+        assert_eq!(missing_runtime_class(403, "Forbidden", rbac), None);
+        assert_eq!(missing_service_account(403, "Forbidden", m), None);
     }
 
     #[test]

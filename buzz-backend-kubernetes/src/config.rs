@@ -9,7 +9,9 @@
 //!   silent default (KD8) — omit the field to get the default;
 //! - quantities, the namespace (RFC 1123 label), the service account (RFC 1123
 //!   subdomain) and the image reference are validated; `:latest` and untagged
-//!   references (which mean `:latest`) are refused.
+//!   references (which mean `:latest`) are refused;
+//! - the pod knobs `runtime_class_name`, `node_selector` and `tolerations`
+//!   (issue 30 item 4) are strings (I2) validated by [`crate::placement`].
 
 use crate::consts::*;
 use crate::error::{ConfigError, ConfigErrorKind, ConfigErrorKind as K, DeployError};
@@ -18,8 +20,8 @@ use crate::quantity::Quantity;
 use serde_json::{Map, Value};
 
 /// The v1 field names, in schema order (the nine original ones, then the additive
-/// `telemetry_url`).
-pub const FIELDS: [&str; 10] = [
+/// `telemetry_url` and the pod knobs of [`crate::placement`]).
+pub const FIELDS: [&str; 13] = [
     "context",
     "namespace",
     "image",
@@ -30,6 +32,9 @@ pub const FIELDS: [&str; 10] = [
     "inactivity_seconds",
     "service_account",
     "telemetry_url",
+    "runtime_class_name",
+    "node_selector",
+    "tolerations",
 ];
 
 /// Validated provider configuration.
@@ -51,6 +56,12 @@ pub struct ProviderConfig {
     /// Where the image's usage collector ships ([`crate::telemetry`]); `None` = the
     /// collector only spools.
     pub telemetry_url: Option<String>,
+    /// The pod's `runtimeClassName` ([`crate::placement`]); `None` = the cluster's default.
+    pub runtime_class_name: Option<String>,
+    /// The pod's `nodeSelector`; empty = none.
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// The pod's `tolerations`; empty = none.
+    pub tolerations: Vec<crate::placement::Toleration>,
 }
 
 fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
@@ -245,6 +256,17 @@ impl ProviderConfig {
                 )
             })?),
         };
+        let runtime_class_name = string_field(m, "runtime_class_name")?
+            .map(|s| crate::placement::runtime_class_name(&s))
+            .transpose()?;
+        let node_selector = match string_field(m, "node_selector")? {
+            Some(s) => crate::placement::node_selector(&s)?,
+            None => Default::default(),
+        };
+        let tolerations = match string_field(m, "tolerations")? {
+            Some(s) => crate::placement::tolerations(&s)?,
+            None => Vec::new(),
+        };
         Ok(ProviderConfig {
             context,
             namespace,
@@ -256,6 +278,9 @@ impl ProviderConfig {
             inactivity_seconds,
             service_account,
             telemetry_url,
+            runtime_class_name,
+            node_selector,
+            tolerations,
         })
     }
 
@@ -428,6 +453,26 @@ mod tests {
                 K::Invalid,
                 Some("telemetry_url"),
             ),
+            (
+                json!({"namespace": "ns", "image": IMG, "runtime_class_name": "Kata_QEMU"}),
+                K::Invalid,
+                Some("runtime_class_name"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "node_selector": "pool"}),
+                K::Invalid,
+                Some("node_selector"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "tolerations": "[{\"effect\":\"NoRun\"}]"}),
+                K::Invalid,
+                Some("tolerations"),
+            ),
+            (
+                json!({"namespace": "ns", "image": IMG, "tolerations": [{"operator": "Exists"}]}),
+                K::SecretLint,
+                None,
+            ),
         ];
         for (v, kind, field) in cases {
             match parse(v.clone()) {
@@ -438,6 +483,29 @@ mod tests {
                 Ok(c) => panic!("{v}: expected a config error, got {c:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_pod_knobs_parse_into_the_config_and_empty_means_unset() {
+        let c = parse(json!({"namespace": "ns", "image": IMG})).unwrap();
+        assert_eq!(
+            (c.runtime_class_name, c.node_selector.len(), c.tolerations.len()),
+            (None, 0, 0)
+        );
+        let c = parse(json!({"namespace": "ns", "image": IMG,
+            "runtime_class_name": "", "node_selector": " ", "tolerations": ""}))
+        .unwrap();
+        assert_eq!(
+            (c.runtime_class_name, c.node_selector.len(), c.tolerations.len()),
+            (None, 0, 0)
+        );
+        let c = parse(json!({"namespace": "ns", "image": IMG,
+            "runtime_class_name": "buzz-runc", "node_selector": "pool=agents",
+            "tolerations": "[{\"operator\":\"Exists\"}]"}))
+        .unwrap();
+        assert_eq!(c.runtime_class_name.as_deref(), Some("buzz-runc"));
+        assert_eq!(c.node_selector["pool"], "agents");
+        assert_eq!(c.tolerations[0].operator.as_deref(), Some("Exists"));
     }
 
     #[test]

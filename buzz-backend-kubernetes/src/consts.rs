@@ -33,6 +33,16 @@ pub const ANN_PROVIDER_VERSION: &str = "buzz.block.xyz/provider-version";
 pub const NAME_PREFIX: &str = "buzz-agent-";
 /// The container running the harness (wire-facts §7).
 pub const CONTAINER: &str = "agent";
+/// How long a deploy watches its own running pod before it succeeds
+/// (`reconcile::startup_settle`, issue 30 item 3).
+pub const STARTUP_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+/// Overrides [`STARTUP_SETTLE`], in milliseconds.
+pub const STARTUP_SETTLE_ENV: &str = "BUZZ_K8S_STARTUP_SETTLE_MS";
+/// Where the harness writes why it exits at startup (issue 30 item 3).
+pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+/// The longest harness termination message shown, in characters (the
+/// kubelet keeps at most 4096 bytes of it anyway).
+pub const MAX_TERMINATION_MESSAGE_CHARS: usize = 4096;
 /// The workspace `emptyDir` volume name.
 pub const WORKSPACE_VOLUME: &str = "workspace";
 /// `HOME` and working directory inside the pod (§Entrypoint "Working directory").

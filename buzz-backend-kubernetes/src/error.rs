@@ -44,6 +44,12 @@ pub enum DeployError {
         "ServiceAccount {name} does not exist in namespace {namespace}; create it (kubectl create serviceaccount {name} -n {namespace}) or clear service_account to use the namespace default. Nothing was left behind"
     )]
     ServiceAccountMissing { namespace: String, name: String },
+    /// The pod names a RuntimeClass the cluster does not have
+    /// (`provider_config.runtime_class_name`; RuntimeClass admission).
+    #[error(
+        "provider_config.runtime_class_name: RuntimeClass {name} does not exist in this cluster, so the apiserver refused the pod; ask a cluster admin which classes exist (kubectl get runtimeclass) or clear runtime_class_name for the default runtime. Nothing was left behind"
+    )]
+    RuntimeClassMissing { name: String },
     /// The operation budget ran out before the pod could be created; this
     /// call's own Secret (if any) was removed.
     #[error(

@@ -8,6 +8,16 @@
 //!   is measured on the apiserver's clock: the `Date` header of the very list
 //!   call that returned the Secrets, minus their `creationTimestamp`. No `Date`,
 //!   no orphan GC on that pass (the same-clock rule).
+//! - Deletes annotation-verified, marker-bearing Secrets whose owner pod
+//!   (the ownerReference attached right after the pod create, issue 30
+//!   item 5) is **proved gone**: doomed, not young, whatever their age. The
+//!   proof is [`owners_to_check`] then a quorum GET of each owner's name
+//!   made *after* the Secret list: absent, or another UID there, means that
+//!   pod is gone for good (a UID never returns). An owner merely missing
+//!   from the earlier pod list proves nothing: a pod created between the
+//!   two lists (a concurrent Start) is live, and its Secret is not touched.
+//!   The cluster's own garbage collector normally removes such a Secret
+//!   first; this rule covers a cluster whose collector lags or is absent.
 //! - Never touches the current generation, nor anything unmarked or unverified.
 //!
 //! Every planned delete is fenced on the UID and resourceVersion observed.
@@ -75,11 +85,41 @@ pub fn secrets_going_with(pod: &Pod, secrets: &[Secret], pubkey: &str) -> Vec<Fe
         .collect()
 }
 
-/// Plans one GC pass. `server_now` is the `Date` of the Secret list response.
+/// The owner pods, `(name, uid)`, of verified Secrets whose owner is not
+/// among `pods` (the list taken before the Secrets): each must be read
+/// again before its Secret may count as owner-gone ([`owner_gone`]).
+pub fn owners_to_check(pubkey: &str, pods: &[Pod], secrets: &[Secret]) -> Vec<(String, String)> {
+    let listed: BTreeSet<&str> = pods.iter().filter_map(|p| p.metadata.uid.as_deref()).collect();
+    let mut out: Vec<(String, String)> = secrets
+        .iter()
+        .filter(|s| verified_and_marked(&s.metadata, pubkey))
+        .filter_map(|s| crate::ownership::owner_pod(&s.metadata))
+        .filter(|(_, uid)| !listed.contains(uid))
+        .map(|(n, u)| (n.to_string(), u.to_string()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether a read of the owner's name, made after the Secret list, proves
+/// the owner `uid` gone: no pod there, or another one.
+pub fn proves_gone(found: Option<&Pod>, uid: &str) -> bool {
+    found.is_none_or(|p| p.metadata.uid.as_deref() != Some(uid))
+}
+
+/// True when `s` names an owner pod whose UID is in `gone` (proved absent).
+pub fn owner_gone(s: &Secret, gone: &BTreeSet<String>) -> bool {
+    crate::ownership::owner_pod(&s.metadata).is_some_and(|(_, uid)| gone.contains(uid))
+}
+
+/// Plans one GC pass. `server_now` is the `Date` of the Secret list
+/// response; `gone` holds the owner UIDs proved absent after it.
 pub fn plan(
     pubkey: &str,
     pods: &[Pod],
     secrets: &[Secret],
+    gone: &BTreeSet<String>,
     server_now: Option<SystemTime>,
     min_orphan_age: Duration,
 ) -> GcPlan {
@@ -113,7 +153,7 @@ pub fn plan(
         if referenced.contains(&name) {
             continue; // the current generation (or another existing pod's)
         }
-        if doomed_refs.contains(&name) {
+        if doomed_refs.contains(&name) || owner_gone(s, gone) {
             out.secrets.extend(fenced(&s.metadata));
             continue;
         }
@@ -203,6 +243,7 @@ pub(crate) mod tests {
             PK,
             &[pd(&g(1), "Succeeded", now)],
             &[sec(&g(1), now)],
+            &BTreeSet::new(),
             Some(now),
             GATE,
         );
@@ -221,6 +262,7 @@ pub(crate) mod tests {
             PK,
             &[pd(&g(1), "Running", old)],
             &[sec(&g(1), old)],
+            &BTreeSet::new(),
             Some(SystemTime::now()),
             GATE,
         );
@@ -232,7 +274,7 @@ pub(crate) mod tests {
         let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
         let young = sec(&g(2), server_now - Duration::from_secs(60));
         let old = sec(&g(3), server_now - Duration::from_secs(1201));
-        let p = plan(PK, &[], &[young, old], Some(server_now), GATE);
+        let p = plan(PK, &[], &[young, old], &BTreeSet::new(), Some(server_now), GATE);
         assert_eq!(
             p.secrets.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
             vec![format!("buzz-agent-0123456789ab-{}", g(3))]
@@ -242,7 +284,7 @@ pub(crate) mod tests {
     #[test]
     fn no_date_header_means_no_orphan_gc() {
         let ancient = SystemTime::UNIX_EPOCH + Duration::from_secs(1);
-        let p = plan(PK, &[], &[sec(&g(2), ancient)], None, GATE);
+        let p = plan(PK, &[], &[sec(&g(2), ancient)], &BTreeSet::new(), None, GATE);
         assert!(p.secrets.is_empty() && p.orphan_gc_skipped);
     }
 
@@ -256,15 +298,80 @@ pub(crate) mod tests {
         claim_for_another(&mut foreign.metadata);
         let mut unmarked_pod = pd(&g(6), "Failed", ancient);
         unlabel(&mut unmarked_pod.metadata, LABEL_BINDING_VERSION);
-        let p = plan(PK, &[unmarked_pod], &[unmarked, foreign], Some(now), GATE);
+        let p = plan(
+            PK,
+            &[unmarked_pod],
+            &[unmarked, foreign],
+            &BTreeSet::new(),
+            Some(now),
+            GATE,
+        );
         assert!(p.pods.is_empty() && p.secrets.is_empty());
         assert_eq!(p.untouched.len(), 3);
+    }
+
+    /// `s` owned by the pod `uid` (the post-create attachment).
+    pub(crate) fn owned(mut s: Secret, uid: &str) -> Secret {
+        s.metadata.owner_references = Some(vec![crate::ownership::owner_reference(
+            "buzz-agent-0123456789ab",
+            uid,
+        )]);
+        s
+    }
+
+    /// Issue 30 item 5: a young Secret whose owner pod is proved gone is
+    /// doomed; one whose owner is merely not in the earlier pod list is
+    /// checked again first, and one whose owner is live stays.
+    #[test]
+    fn a_secret_whose_owner_is_proved_gone_goes_whatever_its_age() {
+        let now = SystemTime::now();
+        let s = owned(sec(&g(2), now), "uid-gone");
+        assert_eq!(
+            owners_to_check(PK, &[], std::slice::from_ref(&s)),
+            vec![("buzz-agent-0123456789ab".to_string(), "uid-gone".to_string())]
+        );
+        let unproved = plan(
+            PK,
+            &[],
+            std::slice::from_ref(&s),
+            &BTreeSet::new(),
+            Some(now),
+            GATE,
+        );
+        assert!(unproved.secrets.is_empty(), "not in the list is not proof");
+        let gone = BTreeSet::from(["uid-gone".to_string()]);
+        let p = plan(PK, &[], std::slice::from_ref(&s), &gone, Some(now), GATE);
+        assert_eq!(p.secrets.len(), 1, "owner gone: doomed, not young");
+        // A live owner in the pod list is not checked again.
+        let live = pd(&g(2), "Running", now);
+        let s = owned(sec(&g(2), now), "uid-buzz-agent-0123456789ab");
+        assert!(owners_to_check(PK, std::slice::from_ref(&live), std::slice::from_ref(&s)).is_empty());
+        // The read proves it gone only when the name is empty or another UID holds it.
+        assert!(proves_gone(None, "u1"));
+        assert!(proves_gone(Some(&live), "u1"));
+        assert!(!proves_gone(Some(&live), "uid-buzz-agent-0123456789ab"));
+        // An unverified Secret's owner is never even looked at.
+        let mut foreign = owned(sec(&g(3), now), "uid-gone");
+        claim_for_another(&mut foreign.metadata);
+        assert!(owners_to_check(PK, &[], &[foreign.clone()]).is_empty());
+        assert!(
+            plan(PK, &[], &[foreign], &gone, Some(now), GATE)
+                .secrets
+                .is_empty()
+        );
     }
 
     #[test]
     fn planned_deletes_are_fenced_on_the_observation() {
         let now = SystemTime::now();
-        let p = plan(PK, &[pd(&g(1), "Failed", now)], &[], Some(now), GATE);
+        let p = plan(
+            PK,
+            &[pd(&g(1), "Failed", now)],
+            &[],
+            &BTreeSet::new(),
+            Some(now),
+            GATE,
+        );
         assert_eq!(p.pods[0].uid, "uid-buzz-agent-0123456789ab");
         assert_eq!(p.pods[0].resource_version, "7");
     }

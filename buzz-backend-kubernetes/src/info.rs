@@ -1,6 +1,8 @@
 //! `info` (spec §info; wire-facts §7): name, version, `protocol_version: 1`,
 //! description and the JSON Schema of the v1 `provider_config` fields (the nine
-//! original ones and the optional `telemetry_url`), and the optional
+//! original ones, the optional `telemetry_url` and the pod knobs
+//! `runtime_class_name`, `node_selector`, `tolerations`: all strings, so
+//! invariant I2's flat-scalar rule holds), and the optional
 //! `operations` list (`deploy`, `undeploy`; issue 21).
 //! Answered with no cluster contact and no kube client construction.
 
@@ -90,6 +92,25 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
                 "description": "Where the image's usage collector ships CPU and memory rollups (runtime-ingest or a compatible backend). https://, or http:// for a loopback host only; no credentials, query or fragment. Empty means the collector only keeps its local spool.",
                 "default": "",
             },
+            "runtime_class_name": {
+                "type": "string",
+                "title": "Runtime class",
+                "description": "The pod's runtimeClassName: a RuntimeClass your cluster defines, such as gvisor or kata for stronger isolation. Empty means the cluster's default runtime.",
+                "default": "",
+                "maxLength": 253,
+            },
+            "node_selector": {
+                "type": "string",
+                "title": "Node selector",
+                "description": "Node labels the pod must run on, as key=value pairs separated by commas, for example kubernetes.io/arch=amd64,pool=agents. Empty means any node.",
+                "default": "",
+            },
+            "tolerations": {
+                "type": "string",
+                "title": "Tolerations",
+                "description": "Taints the pod tolerates, in the Kubernetes JSON form of spec.tolerations, for example [{\"key\":\"dedicated\",\"operator\":\"Equal\",\"value\":\"agents\",\"effect\":\"NoSchedule\"}]. Empty means none.",
+                "default": "",
+            },
         },
     })
 }
@@ -113,10 +134,17 @@ mod tests {
     use crate::config::FIELDS;
 
     #[test]
-    fn schema_has_the_ten_fields_with_titles_types_and_defaults() {
+    fn schema_has_the_thirteen_fields_with_titles_types_and_defaults() {
         let s = config_schema(None);
         let props = s["properties"].as_object().unwrap();
-        assert_eq!(props.len(), 10);
+        assert_eq!(props.len(), FIELDS.len());
+        assert_eq!(
+            props
+                .keys()
+                .map(String::as_str)
+                .collect::<std::collections::BTreeSet<_>>(),
+            FIELDS.into_iter().collect()
+        );
         for f in FIELDS {
             let p = &props[f];
             assert!(p["title"].is_string() && p["description"].is_string(), "{f}");
@@ -171,6 +199,23 @@ mod tests {
             );
         }
         assert_ne!(a, b, "fresh on every call (36^6 space)");
+    }
+
+    /// A config filled with every schema default is I2-valid: every field
+    /// is a scalar, so no knob can push a UI into an object or array.
+    #[test]
+    fn a_config_of_the_schema_defaults_is_i2_valid() {
+        let s = config_schema(None);
+        let filled: serde_json::Map<String, Value> = s["properties"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, p)| (k.clone(), p.get("default").cloned().unwrap_or(json!(""))))
+            .collect();
+        assert!(buzz_contract::i2::validate_provider_config(&Value::Object(filled)).is_ok());
+        for p in s["properties"].as_object().unwrap().values() {
+            assert!(matches!(p["type"].as_str(), Some("string" | "integer")), "{p}");
+        }
     }
 
     #[test]

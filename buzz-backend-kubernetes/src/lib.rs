@@ -2,7 +2,7 @@
 //! protocol (spec §The Kubernetes Binding; conformance [L2], [L3]).
 //!
 //! Pure core (no I/O, clock or randomness inside): [`config`], [`image`],
-//! [`quantity`], [`envtiers`], [`podspec`] (shape and fingerprint),
+//! [`quantity`], [`placement`], [`envtiers`], [`podspec`] (shape and fingerprint),
 //! [`classify`] (the state-machine rows), [`gc`] (the GC plan), [`undeploy`]
 //! (the undeploy plan; its loop is [`undeploy::run`]).
 //! Shell: [`cluster`] (the one narrow trait over the API and its kube
@@ -22,6 +22,7 @@ pub mod image;
 pub mod info;
 pub mod kubeconfig;
 pub mod ownership;
+pub mod placement;
 pub mod podspec;
 pub mod protocol;
 pub mod quantity;

@@ -8,6 +8,7 @@
 //! either rule reaches both.
 
 use crate::consts::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 
 /// What an object's metadata proves about it.
@@ -61,6 +62,35 @@ pub fn ownership(meta: &ObjectMeta, pubkey: &str) -> Ownership {
     Ownership::Ours
 }
 
+/// The ownerReference a per-attempt Secret gets once its pod exists (issue
+/// 30 item 5; spec §K8s GC "Alternative considered", whose conditions it
+/// follows): the cluster's garbage collector then removes the Secret with
+/// its pod, whoever deletes the pod (a drain, an eviction, `kubectl delete
+/// pod`). Owner and dependent share the namespace by construction;
+/// `blockOwnerDeletion: false` explicitly (true would need `update` on
+/// `pods/finalizers`, and a Secret must never delay its pod's deletion);
+/// not a controller reference.
+pub fn owner_reference(pod_name: &str, pod_uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: pod_name.into(),
+        uid: pod_uid.into(),
+        block_owner_deletion: Some(false),
+        controller: Some(false),
+    }
+}
+
+/// The pod an object names as its owner: `(name, uid)` of its first
+/// `v1` `Pod` ownerReference.
+pub fn owner_pod(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.api_version == "v1" && o.kind == "Pod")
+        .map(|o| (o.name.as_str(), o.uid.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +111,19 @@ mod tests {
             annotations: m(ann),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_owner_reference_names_the_pod_and_never_blocks_its_deletion() {
+        let r = owner_reference("buzz-agent-0123456789ab", "uid-1");
+        assert_eq!((r.kind.as_str(), r.api_version.as_str()), ("Pod", "v1"));
+        assert_eq!((r.block_owner_deletion, r.controller), (Some(false), Some(false)));
+        let m = ObjectMeta {
+            owner_references: Some(vec![r]),
+            ..Default::default()
+        };
+        assert_eq!(owner_pod(&m), Some(("buzz-agent-0123456789ab", "uid-1")));
+        assert_eq!(owner_pod(&ObjectMeta::default()), None);
     }
 
     #[test]

@@ -17,15 +17,18 @@
 //!    showed is not there. Success is only ever decided on a quorum GET, and
 //!    every fence still carries the UID and resourceVersion of the object it
 //!    acts on. A fresh deploy of a digest-pinned image (the default) so costs
-//!    7 requests: the two preflight lists, the Secret and pod creates, the
-//!    watch, the GET that sees the container running, and one watch of the
+//!    10 requests: the two preflight lists, the Secret and pod creates, the
+//!    Secret's ownerReference PATCH ([`attempt`], issue 30 item 5), the
+//!    watch, the GET that sees the container running, the startup settle's
+//!    watch and GET ([`startup_settle`], issue 30 item 3), and one watch of the
 //!    pod's events ([`progress`], the status lines of issue 21; opened with
 //!    no resourceVersion, it carries the existing events too). A tag costs
 //!    one more, the best-effort PATCH that records the image ID the kubelet
 //!    resolved (spec §Image), skipped when the pin already names it
-//!    ([`crate::image::resolution_adds_attribution`]). None of the 7 can go
+//!    ([`crate::image::resolution_adds_attribution`]). None of the 10 can go
 //!    without weakening a rule: the lists are the preflight GC, the creates
-//!    are the attempt, the watch is the wait, the GET is success on a quorum
+//!    are the attempt, the PATCH lets the cluster's GC take the Secret with
+//!    its pod, the watch is the wait, the GET is success on a quorum
 //!    read, and the events are the Start progress a user sees.
 //!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
@@ -250,10 +253,20 @@ impl<'a, C: Cluster> Loop<'a, C> {
         if let Some(server_now) = date {
             report_skew(SystemTime::now(), server_now);
         }
+        let mut gone = std::collections::BTreeSet::new();
+        for (name, uid) in gc::owners_to_check(&self.plan.pubkey, &pods, &secrets) {
+            let found = self
+                .retry("read the pod that owns a Secret", || self.cluster.get_pod(&name))
+                .await?;
+            if gc::proves_gone(found.as_ref(), &uid) {
+                gone.insert(uid);
+            }
+        }
         let plan = gc::plan(
             &self.plan.pubkey,
             &pods,
             &secrets,
+            &gone,
             date,
             self.timing.orphan_min_age,
         );
@@ -360,6 +373,20 @@ impl<'a, C: Cluster> Loop<'a, C> {
                         agent_id: id.clone(),
                         generation: pod.as_ref().and_then(generation_of),
                     });
+                }
+                Action::Settle => {
+                    // Watch the running pod for the settle; any change ends
+                    // the watch, and the next pass re-reads (quorum GET).
+                    let settle = startup_settle().min(self.remaining());
+                    latest = "the harness container is running; confirming its startup".into();
+                    let watched = self
+                        .observe("watch the agent pod", &latest, || {
+                            self.cluster
+                                .wait_for_change(id, rv.as_deref(), settle, &|_| false)
+                        })
+                        .await;
+                    watched?;
+                    st.settled = true;
                 }
                 Action::WaitGone => {
                     latest = "the previous pod is still terminating".into();
@@ -471,6 +498,21 @@ impl<'a, C: Cluster> Loop<'a, C> {
             ));
         }
     }
+}
+
+/// How long this call's own pod is watched once seen running before the
+/// deploy succeeds (issue 30 item 3): the kubelet may report the harness
+/// container running before it reports the exit of a harness that cannot
+/// run its agent (seen on the real node), and that harness exits within
+/// milliseconds of starting, having written why to its termination message.
+/// A change within the window (the exit) ends the wait at once.
+/// [`STARTUP_SETTLE_ENV`] (milliseconds) sets it for tests.
+pub fn startup_settle() -> Duration {
+    std::env::var(STARTUP_SETTLE_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(STARTUP_SETTLE)
 }
 
 /// What the preflight pod list said about the agent's pod.

@@ -23,7 +23,9 @@
 //!    that references it is a verified pod this undeploy is removing
 //!    (**doomed**), or when no pod references it and it is older than the
 //!    orphan age gate on the apiserver's clock (§K8s GC, the same gate and
-//!    the same-clock rule: no `Date`, no orphan deletion). A young
+//!    the same-clock rule: no `Date`, no orphan deletion), or when its
+//!    owner pod is proved gone ([`crate::gc::owners_to_check`], issue 30
+//!    item 5: a pod deleted by other hands dooms its Secret). A young
 //!    unreferenced Secret may belong to a Start between its Secret create and
 //!    its pod create, so it is left and reported, exactly as GC leaves it.
 //! 5. **Wait** until a quorum list shows nothing of this agent left to act
@@ -198,12 +200,14 @@ fn left_why(o: Ownership) -> Option<LeftWhy> {
 
 /// Plans one pass over a fresh (quorum) observation. `doomed` carries the
 /// Secret names referenced by verified pods earlier passes deleted or saw
-/// terminating; `server_now` is the `Date` of the Secret list.
+/// terminating; `gone` the owner pod UIDs proved absent after the Secret
+/// list; `server_now` is the `Date` of the Secret list.
 pub fn plan(
     pubkey: &str,
     pods: &[Pod],
     secrets: &[Secret],
     doomed: &BTreeSet<String>,
+    gone: &BTreeSet<String>,
     server_now: Option<SystemTime>,
     min_orphan_age: Duration,
 ) -> Plan {
@@ -253,13 +257,18 @@ pub fn plan(
                 .push(Left::secret(name, LeftWhy::ReferencedByUntouchedPod));
             continue;
         }
-        let deletable = if out.doomed.contains(&name) {
+        let created = s
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|c| SystemTime::from(c.0));
+        let deletable = if out.doomed.contains(&name) || crate::gc::owner_gone(s, gone) {
             true
         } else {
-            match (server_now, s.metadata.creation_timestamp.as_ref()) {
-                (Some(now), Some(created)) => now
-                    .duration_since(SystemTime::from(created.0))
-                    .is_ok_and(|age| age > min_orphan_age),
+            match (server_now, created) {
+                (Some(now), Some(created)) => {
+                    now.duration_since(created).is_ok_and(|age| age > min_orphan_age)
+                }
                 (None, _) => {
                     out.left.push(Left::secret(name, LeftWhy::AgeUnknown));
                     continue;
@@ -270,7 +279,9 @@ pub fn plan(
         match (deletable, fenced(&s.metadata)) {
             (true, Some(f)) => out.secrets.push(f),
             (true, None) => out.left.push(Left::secret(name, LeftWhy::Unfenceable)),
-            (false, _) => out.left.push(Left::secret(name, LeftWhy::YoungUnreferenced)),
+            (false, _) => out
+                .left
+                .push(Left::young(name, created.map(|c| c + min_orphan_age))),
         }
     }
     out

@@ -148,9 +148,9 @@ impl<C: Cluster> Loop<'_, C> {
                         None => {}
                     }
                 }
-                Created::ServiceAccountMissing { .. } => {
+                Created::ServiceAccountMissing { .. } | Created::RuntimeClassMissing { .. } => {
                     return Err(ClusterFailure::Internal {
-                        what: "a Secret create was refused for a ServiceAccount".into(),
+                        what: "a Secret create was refused for a pod's ServiceAccount or RuntimeClass".into(),
                     }
                     .into());
                 }
@@ -178,6 +178,7 @@ impl<C: Cluster> Loop<'_, C> {
                     // pod at our name is known not to be this attempt's.
                     return match self.pod_at_name(&own_secret.name, &generation).await {
                         PodAtName::Ours(uid) => {
+                            self.attach_owner(&own_secret.name, &uid).await;
                             st.created_uid = Some(uid);
                             Ok(None)
                         }
@@ -206,6 +207,9 @@ impl<C: Cluster> Loop<'_, C> {
                         "created pod {} (generation {generation})",
                         self.plan.agent_id
                     ));
+                    if let Some(uid) = &p.metadata.uid {
+                        self.attach_owner(&own_secret.name, uid).await;
+                    }
                     return Ok(Some(p));
                 }
                 Created::AlreadyExists => {
@@ -227,6 +231,10 @@ impl<C: Cluster> Loop<'_, C> {
                         announced = true;
                     }
                     tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Created::RuntimeClassMissing { name } => {
+                    self.drop_own_secret(&own_secret).await;
+                    return Err(DeployError::RuntimeClassMissing { name });
                 }
                 Created::ServiceAccountMissing { name } => {
                     self.drop_own_secret(&own_secret).await;
@@ -260,6 +268,7 @@ impl<C: Cluster> Loop<'_, C> {
         let id = &self.plan.agent_id;
         match self.pod_at_name(&own_secret.name, generation).await {
             PodAtName::Ours(uid) => {
+                self.attach_owner(&own_secret.name, &uid).await;
                 st.created_uid = Some(uid);
                 diag::line(&format!(
                     "created pod {id} (generation {generation}); its create was committed though the answer was lost"
@@ -290,6 +299,25 @@ impl<C: Cluster> Loop<'_, C> {
         {
             Ok(pod) => whose_pod(pod.as_ref(), own_secret, generation),
             Err(_) => PodAtName::Unknown,
+        }
+    }
+
+    /// Makes this attempt's pod the owner of its Secret, so the cluster's
+    /// garbage collector removes the Secret with the pod whoever deletes it
+    /// (issue 30 item 5; [`crate::ownership::owner_reference`]). Best
+    /// effort and non-fatal (spec §K8s GC): a failure (no `patch` on
+    /// secrets, say) leaves the age-gated sweep as the backstop, bounded by
+    /// the point where acting stops.
+    async fn attach_owner(&self, secret: &str, pod_uid: &str) {
+        let owner = crate::ownership::owner_reference(&self.plan.agent_id, pod_uid);
+        let outcome = self
+            .retry_until(self.act_until, || self.cluster.set_secret_owner(secret, &owner))
+            .await;
+        if let Err(e) = outcome {
+            diag::line(&format!(
+                "could not make {} the owner of its Secret {secret} ({e}); the Secret is removed by a later GC once unreferenced and past the age gate",
+                self.plan.agent_id
+            ));
         }
     }
 

@@ -6,6 +6,7 @@ use crate::consts::*;
 use crate::error::DeployError;
 use buzz_contract::wire::Removed;
 use std::fmt;
+use std::time::SystemTime;
 
 /// Kind of a Kubernetes object left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +35,30 @@ pub enum LeftWhy {
     Unfenceable,
 }
 
+impl LeftWhy {
+    /// True when the object is this provider's own for this agent (it is
+    /// left for its age, its users or its fence, not for its ownership):
+    /// the answer never calls such an object "not ours" (issue 30 item 5).
+    pub fn is_ours(self) -> bool {
+        match self {
+            LeftWhy::Unmarked | LeftWhy::ForeignAnnotation | LeftWhy::ForeignLabel => false,
+            LeftWhy::ReferencedByUntouchedPod
+            | LeftWhy::YoungUnreferenced
+            | LeftWhy::AgeUnknown
+            | LeftWhy::Unfenceable => true,
+        }
+    }
+}
+
 /// One object left behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Left {
     pub kind: Kind,
     pub name: String,
     pub why: LeftWhy,
+    /// For a young Secret: when it passes the age gate on the apiserver's
+    /// clock, so a retry from then on removes it.
+    pub removable_at: Option<SystemTime>,
 }
 
 impl Left {
@@ -48,6 +67,7 @@ impl Left {
             kind: Kind::Pod,
             name,
             why,
+            removable_at: None,
         }
     }
     pub fn secret(name: String, why: LeftWhy) -> Left {
@@ -55,6 +75,14 @@ impl Left {
             kind: Kind::Secret,
             name,
             why,
+            removable_at: None,
+        }
+    }
+    /// A young unreferenced Secret, removable from `at` on.
+    pub fn young(name: String, at: Option<SystemTime>) -> Left {
+        Left {
+            removable_at: at,
+            ..Left::secret(name, LeftWhy::YoungUnreferenced)
         }
     }
 }
@@ -75,8 +103,12 @@ impl fmt::Display for Left {
             LeftWhy::ForeignLabel => "its identity label does not match this agent".into(),
             LeftWhy::ReferencedByUntouchedPod => "a pod this provider may not touch still uses it".into(),
             LeftWhy::YoungUnreferenced => format!(
-                "no pod uses it and it is younger than {} s on the apiserver's clock, so it may belong to a Start in progress; undeploy again once that Start has finished",
-                crate::timing::ORPHAN_MIN_AGE.as_secs()
+                "this agent's, young: no pod uses it and it is younger than {} s on the apiserver's clock, so it may belong to a Start in progress; an undeploy {}removes it",
+                crate::timing::ORPHAN_MIN_AGE.as_secs(),
+                match self.removable_at {
+                    Some(at) => format!("after {} (apiserver clock) ", httpdate::fmt_http_date(at)),
+                    None => "once that Start has finished ".into(),
+                }
             ),
             LeftWhy::AgeUnknown => {
                 "no pod uses it and the apiserver's answer carried no Date header, so its age is unknown"
@@ -101,6 +133,22 @@ fn list(items: &[String]) -> String {
     s
 }
 
+/// What to do about what is left: retry for this provider's own objects,
+/// delete by hand only for those it may not touch.
+fn advice(left: &[Left], namespace: &str) -> String {
+    let mut out = String::new();
+    if left.iter().any(|l| l.why.is_ours()) {
+        out.push_str(" Undeploy again to remove this agent's own objects once the reason given has passed");
+        out.push('.');
+    }
+    if left.iter().any(|l| !l.why.is_ours()) {
+        out.push_str(&format!(
+            " The others are not provably this provider's objects for this agent; delete them yourself if they are stale (kubectl delete pod|secret <name> -n {namespace})."
+        ));
+    }
+    out
+}
+
 /// Why an undeploy did not finish with nothing of the agent left.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UndeployError {
@@ -109,7 +157,7 @@ pub enum UndeployError {
     Invalid(#[from] DeployError),
     /// RBAC refused a verb the undeploy needs.
     #[error(
-        "your kubeconfig user may not {verb} {resource} in namespace {namespace} ({message}); removed {removed} so far. Ask a cluster admin to apply deploy/kubernetes/provider-rbac.yaml for namespace {namespace}, or to run `kubectl create role buzz-provider -n {namespace} --verb=get,list,watch,create,delete --resource=pods,secrets` and `kubectl create rolebinding buzz-provider -n {namespace} --role=buzz-provider --user=<you>`; check with `kubectl auth can-i {verb} {resource} -n {namespace}`",
+        "your kubeconfig user may not {verb} {resource} in namespace {namespace} ({message}); removed {removed} so far. Ask a cluster admin to apply deploy/kubernetes/provider-rbac.yaml for namespace {namespace}, or to run `kubectl create role buzz-provider -n {namespace} --verb=get,list,watch,create,delete,patch --resource=pods,secrets` and `kubectl create rolebinding buzz-provider -n {namespace} --role=buzz-provider --user=<you>`; check with `kubectl auth can-i {verb} {resource} -n {namespace}`",
         removed = counts(.removed)
     )]
     Forbidden {
@@ -124,12 +172,15 @@ pub enum UndeployError {
         "namespace {namespace} does not exist, so agent {name} has no pod or Secret there; nothing was deleted (check provider_config.namespace and context)"
     )]
     NamespaceMissing { namespace: String, name: String },
-    /// Objects with the agent's label that this provider may not remove.
+    /// Objects with the agent's label that this undeploy did not remove:
+    /// each says why, and only those that are not this provider's own are
+    /// called so (issue 30 item 5).
     #[error(
-        "undeploy of agent {name} in namespace {namespace} removed {removed}; left: {n} object(s) carry the agent label but are not provably this provider's objects for this agent, and were not touched: {items}. Delete them yourself if they are stale (kubectl delete pod|secret <name> -n {namespace})",
+        "undeploy of agent {name} in namespace {namespace} removed {removed}; left: {n} object(s) untouched: {items}.{advice}",
         removed = counts(.removed),
         n = .left.len(),
-        items = list(&.left.iter().map(|l| l.to_string()).collect::<Vec<_>>())
+        items = list(&.left.iter().map(|l| l.to_string()).collect::<Vec<_>>()),
+        advice = advice(.left, .namespace)
     )]
     Left {
         name: String,

@@ -93,6 +93,7 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                 action: match (verb, resource) {
                     ("list", "pods") => "list the agent's pods",
                     ("list", "secrets") => "list the agent's Secrets",
+                    ("get", "pods") => "read the pod that owns a Secret",
                     ("delete", "pods") => "delete the agent's pod",
                     ("delete", "secrets") => "delete the agent's Secret",
                     ("watch", _) => "watch the agent's pod stop",
@@ -142,11 +143,20 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
             .call("list", "secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
         let empty = pods.is_empty() && secrets.is_empty();
+        // Owners read after the Secret list: only such a read proves one gone.
+        let mut gone = BTreeSet::new();
+        for (name, uid) in crate::gc::owners_to_check(&self.target.pubkey, &pods, &secrets) {
+            let found = self.call("get", "pods", || self.cluster.get_pod(&name)).await?;
+            if crate::gc::proves_gone(found.as_ref(), &uid) {
+                gone.insert(uid);
+            }
+        }
         let p = plan(
             &self.target.pubkey,
             &pods,
             &secrets,
             doomed,
+            &gone,
             date,
             self.timing.orphan_min_age,
         );

@@ -30,6 +30,7 @@ fn a_running_pod_and_its_secret_are_deleted_fenced() {
         &[pd(&g(1), "Running")],
         &[sec(&g(1), now)],
         &none(),
+        &none(),
         Some(now),
         GATE,
     );
@@ -52,6 +53,7 @@ fn a_never_started_pod_is_removed_like_any_other() {
         &[pd(&g(1), "Pending")],
         &[sec(&g(1), now)],
         &none(),
+        &none(),
         Some(now),
         GATE,
     );
@@ -63,12 +65,20 @@ fn a_terminating_pod_is_waited_on_and_its_secret_stays_doomed() {
     let now = SystemTime::now();
     let mut dying = pd(&g(1), "Running");
     dying.metadata.deletion_timestamp = Some(Time(now.try_into().unwrap()));
-    let p = plan(PK, &[dying], &[sec(&g(1), now)], &none(), Some(now), GATE);
+    let p = plan(
+        PK,
+        &[dying],
+        &[sec(&g(1), now)],
+        &none(),
+        &none(),
+        Some(now),
+        GATE,
+    );
     assert!(p.pods.is_empty());
     assert_eq!(p.terminating.len(), 1);
     assert_eq!(p.secrets.len(), 1);
     // Once the pod is gone, the doomed name still authorizes its Secret.
-    let later = plan(PK, &[], &[sec(&g(1), now)], &p.doomed, Some(now), GATE);
+    let later = plan(PK, &[], &[sec(&g(1), now)], &p.doomed, &none(), Some(now), GATE);
     assert_eq!(later.secrets.len(), 1);
 }
 
@@ -84,6 +94,7 @@ fn unmarked_or_foreign_objects_are_left_and_reported() {
         PK,
         &[unmarked],
         &[sec(&g(1), ancient), foreign],
+        &none(),
         &none(),
         Some(now),
         GATE,
@@ -106,26 +117,65 @@ fn a_young_unreferenced_secret_is_left_an_old_one_goes() {
     let server_now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
     let young = sec(&g(2), server_now - Duration::from_secs(60));
     let old = sec(&g(3), server_now - Duration::from_secs(1201));
-    let p = plan(PK, &[], &[young, old], &none(), Some(server_now), GATE);
+    let p = plan(PK, &[], &[young, old], &none(), &none(), Some(server_now), GATE);
     assert_eq!(
         names(&p.secrets),
         vec![format!("buzz-agent-0123456789ab-{}", g(3))]
     );
     assert_eq!(p.left.len(), 1);
     assert_eq!(p.left[0].why, LeftWhy::YoungUnreferenced);
+    assert_eq!(
+        p.left[0].removable_at,
+        Some(server_now - Duration::from_secs(60) + GATE),
+        "the time from which a retry removes it"
+    );
+}
+
+/// Issue 30 item 5: a young Secret whose owner pod was proved gone (a pod
+/// deleted by other hands) is doomed, not young; the answer about a young
+/// one calls it this agent's and says when a retry removes it, never "not
+/// ours".
+#[test]
+fn an_owned_secret_whose_owner_is_gone_goes_and_a_young_one_is_named_young() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+    let s = crate::gc::tests::owned(sec(&g(2), now), "uid-gone");
+    let gone = BTreeSet::from(["uid-gone".to_string()]);
+    let p = plan(PK, &[], std::slice::from_ref(&s), &none(), &gone, Some(now), GATE);
+    assert_eq!(
+        names(&p.secrets),
+        vec![format!("buzz-agent-0123456789ab-{}", g(2))]
+    );
+    assert!(p.left.is_empty());
+    let p = plan(PK, &[], &[s], &none(), &none(), Some(now), GATE);
+    let e = UndeployError::Left {
+        name: "scout".into(),
+        namespace: "ns".into(),
+        removed: Default::default(),
+        left: p.left,
+    }
+    .to_string();
+    assert!(!e.contains("not provably"), "{e}");
+    assert!(e.contains("this agent's, young"), "{e}");
+    assert!(
+        e.contains(&format!(
+            "after {} (apiserver clock)",
+            httpdate::fmt_http_date(now + GATE)
+        )),
+        "{e}"
+    );
 }
 
 #[test]
 fn no_date_means_no_unreferenced_secret_is_deleted() {
     let ancient = SystemTime::UNIX_EPOCH + Duration::from_secs(1);
-    let p = plan(PK, &[], &[sec(&g(2), ancient)], &none(), None, GATE);
+    let p = plan(PK, &[], &[sec(&g(2), ancient)], &none(), &none(), None, GATE);
     assert!(p.secrets.is_empty());
     assert_eq!(p.left[0].why, LeftWhy::AgeUnknown);
 }
 
 #[test]
 fn nothing_listed_is_settled_with_nothing_left() {
-    let p = plan(PK, &[], &[], &none(), Some(SystemTime::now()), GATE);
+    let p = plan(PK, &[], &[], &none(), &none(), Some(SystemTime::now()), GATE);
     assert!(p.settled() && p.left.is_empty());
 }
 
@@ -181,6 +231,10 @@ fn errors_name_what_is_left_and_why() {
     );
     assert!(
         s.contains("pod buzz-agent-0123456789ab (it carries this agent's identity but not the marker"),
+        "{s}"
+    );
+    assert!(
+        s.contains("not provably this provider's") && !s.contains("Undeploy again"),
         "{s}"
     );
     let f = UndeployError::Forbidden {

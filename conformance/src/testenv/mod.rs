@@ -30,6 +30,7 @@ pub mod process;
 mod proxy;
 pub mod rbac;
 pub mod real_node;
+pub mod runtime_class;
 mod sa_creator;
 
 pub use container_node::{ContainerAutomation, ContainerNodeConfig};

@@ -21,6 +21,7 @@ mod hardening;
 mod lifecycle;
 mod lost_reply;
 mod ownership;
+mod pod_knobs;
 mod undeploy;
 
 /// The kubelet's usual pace here: bind, then run 100 ms later.

@@ -316,7 +316,42 @@ async fn deploy_inside_an_undeploy_converges() {
 async fn concurrent_deploy_and_undeploy_converge() {
     let c = case("p-race-free").await;
     let _auto = c.starting().await;
+    // U talks through a proxy that, before forwarding each of U's pod and
+    // Secret lists, takes its own quorum list of the agent's objects: what
+    // that list holds was committed before U's list was served, so U saw it
+    // (review 9b395e0, "Tests that cannot fail": the launcher clears
+    // `agent_id` on U's `ok:true`, so "U ok:true ⇒ nothing U saw is left"
+    // is the property that matters; an object created after U's last list
+    // is D's, legitimately left).
+    let proxy = env().start_proxy().await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::<String>::new()));
+    for resource in ["pods", "secrets"] {
+        let (seen, client, ns) = (seen.clone(), c.client.clone(), c.ns.clone());
+        let sel = format!("buzz.block.xyz/agent-pubkey={}", &c.agent.pubkey[..32]);
+        proxy.on(
+            Matcher::new(Verb::List, resource).namespace(&c.ns),
+            None,
+            move |_| {
+                let (seen, client, ns, sel) = (seen.clone(), client.clone(), ns.clone(), sel.clone());
+                async move {
+                    let lp = ListParams::default().labels(&sel);
+                    let pods = Api::<Pod>::namespaced(client.clone(), &ns).list(&lp).await;
+                    let secrets = Api::<Secret>::namespaced(client, &ns).list(&lp).await;
+                    let mut s = seen.lock().unwrap();
+                    for p in pods.map(|l| l.items).unwrap_or_default() {
+                        s.insert(format!("pod {}", uid(&p)));
+                    }
+                    for x in secrets.map(|l| l.items).unwrap_or_default() {
+                        s.insert(format!("secret {}", x.metadata.uid.unwrap_or_default()));
+                    }
+                }
+            },
+        );
+    }
+    let mut answered_ok = 0;
     for round in 0..6u64 {
+        let what = format!("round {round}");
+        seen.lock().unwrap().clear();
         let (dreq, ureq) = (c.request(), c.undeploy_request());
         let head = Duration::from_millis(40 * round);
         let d = async {
@@ -329,9 +364,42 @@ async fn concurrent_deploy_and_undeploy_converge() {
             if round % 2 == 0 {
                 tokio::time::sleep(head).await;
             }
-            undeploy(env().admin_kubeconfig(), &ureq).await
+            undeploy(proxy.admin_kubeconfig(), &ureq).await
         };
-        let (d, _u) = tokio::join!(d, u);
-        assert_converged(&c, d.response["ok"] == true, &format!("round {round}")).await;
+        let (d, u) = tokio::join!(d, u);
+        assert_converged(&c, d.response["ok"] == true, &what).await;
+        if u.response["ok"] == true {
+            answered_ok += 1;
+            let lp = ListParams::default()
+                .labels(&format!("buzz.block.xyz/agent-pubkey={}", &c.agent.pubkey[..32]));
+            let mut now: Vec<String> = c
+                .pods
+                .list(&lp)
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .map(|p| format!("pod {}", uid(p)))
+                .collect();
+            now.extend(
+                secrets_of(&c.client, &c.ns, &c.agent)
+                    .await
+                    .into_iter()
+                    .map(|s| format!("secret {}", s.metadata.uid.unwrap_or_default())),
+            );
+            let seen = seen.lock().unwrap();
+            let survivors: Vec<&String> = now.iter().filter(|o| seen.contains(*o)).collect();
+            assert!(
+                survivors.is_empty(),
+                "{what}: U answered ok:true ({}) yet objects it saw survive: {survivors:?}\nU stderr:\n{}",
+                u.response,
+                u.stderr
+            );
+        } else {
+            // Its failure names what it left, never "not ours" of our own.
+            let err = u.error();
+            assert!(!err.contains("not provably"), "{what}: {err}");
+        }
     }
+    println!("concurrent deploy/undeploy: U answered ok:true in {answered_ok} of 6 rounds");
 }

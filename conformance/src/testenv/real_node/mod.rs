@@ -273,6 +273,7 @@ impl RealNode {
         node.start_components()?;
         let handle = node.env.handle().clone();
         handle.block_on(node.wait_ready())?;
+        handle.block_on(async { super::runtime_class::ensure(node.env.admin_client().await?).await })?;
         node.started_in = t0.elapsed();
         Ok(node)
     }
