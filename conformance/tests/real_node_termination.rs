@@ -9,9 +9,8 @@
 //!   startup check is to do (write the reason, exit with the config-error
 //!   code 2), so the provider's half is proved whatever the harness does;
 //! - **the real harness**: `agent_command: claude-agent-acp` into the base
-//!   test image, which lacks it. It needs the harness's startup check
-//!   (another engineer's half of item 3): until that lands the harness
-//!   stays up and only answers mentions with why, so this test is ignored.
+//!   test image, which lacks it: the harness's startup check refuses it
+//!   (exit 2) and writes why to the termination message.
 
 use buzz_conformance::container::{Podman, sprig_image, test_image};
 use buzz_conformance::provider_support::{Outcome, Provider, TestAgent, deploy_request};
@@ -112,7 +111,6 @@ fn a_harness_that_cannot_run_fails_the_start_with_its_termination_message() {
 }
 
 #[test]
-#[ignore = "needs the harness's startup check of its agent command (issue 30 item 3, harness side)"]
 fn the_real_harness_without_its_agent_command_fails_the_start_in_band() {
     let image = buzz_conformance::real_node_support::imported_test_image(agent_bin());
     let s = Scenario::new("term-real", &[], None, Path::new(PROVIDER));
