@@ -13,6 +13,8 @@
 mod access;
 #[path = "ui/lifecycle.rs"]
 mod lifecycle;
+#[path = "ui/restart.rs"]
+mod restart;
 #[path = "ui/running.rs"]
 mod running;
 #[path = "ui/schema.rs"]

@@ -32,6 +32,32 @@ struct Setup {
 }
 
 fn deployed(undeploy: Option<&str>) -> Setup {
+    let s = created(undeploy);
+    let out = s.cli(&["start", "scout"]);
+    assert!(out.contains("agent_id fake-scout"), "{out}");
+    s
+}
+
+/// A home whose one Start of `scout` created a pod and then failed
+/// (startup not confirmed): no `agent_id` (review 9b395e0 finding 6).
+fn start_left_a_pod(undeploy: Option<&str>) -> Setup {
+    let s = created(undeploy);
+    let mut cfg = undeploy.map_or(json!({}), |k| json!({"undeploy": k}));
+    cfg["deploy"] = json!("unconfirmed");
+    std::fs::write(s.work.join("fake-config.json"), cfg.to_string()).expect("fake config");
+    let out = launcher(Path::new(BIN), &s.home, &["start", "scout"], &s.envs);
+    assert!(!out.status.success(), "the Start succeeded");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("startup not confirmed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.knob(undeploy);
+    s
+}
+
+/// A home with an owner and agent `scout` on the fake, never started.
+fn created(undeploy: Option<&str>) -> Setup {
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
@@ -65,8 +91,6 @@ fn deployed(undeploy: Option<&str>) -> Setup {
         "--workdir",
         s.work.to_str().expect("utf-8 path"),
     ]);
-    let out = s.cli(&["start", "scout"]);
-    assert!(out.contains("agent_id fake-scout"), "{out}");
     s
 }
 
@@ -193,6 +217,41 @@ fn ui_undeploy_keeps_the_record_and_a_second_one_removes_nothing() {
         "{:?}",
         s.ops()
     );
+}
+
+#[test]
+fn ui_delete_after_a_start_that_left_a_pod_undeploys_it_first() {
+    let s = start_left_a_pod(Some("counts"));
+    let ui = s.ui();
+    let plan = ui.call("GET", "/api/agents/scout/delete-plan", None).json();
+    assert_eq!(
+        (plan["plan"].clone(), plan["needs_force"].clone()),
+        (json!("undeploy"), json!(false))
+    );
+    let confirm = plan["confirm"].as_str().expect("confirm");
+    assert!(
+        confirm.contains("may have left a pod") && confirm.contains("namespace buzz-x"),
+        "{confirm}"
+    );
+    let r = ui.call("DELETE", "/api/agents/scout", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["removed"]["text"], "removed 1 pod and 1 Secret");
+    assert_eq!(s.ops(), ["info", "deploy", "info", "info", "undeploy"]);
+    assert_eq!(ui.call("GET", "/api/agents/scout", None).status, 404);
+
+    // Not offered: the plan and the delete say what may be left; no force.
+    let s = start_left_a_pod(None);
+    let ui = s.ui();
+    let plan = ui.call("GET", "/api/agents/scout/delete-plan", None).json();
+    assert_eq!(
+        (plan["plan"].clone(), plan["needs_force"].clone()),
+        (json!("leftover"), json!(false))
+    );
+    let r = ui.call("DELETE", "/api/agents/scout", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let warning = r.json()["warning"].as_str().unwrap_or_default().to_string();
+    assert!(warning.contains("may have left a pod"), "{}", r.body);
+    assert!(!s.ops().iter().any(|o| o == "undeploy"), "{:?}", s.ops());
 }
 
 #[test]

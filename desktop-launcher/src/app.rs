@@ -204,6 +204,9 @@ pub fn start_provider(
     }
     let wd = workdir(store, &rec)?;
     let stopped = store.deploy_state(name)?.stopped_generation;
+    // Marked before the provider runs: a Start that ends without an
+    // `agent_id`, however it ends, may have left a pod (`teardown::remote_side`).
+    store.update_deploy_state(name, |state| state.deploy_sent_at = Some(relay::unix_now()))?;
     let first = std::time::Instant::now();
     let result = loop {
         let result = gate::deploy(

@@ -9,6 +9,16 @@
 //! long-gone agent look live. A tracker also has a floor, [`Tracker::since`]:
 //! events created before it (the command's start minus a small skew, or
 //! `now − TTL` for `status`) are ignored, and so is any event older than the TTL.
+//!
+//! Which of two reports is the newer is [`supersedes`], the one rule the
+//! CLI's waits, `status` and the Start page share (issue 30 item 8). A
+//! later `created_at` wins. Within one second, `created_at` cannot order
+//! them, so the run tags do (wire-facts §3): within one run, the higher
+//! `seq` wins; between two runs, a run's `offline` loses to another run's
+//! `online`/`away` of that second, whichever arrived last, since a run ends
+//! with its `offline` and one harness runs per agent (spec I4), so the
+//! restarted run is the newer one. Without run tags to compare, the later
+//! arrival wins, as before.
 
 use buzz_contract::presence::PresenceState;
 use std::collections::BTreeMap;
@@ -46,6 +56,28 @@ pub struct Report {
     pub at: u64,
     /// The `run` tag (launch generation), if any.
     pub run: Option<String>,
+    /// The `seq` tag (publish count within the run), if any.
+    pub seq: Option<u64>,
+}
+
+/// True when `new` is a newer report than `last` (see the module doc):
+/// one arm per case.
+pub fn supersedes(new: &Report, last: &Report) -> bool {
+    use PresenceState::{Away, Offline, Online};
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    match (new.at.cmp(&last.at), &new.run, &last.run) {
+        (Greater, _, _) => true,
+        (Less, _, _) => false,
+        // One run, one second: its publish count orders it.
+        (Equal, Some(a), Some(b)) if a == b => match (new.seq, last.seq) {
+            (Some(n), Some(l)) => n > l,
+            _ => true,
+        },
+        // Two runs, one second: the run that said offline is the older one.
+        (Equal, Some(_), Some(_)) => !matches!((new.state, last.state), (Offline, Online | Away)),
+        // No runs to compare: the later arrival.
+        (Equal, _, _) => true,
+    }
 }
 
 /// Derives the state from the last report (I3: a stale `online`/`away` is offline).
@@ -139,6 +171,20 @@ impl Tracker {
         created_at: u64,
         now: u64,
     ) -> Option<Change> {
+        self.observe_tagged(author, content, run, None, created_at, now)
+    }
+
+    /// [`Tracker::observe`] with the event's `seq` tag too. A report that
+    /// does not [`supersede`](supersedes) the last one is ignored.
+    pub fn observe_tagged(
+        &mut self,
+        author: &str,
+        content: &str,
+        run: Option<String>,
+        seq: Option<u64>,
+        created_at: u64,
+        now: u64,
+    ) -> Option<Change> {
         let state = PresenceState::from_content(content)?;
         let ttl = self.ttl;
         if created_at < self.since || now.saturating_sub(created_at) > ttl.as_secs() {
@@ -146,10 +192,11 @@ impl Tracker {
         }
         let at = created_at.min(now);
         let entry = self.entries.get_mut(author)?;
-        if entry.last.as_ref().is_some_and(|l| l.at > at) {
+        let report = Report { state, at, run, seq };
+        if entry.last.as_ref().is_some_and(|l| !supersedes(&report, l)) {
             return None;
         }
-        entry.last = Some(Report { state, at, run });
+        entry.last = Some(report);
         let to = derive(entry.last.as_ref(), now, ttl);
         Self::transition(author, entry, to)
     }
@@ -342,6 +389,56 @@ mod tests {
         let mut f = Tracker::new([pk('a')], TTL);
         f.observe(&pk('a'), "online", None, 5000, 3000);
         assert_eq!(f.last(&pk('a')).unwrap().at, 3000);
+    }
+
+    fn report(state: PresenceState, at: u64, run: &str, seq: u64) -> Report {
+        Report {
+            state,
+            at,
+            run: Some(run.into()),
+            seq: Some(seq),
+        }
+    }
+
+    #[test]
+    fn within_one_second_the_restarted_run_wins_whatever_arrives_last() {
+        use PresenceState::{Away, Offline, Online};
+        let stopped = report(Offline, 1000, "a", 7);
+        let restarted = report(Online, 1000, "b", 0);
+        assert!(supersedes(&restarted, &stopped));
+        // A late-arriving older run's offline does not win.
+        assert!(!supersedes(&stopped, &restarted));
+        assert!(!supersedes(&stopped, &report(Away, 1000, "b", 1)));
+        // A later second wins whatever the runs say; an earlier never does.
+        assert!(supersedes(&report(Offline, 1001, "a", 8), &restarted));
+        assert!(!supersedes(&report(Online, 999, "c", 0), &stopped));
+        // One run within one second: its seq orders it, not arrival.
+        assert!(!supersedes(
+            &report(Online, 1000, "b", 0),
+            &report(Offline, 1000, "b", 1)
+        ));
+        assert!(supersedes(
+            &report(Offline, 1000, "b", 1),
+            &report(Online, 1000, "b", 0)
+        ));
+        // Nothing to compare: the later arrival, as before.
+        let bare = |state| Report {
+            state,
+            at: 1000,
+            run: None,
+            seq: None,
+        };
+        assert!(supersedes(&bare(Offline), &restarted) && supersedes(&bare(Online), &stopped));
+
+        // Through the tracker, in both arrival orders: online.
+        for order in [[&stopped, &restarted], [&restarted, &stopped]] {
+            let mut t = Tracker::new([pk('a')], TTL);
+            for r in order {
+                t.observe_tagged(&pk('a'), r.state.as_str(), r.run.clone(), r.seq, r.at, 1000);
+            }
+            assert_eq!(t.state(&pk('a')), Derived::Online, "{order:?}");
+            assert_eq!(t.last(&pk('a')).unwrap().run.as_deref(), Some("b"));
+        }
     }
 
     #[test]

@@ -210,6 +210,12 @@ pub struct DeployState {
     /// ([`crate::restart`]). Cleared by the next start's fresh generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_generation: Option<String>,
+    /// Unix seconds at which a Start last sent `deploy`, kept until an
+    /// `undeploy` succeeds: a Start that ended without an `agent_id`
+    /// (failed, or the launcher was killed) may have left a pod, and `delete`
+    /// undeploys first ([`crate::teardown::remote_side`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy_sent_at: Option<u64>,
     /// [`AgentRecord::launch_digest`] at the last successful start.
     #[serde(default)]
     pub record_digest: Option<String>,

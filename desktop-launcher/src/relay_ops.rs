@@ -18,7 +18,7 @@
 use crate::app::{AppError, LocalStart, presence_ttl, start_local};
 use crate::child_watch::{self, ChildWatch};
 use crate::local::Running;
-use crate::presence::{Derived, Tracker};
+use crate::presence::{Derived, Report, Tracker};
 use crate::record::{AgentRecord, Backend};
 use crate::relay::{self, Heard};
 use crate::resolve;
@@ -95,8 +95,9 @@ async fn presence_look(
 /// How a stop ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopped {
-    /// The agent published presence `offline`.
-    Offline,
+    /// The agent published presence `offline`: the report the stop saw
+    /// (timed by its `created_at`, with its run tags).
+    Offline(Report),
     /// Its local harness ended without an `offline` the stop saw (the sentence says how).
     Exited(String),
 }
@@ -204,7 +205,10 @@ pub async fn stop_with(
     tokio::time::sleep(until_after_second(shutdown_second, std::time::SystemTime::now())).await;
     match (ok, gone) {
         (true, Some(why)) => Ok(Stopped::Exited(why)),
-        (true, None) => Ok(Stopped::Offline),
+        (true, None) => Ok(tracker.last(&pk).cloned().map_or_else(
+            || Stopped::Exited("its harness ended".to_string()),
+            Stopped::Offline,
+        )),
         (false, _) => Err(AppError::NotOffline {
             name: name.to_string(),
             wait: opts.wait,
@@ -273,6 +277,8 @@ pub struct WatchedStart {
     pub nonce: String,
     /// How the wait for presence `online` ended.
     pub outcome: StartOutcome,
+    /// The `online` report the wait saw (timed by its `created_at`).
+    pub online: Option<Report>,
 }
 
 impl WatchedStart {
@@ -371,10 +377,14 @@ pub async fn start_local_watched(
         )),
         (false, None) => StartOutcome::Silent(lines()),
     };
+    let online = (outcome == StartOutcome::Online)
+        .then(|| tracker.last(&pk).cloned())
+        .flatten();
     Ok(Watched::Started(WatchedStart {
         watch,
         nonce,
         outcome,
+        online,
     }))
 }
 

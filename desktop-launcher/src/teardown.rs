@@ -11,21 +11,37 @@
 //!    only when `info` advertises it. The request holds the pubkey and the
 //!    `provider_config`, never a secret; the answer is scrubbed with every
 //!    secret of the state dir (fail closed);
-//! 3. success clears the deployed axis (`agent_id`, generation, digests) and
-//!    keeps the record; failure stores the redacted error as `last_error`
-//!    and changes nothing else.
+//! 3. success clears the deployed axis (`agent_id`, generation, digests, the
+//!    sent-deploy mark) and keeps the record; failure stores the redacted
+//!    error as `last_error` and changes nothing else.
 //!
-//! `delete` of a deployed provider agent runs that `undeploy` and removes the
-//! record only once it succeeded. A provider that does not advertise the
-//! operation (or an `undeploy` that failed) refuses the delete unless
-//! `force_remote_delete`, which deletes anyway and returns the orphan warning.
+//! `delete` reads the provider side off the record ([`remote_side`], one
+//! arm per case; review 9b395e0 finding 6):
+//! - **deployed** (an `agent_id`): the `undeploy` runs first and the record
+//!   goes only once it succeeded. A provider that does not advertise the
+//!   operation (or an `undeploy` that failed) refuses the delete unless
+//!   `force_remote_delete`, which deletes anyway and returns the orphan
+//!   warning;
+//! - **may have left a pod** (no `agent_id`, but a Start sent `deploy`, or
+//!   left a generation or a `last_error`, since the last successful
+//!   `undeploy`): a deploy that failed "startup not confirmed" while the
+//!   image pulled leaves its pod and Secret, and that pod can start minutes
+//!   later with a key the launcher would no longer hold. The `undeploy` runs
+//!   first as for a deployed agent; when the provider cannot (not offered,
+//!   not found, failed), the record goes anyway with the orphan warning.
+//!   Decision: no `force` is needed here, since the spec requires it only
+//!   with a live `backend_agent_id` and nothing says a pod exists;
+//! - **nothing remote** (the local backend, or a provider record no deploy
+//!   reached): the record and its keys go, and no provider is run.
+//!
+//! [`plan_delete`] says the same three cases in the confirmation.
 
 use crate::app::{self, AppError, StartOptions};
 use crate::discovery;
 use crate::gate::{self, GateError, Undeployed};
 use crate::lock;
 use crate::payload::{self, PayloadError};
-use crate::record::Backend;
+use crate::record::{Backend, DeployState};
 use crate::redact::Redactor;
 use crate::secrets::SecretSet;
 use crate::store::Store;
@@ -53,8 +69,41 @@ pub fn undeploy(
     undeploy_locked(store, name, opts, on_status)
 }
 
-/// `delete` (spec §Stop and Delete, issue 21): a deployed provider agent is
-/// undeployed first; see the module doc for the refusals.
+/// What a record says is on its provider (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    /// The local backend, or a provider record no deploy reached.
+    Nothing,
+    /// A stored `agent_id`.
+    Deployed(String),
+    /// No `agent_id`, but a Start reached its provider since the last
+    /// successful `undeploy`: it may have left a pod.
+    MayHaveLeft,
+}
+
+/// The provider side of `backend` with deploy state `state`; the one rule
+/// [`delete`] and [`plan_delete`] share.
+pub fn remote_side(backend: &Backend, state: &DeployState) -> Remote {
+    let reached = state.deploy_sent_at.is_some() || state.generation.is_some() || state.last_error.is_some();
+    match (backend, &state.agent_id) {
+        (Backend::Local, _) => Remote::Nothing,
+        (Backend::Provider { .. }, Some(id)) => Remote::Deployed(id.clone()),
+        (Backend::Provider { .. }, None) if reached => Remote::MayHaveLeft,
+        (Backend::Provider { .. }, None) => Remote::Nothing,
+    }
+}
+
+/// Why a failed `undeploy` (`e`) did not clear the remote side, for the
+/// orphan warning and the refusal.
+fn why_not_undeployed(e: &AppError) -> String {
+    match e {
+        AppError::GateRefused(g @ GateError::UndeployUnsupported { .. }) => g.to_string(),
+        other => format!("its `undeploy` failed: {other}"),
+    }
+}
+
+/// `delete` (spec §Stop and Delete, issue 21): the provider side is
+/// undeployed first when there may be one; see the module doc.
 pub fn delete(
     store: &Store,
     name: &str,
@@ -65,16 +114,32 @@ pub fn delete(
     let _held = hold(store, name)?;
     let rec = store.agent(name)?;
     let state = store.deploy_state(name)?;
-    let deployed = match (&state.agent_id, &rec.backend) {
-        (Some(id), Backend::Provider { .. }) => Some(id.clone()),
-        _ => None,
-    };
-    let Some(agent_id) = deployed else {
-        app::delete_locked(store, name, force_remote_delete)?;
-        return Ok(Deleted {
-            undeployed: None,
-            orphan_warning: None,
-        });
+    let agent_id = match remote_side(&rec.backend, &state) {
+        Remote::Nothing => {
+            app::delete_locked(store, name, force_remote_delete)?;
+            return Ok(Deleted {
+                undeployed: None,
+                orphan_warning: None,
+            });
+        }
+        Remote::MayHaveLeft => {
+            let (undeployed, orphan_warning) = match undeploy_locked(store, name, opts, on_status) {
+                Ok(u) => (Some(u), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "the record of `{name}` is deleted, but its last Start ended without an agent_id and may have left a pod and its Secret on the provider, now orphaned: {}; the binding's garbage collection or the agent's inactivity stop bounds its cost, or remove it on the provider by hand",
+                        why_not_undeployed(&e)
+                    )),
+                ),
+            };
+            app::delete_locked(store, name, force_remote_delete)?;
+            return Ok(Deleted {
+                undeployed,
+                orphan_warning,
+            });
+        }
+        Remote::Deployed(agent_id) => agent_id,
     };
     if !force_remote_delete && let Some(r) = crate::local::running_from(name, &state) {
         return Err(AppError::LiveLocal(r));
@@ -88,10 +153,7 @@ pub fn delete(
             })
         }
         Err(e) => {
-            let reason = match &e {
-                AppError::GateRefused(g @ GateError::UndeployUnsupported { .. }) => g.to_string(),
-                other => format!("its `undeploy` failed: {other}"),
-            };
+            let reason = why_not_undeployed(&e);
             if !force_remote_delete {
                 return Err(match e {
                     AppError::GateRefused(GateError::UndeployUnsupported { .. }) => AppError::NoUndeploy {
@@ -159,6 +221,7 @@ fn undeploy_locked(
             store.update_deploy_state(name, |state| {
                 state.agent_id = None;
                 state.generation = None;
+                state.deploy_sent_at = None;
                 state.stopped_generation = None;
                 state.record_digest = None;
                 state.started_at = None;
@@ -195,7 +258,7 @@ pub fn removed_text(r: &buzz_contract::wire::Removed) -> String {
 /// "the confirmation naming what will be removed").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeletePlan {
-    /// Not deployed on a provider: the record and its keys go.
+    /// Nothing on a provider ([`Remote::Nothing`]): the record and its keys go.
     RecordOnly,
     /// Deployed, and the provider advertises `undeploy`: it runs first.
     Undeploy {
@@ -205,6 +268,18 @@ pub enum DeletePlan {
     /// Deployed, and the provider cannot undeploy (`why`): deleting orphans
     /// the remote agent, so only a forced delete goes through.
     Orphan { agent_id: String, why: String },
+    /// Not deployed, but its last Start may have left a pod
+    /// ([`Remote::MayHaveLeft`]): `undeploy` runs first, or, when the
+    /// provider cannot (`cannot`), the record goes with the orphan warning.
+    Leftover {
+        provider: String,
+        namespace: Option<String>,
+        cannot: Option<String>,
+    },
+}
+
+fn scope_text(namespace: Option<&str>) -> String {
+    namespace.map_or_else(|| "in its namespace".to_string(), |n| format!("in namespace {n}"))
 }
 
 impl DeletePlan {
@@ -212,16 +287,25 @@ impl DeletePlan {
     pub fn confirmation(&self, name: &str) -> String {
         match self {
             DeletePlan::RecordOnly => format!("Delete {name} and its keys?"),
-            DeletePlan::Undeploy { provider, namespace } => {
-                let scope = namespace
-                    .as_deref()
-                    .map_or_else(|| "in its namespace".to_string(), |n| format!("in namespace {n}"));
-                format!(
-                    "Delete {name}: undeploys it from provider {provider} (its pod and Secrets {scope}) and removes the record and its keys."
-                )
-            }
+            DeletePlan::Undeploy { provider, namespace } => format!(
+                "Delete {name}: undeploys it from provider {provider} (its pod and Secrets {}) and removes the record and its keys.",
+                scope_text(namespace.as_deref())
+            ),
             DeletePlan::Orphan { agent_id, why } => format!(
                 "{name} is deployed (agent_id {agent_id}) and {why}. Deleting its record orphans the remote agent: stop it first unless you mean it."
+            ),
+            DeletePlan::Leftover {
+                provider,
+                namespace,
+                cannot: None,
+            } => format!(
+                "Delete {name}: its last Start ended without an agent_id and may have left a pod; undeploys it from provider {provider} (its pod and Secrets {}) and removes the record and its keys.",
+                scope_text(namespace.as_deref())
+            ),
+            DeletePlan::Leftover {
+                cannot: Some(why), ..
+            } => format!(
+                "Delete {name}: its last Start ended without an agent_id and may have left a pod, and {why}. Deleting its record leaves such a pod orphaned."
             ),
         }
     }
@@ -230,24 +314,49 @@ impl DeletePlan {
     pub fn needs_force(&self) -> bool {
         matches!(self, DeletePlan::Orphan { .. })
     }
+
+    /// The plan's kind as the Start page names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeletePlan::RecordOnly => "record",
+            DeletePlan::Undeploy { .. } | DeletePlan::Leftover { cannot: None, .. } => "undeploy",
+            DeletePlan::Orphan { .. } => "orphan",
+            DeletePlan::Leftover { cannot: Some(_), .. } => "leftover",
+        }
+    }
+
+    /// The namespace the undeploy acts in, when one runs and is known.
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            DeletePlan::Undeploy { namespace, .. }
+            | DeletePlan::Leftover {
+                namespace,
+                cannot: None,
+                ..
+            } => namespace.as_deref(),
+            _ => None,
+        }
+    }
 }
 
-/// Plans the Delete of `name`: for a deployed provider agent, `info` through
-/// the gate (no secret involved) says whether `undeploy` is offered.
+/// Plans the Delete of `name` ([`remote_side`]): when there may be a
+/// provider side, `info` through the gate (no secret involved) says whether
+/// `undeploy` is offered.
 pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<DeletePlan, AppError> {
     let rec = store.agent(name)?;
     let state = store.deploy_state(name)?;
-    let (
-        Some(agent_id),
-        Backend::Provider {
-            id,
-            config,
-            path_cache,
-        },
-    ) = (state.agent_id, &rec.backend)
+    let remote = remote_side(&rec.backend, &state);
+    let Backend::Provider {
+        id,
+        config,
+        path_cache,
+    } = &rec.backend
     else {
         return Ok(DeletePlan::RecordOnly);
     };
+    if remote == Remote::Nothing {
+        return Ok(DeletePlan::RecordOnly);
+    }
     let info = discovery::discover(&opts.dirs)
         .resolve(id, path_cache.as_deref())
         .map_err(AppError::from)
@@ -261,25 +370,27 @@ pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<Del
                 &mut |_| {},
             )?)
         });
-    match info {
-        Ok(o) if buzz_contract::wire::info_supports(&o.info, buzz_contract::wire::OP_UNDEPLOY) => {
-            Ok(DeletePlan::Undeploy {
-                provider: id.clone(),
-                namespace: config
-                    .get("namespace")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string),
-            })
-        }
-        Ok(_) => Ok(DeletePlan::Orphan {
-            agent_id,
-            why: format!("provider {id} does not offer undeploy"),
-        }),
-        Err(e) => Ok(DeletePlan::Orphan {
-            agent_id,
-            why: format!("provider {id} cannot be asked to undeploy it ({e})"),
-        }),
-    }
+    let cannot = match info {
+        Ok(o) if buzz_contract::wire::info_supports(&o.info, buzz_contract::wire::OP_UNDEPLOY) => None,
+        Ok(_) => Some(format!("provider {id} does not offer undeploy")),
+        Err(e) => Some(format!("provider {id} cannot be asked to undeploy it ({e})")),
+    };
+    let namespace = config
+        .get("namespace")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    Ok(match (remote, cannot) {
+        (Remote::Deployed(_), None) => DeletePlan::Undeploy {
+            provider: id.clone(),
+            namespace,
+        },
+        (Remote::Deployed(agent_id), Some(why)) => DeletePlan::Orphan { agent_id, why },
+        (_, cannot) => DeletePlan::Leftover {
+            provider: id.clone(),
+            namespace,
+            cannot,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -304,6 +415,76 @@ mod tests {
         };
         assert!(o.needs_force() && o.confirmation("scout").contains("orphans"));
         assert!(!DeletePlan::RecordOnly.needs_force());
+    }
+
+    #[test]
+    fn the_remote_side_is_read_off_the_record() {
+        let provider = Backend::Provider {
+            id: "k".into(),
+            config: serde_json::Map::new(),
+            path_cache: None,
+        };
+        let fresh = DeployState::default();
+        assert_eq!(remote_side(&provider, &fresh), Remote::Nothing);
+        assert_eq!(remote_side(&Backend::Local, &fresh), Remote::Nothing);
+        let deployed = DeployState {
+            agent_id: Some("pod-1".into()),
+            ..DeployState::default()
+        };
+        assert_eq!(
+            remote_side(&provider, &deployed),
+            Remote::Deployed("pod-1".into())
+        );
+        // Each trace of a Start that reached the provider, alone.
+        let traces = [
+            DeployState {
+                deploy_sent_at: Some(1),
+                ..DeployState::default()
+            },
+            DeployState {
+                generation: Some("g".into()),
+                ..DeployState::default()
+            },
+            DeployState {
+                last_error: Some("startup not confirmed".into()),
+                ..DeployState::default()
+            },
+        ];
+        for st in &traces {
+            assert_eq!(remote_side(&provider, st), Remote::MayHaveLeft, "{st:?}");
+            // A local harness's exit also leaves a generation and an error.
+            assert_eq!(remote_side(&Backend::Local, st), Remote::Nothing, "{st:?}");
+        }
+    }
+
+    #[test]
+    fn a_leftover_plan_says_a_pod_may_be_left_and_never_needs_force() {
+        let undeploys = DeletePlan::Leftover {
+            provider: "kubernetes".into(),
+            namespace: Some("buzz-x".into()),
+            cannot: None,
+        };
+        let text = undeploys.confirmation("scout");
+        assert!(
+            text.contains("may have left a pod") && text.contains("undeploys it from provider kubernetes"),
+            "{text}"
+        );
+        assert_eq!(
+            (undeploys.kind(), undeploys.namespace()),
+            ("undeploy", Some("buzz-x"))
+        );
+        let cannot = DeletePlan::Leftover {
+            provider: "k".into(),
+            namespace: Some("buzz-x".into()),
+            cannot: Some("provider k does not offer undeploy".into()),
+        };
+        let text = cannot.confirmation("scout");
+        assert!(
+            text.contains("does not offer undeploy") && text.contains("orphaned"),
+            "{text}"
+        );
+        assert_eq!((cannot.kind(), cannot.namespace()), ("leftover", None));
+        assert!(!undeploys.needs_force() && !cannot.needs_force());
     }
 
     #[test]

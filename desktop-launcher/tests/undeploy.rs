@@ -8,7 +8,9 @@
 //! launcher: `FAKE_UNDEPLOY` unset means `info` advertises no `undeploy`;
 //! `counts` answers 1/1 while its `deploy` marker exists and 0/0 after;
 //! `garbage`, `badcounts`, `error` answer what they say. `FAKE_VERSION`
-//! overrides `protocol_version`. It logs every op to `calls.log` and every
+//! overrides `protocol_version`. `FAKE_DEPLOY=unconfirmed` makes `deploy`
+//! create its marker and then answer `ok:false` (startup not confirmed), as
+//! a Start that timed out on a slow image pull does: a pod but no `agent_id`. It logs every op to `calls.log` and every
 //! `undeploy` request verbatim to `undeploy-stdin.jsonl` in its cwd (the
 //! agent workdir).
 
@@ -31,6 +33,10 @@ case "$req" in
   *'"op":"deploy"'*)
     echo deploy >> calls.log
     : > deployed
+    if [ "$FAKE_DEPLOY" = unconfirmed ]; then
+      echo '{"ok":false,"error":"startup not confirmed: pod buzz-agent-scout is Pending (pulling image) after 120s"}'
+      exit 0
+    fi
     echo '{"ok":true,"agent_id":"buzz-agent-scout"}'
     exit 0;;
   *'"op":"undeploy"'*)
@@ -65,6 +71,25 @@ impl World {
     /// An owner, agent `scout` on provider `sh` with a secret env value,
     /// deployed once (`start`).
     fn deployed() -> World {
+        let w = World::created();
+        let out = w.ok(&["start", "scout"], &[]);
+        assert!(out.contains("agent_id buzz-agent-scout"), "{out}");
+        assert!(w.deployed_in_list(), "start did not mark the agent deployed");
+        w
+    }
+
+    /// Agent `scout` whose one Start created its pod and then failed
+    /// (startup not confirmed): no `agent_id`, a pod left (review finding 6).
+    fn start_left_a_pod() -> World {
+        let w = World::created();
+        let err = w.fails(&["start", "scout"], &[("FAKE_DEPLOY", "unconfirmed")]);
+        assert!(err.contains("startup not confirmed"), "{err}");
+        assert!(w.work.join("deployed").exists() && !w.deployed_in_list());
+        w
+    }
+
+    /// An owner and agent `scout` on provider `sh`, never started.
+    fn created() -> World {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("state");
         let providers = tmp.path().join("providers");
@@ -101,9 +126,6 @@ impl World {
             ],
             &[],
         );
-        let out = w.ok(&["start", "scout"], &[]);
-        assert!(out.contains("agent_id buzz-agent-scout"), "{out}");
-        assert!(w.deployed_in_list(), "start did not mark the agent deployed");
         w
     }
 
@@ -113,6 +135,7 @@ impl World {
             .env("BUZZ_LAUNCHER_HOME", &self.home)
             .env("BUZZ_PROVIDER_PATH", &self.providers)
             .env_remove("FAKE_UNDEPLOY")
+            .env_remove("FAKE_DEPLOY")
             .env_remove("BUZZ_LAUNCHER_STRICT_PROVIDERS")
             .envs(env.iter().copied())
             .output()
@@ -249,6 +272,57 @@ fn delete_of_a_deployed_agent_undeploys_then_removes_the_record() {
     assert!(out.contains("deleted scout"), "{out}");
     assert_eq!(w.undeploy_calls(), 1);
     assert!(!w.record_exists() && !w.home.join("keys/scout.nsec").exists());
+}
+
+#[test]
+fn delete_after_a_start_that_left_a_pod_undeploys_it_first() {
+    let w = World::start_left_a_pod();
+    let out = w.ok(&["agent", "delete", "scout"], &[("FAKE_UNDEPLOY", "counts")]);
+    assert!(out.contains("removed 1 pod and 1 Secret"), "{out}");
+    assert!(out.contains("deleted scout"), "{out}");
+    assert_eq!(w.calls(), ["info", "deploy", "info", "undeploy"]);
+    assert!(!w.record_exists() && !w.home.join("keys/scout.nsec").exists());
+}
+
+#[test]
+fn delete_after_a_start_that_left_a_pod_warns_when_it_cannot_undeploy() {
+    // Not advertised: the record goes (no `agent_id`, so no force is
+    // needed) and the output says what may be left.
+    let w = World::start_left_a_pod();
+    let o = w.run(&["agent", "delete", "scout"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning:")
+            && err.contains("may have left")
+            && err.contains("does not offer `undeploy`"),
+        "{err}"
+    );
+    assert!(!w.record_exists());
+    assert_eq!(
+        w.undeploy_calls(),
+        0,
+        "undeploy was invoked without being advertised"
+    );
+    // A failed undeploy: the same warning, with the provider's reason.
+    let w = World::start_left_a_pod();
+    let o = w.run(&["delete", "scout"], &[("FAKE_UNDEPLOY", "error")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("may have left") && err.contains("pods is forbidden"),
+        "{err}"
+    );
+    assert!(!w.record_exists());
+    assert_eq!(w.undeploy_calls(), 1);
+}
+
+#[test]
+fn delete_of_a_never_started_provider_agent_asks_no_provider() {
+    let w = World::created();
+    let out = w.ok(&["delete", "scout"], &[("FAKE_UNDEPLOY", "counts")]);
+    assert!(out.contains("deleted scout") && !out.contains("removed"), "{out}");
+    assert!(w.calls().is_empty(), "{:?}", w.calls());
 }
 
 #[test]

@@ -37,7 +37,10 @@
 //! undeploy), `garbage` (not JSON), `badcounts` (`pods` negative, `secrets`
 //! a string), `noremoved` (`ok:true` without `removed`), `error` (in band,
 //! echoing `fake-agent-hex` if the test planted one), `exit1` (counts, then
-//! exit 1). Every `undeploy` request is appended verbatim to
+//! exit 1). `"deploy": "unconfirmed"` makes a `deploy` that would succeed
+//! create the marker and then answer `ok:false` (startup not confirmed): a
+//! Start that left a pod but no `agent_id` (review 9b395e0 finding 6).
+//! Every `undeploy` request is appended verbatim to
 //! `fake-undeploy-stdin.jsonl`, so a test can prove no secret was on its stdin.
 
 use serde_json::{Value, json};
@@ -389,6 +392,13 @@ fn main() {
                 std::process::exit(1);
             }
             respond(json!({"ok": false, "error": text}));
+        }
+        (_, "deploy") if config()["deploy"] == "unconfirmed" => {
+            let _ = std::fs::write("fake-deployed", "1");
+            eprintln!("creating pod");
+            respond(
+                json!({"ok": false, "error": "startup not confirmed: pod buzz-agent-0123456789ab is Pending (pulling image) after 120s"}),
+            );
         }
         (_, "deploy") => {
             let _ = std::fs::write("fake-deployed", "1");

@@ -338,7 +338,7 @@ fn run(cli: Cli) -> Result<()> {
             let stopped =
                 runtime()?.block_on(app::stop_with(&store, &agent, opts, &mut |l| eprintln!("{l}")))?;
             match stopped {
-                app::Stopped::Offline => out!("{agent} offline"),
+                app::Stopped::Offline(_) => out!("{agent} offline"),
                 app::Stopped::Exited(how) => out!("{agent} offline ({how})"),
             }
         }

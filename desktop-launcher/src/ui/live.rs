@@ -11,7 +11,16 @@
 //!   `Started`): the first-run flow opens the page before its relay runs.
 //! - the page's own confirmations: the `online` a Start waited for, the
 //!   `offline` a Stop waited for ([`Presence::note`]). They enter the
-//!   tracker as reports timed now, so the TTL ages them like any other.
+//!   tracker as the reports those waits saw, timed by their events'
+//!   `created_at` with their run tags, never by when the page learns of
+//!   them, so the tracker orders them with the relay's by the one rule
+//!   ([`crate::presence::supersedes`]) and the TTL ages them like any other.
+//!
+//! Every snapshot the task publishes carries a revision, counted up per
+//! change, in its `presence` event and in the agents listing
+//! (`presence_rev`): the page applies a dot only from a revision not older
+//! than the one it shows, so a listing computed before a change but
+//! answered after its event cannot move the dot back (issue 30 item 8).
 //! - the clock: the tracker is ticked every step, so an agent that dies
 //!   without a word goes `offline` one TTL after its last report, whether
 //!   or not any relay is reachable.
@@ -23,14 +32,13 @@
 //! reason it stopped (the record's `last_error`, or how its local harness's
 //! run ended, [`super::ops::last_error`]) shows under its card (issue 24).
 
-use super::server::{S, Shared, emit, scrub_value};
+use super::server::{S, emit, scrub_value};
 use crate::app;
-use crate::presence::{Change, Derived, Tracker};
+use crate::presence::{Change, Derived, Report, Tracker};
 use crate::record::AgentRecord;
 use crate::relay::{self, PresenceFeed};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use buzz_contract::presence::PresenceState;
 use futures::Stream;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,14 +62,15 @@ pub(super) struct Snap {
     pub(super) state: Derived,
     pub(super) at: Option<u64>,
     pub(super) run: Option<String>,
+    /// The revision of this snapshot: the order of the task's decisions.
+    pub(super) rev: u64,
 }
 
 /// A state the page confirmed itself.
 #[derive(Debug)]
 pub(super) struct Note {
     pubkey: String,
-    state: PresenceState,
-    run: Option<String>,
+    report: Report,
 }
 
 /// The page's side of the presence task.
@@ -94,12 +103,11 @@ impl Presence {
             .cloned()
     }
 
-    /// Feeds a state the page confirmed (timed now, aged by the TTL).
-    pub(super) fn note(&self, pubkey: &str, state: PresenceState, run: Option<String>) {
+    /// Feeds a report the page's own wait saw (see the module doc).
+    pub(super) fn note(&self, pubkey: &str, report: Report) {
         let _ = self.notes.send(Note {
             pubkey: pubkey.to_string(),
-            state,
-            run,
+            report,
         });
     }
 
@@ -155,25 +163,36 @@ struct Watcher {
     names: BTreeMap<String, String>,
     covered: BTreeSet<(String, String)>,
     links: BTreeMap<String, Link>,
+    /// The last snapshot revision handed out.
+    rev: u64,
 }
 
 impl Watcher {
-    fn publish(&self, c: &Change) {
+    fn publish(&mut self, c: &Change) {
         let last = self.tracker.last(&c.pubkey);
-        let snap = Snap {
+        let mut snap = Snap {
             state: c.to,
             at: last.map(|r| r.at),
             run: last.and_then(|r| r.run.clone()),
+            rev: 0,
         };
         let changed = {
             let mut p = self.s.presence.snaps.lock().unwrap_or_else(|e| e.into_inner());
-            let prev = p.insert(c.pubkey.clone(), snap.clone());
-            prev.is_none_or(|o| o != snap)
+            let same = p
+                .get(&c.pubkey)
+                .is_some_and(|o| (o.state, o.at, &o.run) == (snap.state, snap.at, &snap.run));
+            if !same {
+                self.rev += 1;
+                snap.rev = self.rev;
+                p.insert(c.pubkey.clone(), snap.clone());
+            }
+            !same
         };
         if changed && let Some(name) = self.names.get(&c.pubkey) {
             emit(
                 &self.s,
-                json!({"type": "presence", "name": name, "state": snap.state.as_str(), "last_seen": snap.at}),
+                json!({"type": "presence", "name": name, "state": snap.state.as_str(),
+                       "last_seen": snap.at, "rev": snap.rev}),
             );
             // An agent that went offline may have a reason to show now (its
             // harness's exit, from the record or its log): the page refetches.
@@ -273,8 +292,12 @@ impl Watcher {
 
     fn apply_note(&mut self, n: Note) {
         self.tracker.manage(&n.pubkey);
+        let r = n.report;
         let now = relay::unix_now();
-        if let Some(c) = self.tracker.observe(&n.pubkey, n.state.as_str(), n.run, now, now) {
+        if let Some(c) = self
+            .tracker
+            .observe_tagged(&n.pubkey, r.state.as_str(), r.run, r.seq, r.at, now)
+        {
             self.publish(&c);
         }
     }
@@ -318,6 +341,7 @@ async fn task(s: S, mut notes: mpsc::UnboundedReceiver<Note>) {
         names: BTreeMap::new(),
         covered: BTreeSet::new(),
         links: BTreeMap::new(),
+        rev: 0,
     };
     w.reload().await;
     let mut last_secrets = Instant::now();
@@ -364,11 +388,6 @@ pub(super) async fn events(State(s): State<S>) -> Sse<impl Stream<Item = Result<
     });
     use futures::StreamExt;
     Sse::new(hello.chain(rest)).keep_alive(KeepAlive::default())
-}
-
-/// Used by [`Shared`] users that only need the derived state.
-pub(super) fn state_of(s: &Shared, pubkey: &str) -> Derived {
-    s.presence.snap(pubkey).map_or(Derived::Unknown, |p| p.state)
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use super::server::{
 };
 use crate::app::{self, StartOptions};
 use crate::local::Running;
-use crate::presence::Derived;
+use crate::presence::{Derived, Report};
 use crate::record::{AgentRecord, Backend, DeployState};
 use crate::response::sanitize_text;
 use axum::body::Bytes;
@@ -242,8 +242,14 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
             started
                 .online_or_error(&s.store, &name, LOCAL_ONLINE_WAIT)
                 .map_err(|e| e.to_string())?;
-            s.presence
-                .note(&rec.pubkey, PresenceState::Online, Some(started.nonce));
+            // Timed by the event the start saw, never by when the page learns of it.
+            let online = started.online.clone().unwrap_or_else(|| Report {
+                state: PresenceState::Online,
+                at: crate::relay::unix_now(),
+                run: Some(started.nonce.clone()),
+                seq: None,
+            });
+            s.presence.note(&rec.pubkey, online);
             progress(s, &name, "online");
             Ok(format!("{name} online"))
         }
@@ -267,20 +273,26 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
             wait: crate::limits::STOP_WAIT,
             force: false,
         };
-        let out = app::stop_with(&s2.store, &n2, opts, &mut |line| progress(&s2, &n2, line))
-            .await
-            .map(|_| ());
+        let out = app::stop_with(&s2.store, &n2, opts, &mut |line| progress(&s2, &n2, line)).await;
         let run = s2.store.deploy_state(&n2).ok().and_then(|st| st.generation);
         (out, run)
     })
     .await;
     let result = match result {
-        Ok((out, run)) => {
-            if out.is_ok() {
-                s.presence.note(&rec.pubkey, PresenceState::Offline, run);
-            }
-            out
-        }
+        Ok((out, run)) => out.map(|stopped| {
+            // The `offline` the stop saw, timed by its event; a harness that
+            // ended without one is over now.
+            let report = match stopped {
+                app::Stopped::Offline(r) => r,
+                app::Stopped::Exited(_) => Report {
+                    state: PresenceState::Offline,
+                    at: crate::relay::unix_now(),
+                    run,
+                    seq: None,
+                },
+            };
+            s.presence.note(&rec.pubkey, report);
+        }),
         Err(e) => Err(e),
     };
     release(&s, &name);

@@ -16,7 +16,6 @@
 //! record is sent with its secret env's *names* and `api_key_set` only.
 
 use super::form::{self, AgentForm, FieldErrors};
-use super::live::state_of;
 use super::server::{
     Op, S, Shared, agents_changed, app_status, fail, fields_failed, off, parse, reply, store_status,
 };
@@ -86,7 +85,8 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "deployed": app::is_live(&rec.name, &st),
         "running": running,
         "agent_id": st.agent_id,
-        "presence": state_of(s, &rec.pubkey).as_str(),
+        "presence": snap.as_ref().map_or(presence::Derived::Unknown, |p| p.state).as_str(),
+        "presence_rev": snap.as_ref().map_or(0, |p| p.rev),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,
         "last_error": super::ops::last_error(s, rec, &st, running),

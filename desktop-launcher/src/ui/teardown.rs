@@ -3,11 +3,14 @@
 //!
 //! - `GET /api/agents/{name}/delete-plan` → [`teardown::plan_delete`]: what
 //!   the confirmation names (the provider, its pod and Secrets in the
-//!   namespace, or the orphan warning) and whether the delete needs `force`.
+//!   namespace, or the orphan warning) and whether the delete needs `force`;
+//!   `plan` is `record`, `undeploy`, `orphan` (needs force) or `leftover`
+//!   (a Start may have left a pod the provider cannot undeploy).
 //!   Only `info` runs; no secret is involved.
 //! - `DELETE /api/agents/{name}[?force=true]` → [`teardown::delete`]: a
-//!   deployed agent is undeployed first (409 `needs_force` when its provider
-//!   cannot), the provider's progress streamed as events.
+//!   deployed agent, or one whose Start may have left a pod, is undeployed
+//!   first (409 `needs_force` when its provider cannot undeploy a deployed
+//!   one), the provider's progress streamed as events.
 //! - `POST /api/agents/{name}/undeploy` → [`teardown::undeploy`]: keeps the record.
 //!
 //! Both claim the agent ([`Op::Undeploy`]): no Start or Stop of it on this
@@ -17,7 +20,7 @@ use super::ops::{claim, release};
 use super::server::{Op, S, Shared, agents_changed, app_status, emit, fail, off, progress, reply};
 use crate::app::{AppError, StartOptions};
 use crate::response::sanitize_text;
-use crate::teardown::{self, DeletePlan};
+use crate::teardown;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -71,19 +74,12 @@ pub(super) async fn delete_plan(State(s): State<S>, Path(name): Path<String>) ->
     off(&s, move |s| {
         let plan = StartOptions::from_env(&s.store).and_then(|o| teardown::plan_delete(&s.store, &name, &o));
         match plan {
-            Ok(p) => {
-                let (kind, namespace) = match &p {
-                    DeletePlan::RecordOnly => ("record", None),
-                    DeletePlan::Undeploy { namespace, .. } => ("undeploy", namespace.clone()),
-                    DeletePlan::Orphan { .. } => ("orphan", None),
-                };
-                reply(
-                    s,
-                    StatusCode::OK,
-                    json!({"plan": kind, "confirm": sanitize_text(&p.confirmation(&name)),
-                           "needs_force": p.needs_force(), "namespace": namespace}),
-                )
-            }
+            Ok(p) => reply(
+                s,
+                StatusCode::OK,
+                json!({"plan": p.kind(), "confirm": sanitize_text(&p.confirmation(&name)),
+                           "needs_force": p.needs_force(), "namespace": p.namespace()}),
+            ),
             Err(e) => fail(s, app_status(&e), e),
         }
     })
