@@ -282,7 +282,7 @@ mod tests {
             verbs("pods"),
             ["get", "list", "watch", "create", "delete", "patch"]
         );
-        assert_eq!(verbs("secrets"), ["get", "list", "create", "delete"]);
+        assert_eq!(verbs("secrets"), ["get", "list", "create", "delete", "patch"]);
         assert_eq!(verbs("events"), ["list", "watch"]);
         assert_eq!(f.binding.role_ref.name, "buzz-provider");
         let s = &f.binding.subjects.unwrap()[0];
