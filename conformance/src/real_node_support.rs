@@ -142,6 +142,13 @@ impl Scenario {
         .expect("an agent record");
         let agent = PublicKey::from_hex(&rec.pubkey).expect("its key");
         let mut rec = rec;
+        // An agent that is in every image: the harness refuses to start with
+        // a command that is not (issue 30 item 3), and the preset default,
+        // goose, is in none of the test images. A test that needs another
+        // agent sets it with [`Scenario::edit`].
+        if rec.agent_command.is_none() {
+            rec.agent_command = Some(buzz_contract::env::BUILTIN_ECHO_AGENT.into());
+        }
         if let Backend::Provider { config, .. } = &mut rec.backend {
             // The node has 2 CPUs and test binaries run scenarios at once; the
             // provider's default request (1 CPU, 2Gi) is really counted.

@@ -94,10 +94,10 @@ async fn request_bounded(
     };
     answered.map_err(|e| {
         if connection_lost(&e) {
-            tracing::warn!(method, error = %e, "failed: the agent is gone");
+            tracing::warn!(method, code = ?e.code, "failed: the agent is gone");
             (TurnOutcome::Failed { error: None }, Fate::Dead)
         } else {
-            tracing::warn!(method, error = %e, "failed");
+            tracing::warn!(method, code = ?e.code, "failed (the message, which the agent wrote, goes to the asker scrubbed, never to the log)");
             (
                 TurnOutcome::Failed {
                     error: Some(failure_text(&e, info)),
@@ -299,7 +299,7 @@ pub(super) async fn run_turn(
             },
         ),
         Some(Err(e)) => {
-            tracing::warn!(error = %e, "session/prompt failed");
+            tracing::warn!(code = ?e.code, "session/prompt failed (the agent's message goes to the asker scrubbed, never to the log)");
             // A closed transport is the agent's death even before its exit is
             // reaped: a crash is not an answer the asker should be shown.
             let alive = !*exited.borrow() && !connection_lost(&e);

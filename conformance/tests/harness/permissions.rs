@@ -71,7 +71,9 @@ async fn a_strangers_turn_gets_no_tool_use_unless_the_owner_says_so() {
         .expect("the log says whose turn");
     stop_gracefully(&mut h).await;
 
-    // The record may say otherwise, per author class.
+    // The record may say otherwise, per author class. Each run gets a relay
+    // of its own: a relay replays the last run's mentions of the same second.
+    let w = World::new().await;
     let env = w.env_with(
         "permission",
         &[
@@ -88,6 +90,7 @@ async fn a_strangers_turn_gets_no_tool_use_unless_the_owner_says_so() {
     stop_gracefully(&mut h).await;
 
     // `ask-owner` for others: the owner is asked, and told whose turn it is.
+    let w = World::new().await;
     let env = w.env_with(
         "permission",
         &[

@@ -124,9 +124,20 @@ async fn canaries_in_an_answer_a_question_and_an_error_never_reach_the_relay() {
     assert!(r.content.ends_with(WITHHELD_NOTE), "{}", r.content);
     stop_gracefully(&mut h).await;
 
+    canaries.assert_none_published(&w);
+    for c in &canaries.forms {
+        assert!(!h.stderr().contains(c.as_str()), "a canary reached the log");
+    }
+
     // The owner's question: the tool call's title quotes the environment,
     // long enough that the title's cut falls inside the key (scrubbed first,
-    // so no fragment survives the cut).
+    // so no fragment survives the cut). A relay of its own: a relay replays
+    // the last run's mentions of the same second.
+    let w = World::new().await;
+    let tag_json = AuthTag::mint(&w.owner, &w.agent.public_key().to_hex(), "")
+        .unwrap()
+        .to_json();
+    let canaries = Canaries::of(&w, &tag_json);
     let mut h = w.start(&env_with_secrets(&w, "permission", &tag_json)).await;
     let m = w
         .mention(&w.owner, "c3", &format!("{} {LEAK}", "x".repeat(150)))
