@@ -4,7 +4,8 @@
 //! Debian's Chromium headless driven by `playwright-core`
 //! (`conformance/ui-tests/start-page.mjs`). Screenshots of every state land
 //! in `target/ui-screenshots/`; the test prints `ui_first_paint_ms` and
-//! `presence_to_dot_ms` (median).
+//! `presence_to_dot_ms` (median) and `restart_to_online_ms` (20 rounds of
+//! Stop then Start at once, issue 30 item 8).
 //!
 //! Prerequisites (missing ones fail the test with the command that installs
 //! them; nothing is skipped): `node`, `playwright-core` under
@@ -348,6 +349,20 @@ fn start_page_end_to_end_in_headless_chromium() {
         median(delays.clone()),
         delays.len()
     );
+    let restarts: Vec<u128> = result["restart_to_online_ms"]
+        .as_array()
+        .expect("restart_to_online_ms")
+        .iter()
+        .filter_map(|v| v.as_u64().map(u128::from))
+        .collect();
+    assert_eq!(restarts.len(), 20, "restart rounds: {restarts:?}");
+    println!(
+        "restart_to_online_ms median {} max {} ({} of 20 rounds with the stop's offline and the new online in one second: {restarts:?})",
+        median(restarts.clone()),
+        restarts.iter().max().copied().unwrap_or_default(),
+        result["restart_same_second_rounds"]
+    );
+    println!("restart gaps (s) {}", result["restart_gaps_s"]);
     for name in [
         "list",
         "created",

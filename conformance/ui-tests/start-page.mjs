@@ -138,6 +138,76 @@ try {
   await page.waitForSelector(`${card(AGENT)} button.start:enabled`, { timeout: 30000 });
   await shot(page, 'offline');
 
+  // --- Stop then Start at once, 20 times: the dot follows the run (issue 30 item 8) -------
+  // Each Start is clicked the moment the Stop lets it. The dot must then show
+  // the new run's `online`, whatever order the page learns of the Stop's
+  // `offline`, the Start's `online` and the listings they trigger: the page
+  // applies a dot only from a presence revision not older than the one it
+  // shows. The launcher's stop returns once the second of its `!shutdown` is
+  // over (`relay_ops.rs`), so the two runs' events are usually a second
+  // apart here (`restart_gaps_s`); the same-second order of two runs is the
+  // launcher's `presence::supersedes`, unit-tested there. Each round's wait
+  // is bounded well below the harness's 60 s republish, so a dot stuck on
+  // the Stop's `offline` fails the round instead of being rescued by the
+  // next heartbeat; once the Start is done (and the listing it triggers has
+  // come back), the dot stays `online`. The delays are a printed figure,
+  // never asserted.
+  // A listing computed while the agent was offline but answered after the
+  // Start's `online` event: held in the route, it reaches the page late, as a
+  // slow response would. It must not move the dot back.
+  {
+    let releaseListing;
+    const listingHeld = new Promise((res) => { releaseListing = res; });
+    const listing = (u) => new URL(u).pathname === '/api/agents';
+    let computed;
+    const listingComputed = new Promise((res) => { computed = res; });
+    await page.route(listing, async (route) => {
+      if (route.request().method() !== 'GET') { await route.continue(); return; }
+      const response = await route.fetch();
+      computed();
+      await listingHeld;
+      await route.fulfill({ response });
+    }, { times: 1 });
+    const stale = page.evaluate(() => loadAgents());
+    await listingComputed;
+    await page.click(`${card(AGENT)} button.start`);
+    await page.waitForSelector(`${card(AGENT)}[data-state="online"]`, { timeout: 20000 });
+    await page.waitForSelector(`${card(AGENT)}[data-busy="no"]`, { timeout: 60000 });
+    releaseListing();
+    await stale;
+    await page.unroute(listing);
+    const after = await page.getAttribute(card(AGENT), 'data-state');
+    check(after === 'online', `a listing computed before the Start moved the dot back to ${after}`);
+    await page.click(`${card(AGENT)} button.stop`);
+    await page.waitForSelector(`${card(AGENT)}[data-state="offline"]`, { timeout: 60000 });
+    await page.waitForSelector(`${card(AGENT)} button.start:enabled`, { timeout: 30000 });
+  }
+  const restarts = [];
+  let sameSecond = 0;
+  const gaps = [];
+  for (let round = 0; round < 20; round += 1) {
+    const offlineSeen = Number(await page.getAttribute(card(AGENT), 'data-seen')) || 0;
+    const t = Date.now();
+    await page.click(`${card(AGENT)} button.start`);
+    await page.waitForSelector(`${card(AGENT)}[data-state="online"]`, { timeout: 20000 })
+      .catch((e) => { throw new Error(`round ${round}: the dot is not online 20 s after Start (${e.message})`); });
+    restarts.push(Date.now() - t);
+    await page.waitForSelector(`${card(AGENT)}[data-busy="no"]`, { timeout: 60000 });
+    const moved = await page.waitForFunction((sel) => document.querySelector(sel).dataset.state !== 'online',
+      card(AGENT), { timeout: 1500 }).then(() => true, () => false);
+    const now = await page.getAttribute(card(AGENT), 'data-state');
+    check(!moved, `round ${round}: after the Start was done the dot moved back to ${now}`);
+    const onlineSeen = Number(await page.getAttribute(card(AGENT), 'data-seen')) || 0;
+    gaps.push(onlineSeen - offlineSeen);
+    if (onlineSeen === offlineSeen) sameSecond += 1;
+    await page.click(`${card(AGENT)} button.stop`);
+    await page.waitForSelector(`${card(AGENT)}[data-state="offline"]`, { timeout: 60000 });
+    await page.waitForSelector(`${card(AGENT)} button.start:enabled`, { timeout: 30000 });
+  }
+  figures.restart_to_online_ms = restarts;
+  figures.restart_same_second_rounds = sameSecond;
+  figures.restart_gaps_s = gaps;
+
   // --- the edit form stays read-only until the record has filled it ----------------------
   let release;
   const held = new Promise((res) => { release = res; });

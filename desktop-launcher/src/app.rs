@@ -207,38 +207,47 @@ pub fn start_provider(
     // Marked before the provider runs: a Start that ends without an
     // `agent_id`, however it ends, may have left a pod (`teardown::remote_side`).
     store.update_deploy_state(name, |state| state.deploy_sent_at = Some(relay::unix_now()))?;
-    let first = std::time::Instant::now();
-    let result = loop {
-        let result = gate::deploy(
-            &resolution,
-            &store.staging_root(),
-            &wd,
-            &opts.gate,
-            |info| {
-                let schema = info.get("config_schema");
+    // One staged copy and one `info` per Start, however often it deploys
+    // (a restart waiting for the node, `restart`): the nsec reaches only the
+    // bytes that answered `info` (review 9b395e0 finding 9). `None`: the
+    // stopped run was still reported after `restart::SETTLE`.
+    let result = gate::negotiate(&resolution, &store.staging_root(), &wd, &opts.gate, on_status).and_then(
+        |negotiated| {
+            let first = std::time::Instant::now();
+            loop {
+                let schema = negotiated.info().get("config_schema");
                 // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
                 let cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
                 let request_id = hex::encode(rand::random::<[u8; 16]>());
-                payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)
-            },
-            on_status,
-        );
-        let Ok(d) = &result else { break result };
-        match restart::after_deploy(name, stopped.as_deref(), d.generation.as_deref(), first.elapsed()) {
-            After::Done => break result,
-            After::Retry(line) => {
-                on_status(&line);
-                std::thread::sleep(restart::RETRY_EVERY);
+                let req = payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)?;
+                let d = negotiated.deploy(&req, &opts.gate, on_status)?;
+                match restart::after_deploy(
+                    name,
+                    stopped.as_deref(),
+                    d.generation.as_deref(),
+                    first.elapsed(),
+                ) {
+                    After::Done => break Ok(Some(d)),
+                    After::Retry(line) => {
+                        on_status(&line);
+                        std::thread::sleep(restart::RETRY_EVERY);
+                    }
+                    After::GiveUp => break Ok(None),
+                }
             }
-            After::GiveUp => {
-                let e = AppError::StoppedRunStillReported {
-                    name: name.to_string(),
-                    generation: stopped.clone().unwrap_or_default(),
-                };
-                store.update_deploy_state(name, |state| state.last_error = Some(e.to_string()))?;
-                return Err(e);
-            }
+        },
+    );
+    let result = match result {
+        Ok(Some(d)) => Ok(d),
+        Ok(None) => {
+            let e = AppError::StoppedRunStillReported {
+                name: name.to_string(),
+                generation: stopped.clone().unwrap_or_default(),
+            };
+            store.update_deploy_state(name, |state| state.last_error = Some(e.to_string()))?;
+            return Err(e);
         }
+        Err(e) => Err(e),
     };
     match result {
         Ok(d) => {

@@ -272,50 +272,86 @@ pub fn deploy(
     build: impl FnOnce(&Map<String, Value>) -> Result<DeployRequest, PayloadError>,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, GateError> {
+    let negotiated = negotiate(resolution, staging_root, workdir, cfg, on_status)?;
+    let req = build(negotiated.info())?;
+    negotiated.deploy(&req, cfg, on_status)
+}
+
+/// A provider that passed the first half of the gate: its sealed staged copy
+/// and what that copy answered to `info`. Every `deploy` of one Start goes
+/// to this one copy, so a Start that deploys again (a restart waiting for
+/// the node, [`crate::restart`]) stages and asks `info` once, and the nsec
+/// only ever reaches the bytes that answered it. Dropping it drops the copy.
+pub struct Negotiated {
+    staged: Staged,
+    info: Map<String, Value>,
+    path: PathBuf,
+    workdir: PathBuf,
+}
+
+/// Stage → (strict check) → `info` → version, kept for one or more deploys.
+pub fn negotiate(
+    resolution: &Resolution,
+    staging_root: &Path,
+    workdir: &Path,
+    cfg: &GateConfig,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Negotiated, GateError> {
     let (staged, info) = staged_info(resolution, staging_root, workdir, cfg, on_status)?;
-    let path = resolution.path.clone();
-    let digest = staged.sha256.clone();
-    let req = build(&info)?;
-    let redactor = Redactor::for_request(&req);
-    let body = serde_json::to_vec(&req).map_err(|e| GateError::Deploy {
-        path: path.clone(),
-        digest: digest.clone(),
-        reason: format!("cannot serialize the request: {e}"),
-    })?;
-    let mut limits = Limits::with_deadline(cfg.deploy_deadline);
-    limits.drain_grace = cfg.drain_grace;
-    let resp = call(&staged, workdir, &body, limits, &redactor, on_status);
-    drop(body);
-    let resp = resp.map_err(|reason| GateError::Deploy {
-        path: path.clone(),
-        digest: digest.clone(),
-        reason,
-    })?;
-    let agent_id = match resp.get("agent_id") {
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            response::sanitize_agent_id(&redactor.scrub_handle(s.trim()))
-        }
-        _ => {
-            return Err(GateError::Deploy {
-                path,
-                digest,
-                reason: "its response has no agent_id string".to_string(),
-            });
-        }
-    };
-    let generation = resp
-        .get("generation")
-        .and_then(Value::as_str)
-        .filter(|g| buzz_contract::keys::is_hex32_lower(g))
-        .map(str::to_string);
-    drop(staged);
-    Ok(Deployed {
-        agent_id,
-        generation,
-        path,
-        sha256: digest,
+    Ok(Negotiated {
+        staged,
         info,
+        path: resolution.path.clone(),
+        workdir: workdir.to_path_buf(),
     })
+}
+
+impl Negotiated {
+    /// The `info` response (for `config_schema`).
+    pub fn info(&self) -> &Map<String, Value> {
+        &self.info
+    }
+
+    /// `deploy` from the staged copy, under the strict response rules.
+    pub fn deploy(
+        &self,
+        req: &DeployRequest,
+        cfg: &GateConfig,
+        on_status: &mut dyn FnMut(&str),
+    ) -> Result<Deployed, GateError> {
+        let path = self.path.clone();
+        let digest = self.staged.sha256.clone();
+        let redactor = Redactor::for_request(req);
+        let fail = |reason: String| GateError::Deploy {
+            path: path.clone(),
+            digest: digest.clone(),
+            reason,
+        };
+        let body = serde_json::to_vec(req).map_err(|e| fail(format!("cannot serialize the request: {e}")))?;
+        let mut limits = Limits::with_deadline(cfg.deploy_deadline);
+        limits.drain_grace = cfg.drain_grace;
+        let resp = call(&self.staged, &self.workdir, &body, limits, &redactor, on_status);
+        drop(body);
+        let resp = resp.map_err(fail)?;
+        let agent_id = match resp.get("agent_id") {
+            Some(Value::String(s)) if !s.trim().is_empty() => {
+                response::sanitize_agent_id(&redactor.scrub_handle(s.trim()))
+            }
+            _ => return Err(fail("its response has no agent_id string".to_string())),
+        };
+        let generation = resp
+            .get("generation")
+            .and_then(Value::as_str)
+            .filter(|g| buzz_contract::keys::is_hex32_lower(g))
+            .map(str::to_string);
+        Ok(Deployed {
+            agent_id,
+            generation,
+            path,
+            sha256: digest,
+            info: self.info.clone(),
+        })
+    }
 }
 
 /// A successful `undeploy`.

@@ -15,7 +15,9 @@
 //! So when a deploy answers with the generation it saw stop, [`after_deploy`]
 //! has it deploy again, every [`RETRY_EVERY`], until the provider reports a
 //! fresh generation (its `terminated` row replaced the pod), for at most
-//! [`SETTLE`]; then it gives up with [`still_reported`]. A provider that
+//! [`SETTLE`]; then it gives up with [`still_reported`]. Each retry is a
+//! `deploy` alone, on the copy the Start staged and asked `info` once
+//! ([`crate::gate::Negotiated`]). A provider that
 //! reports no generation cannot be told apart and is taken at its word.
 
 use std::time::Duration;

@@ -283,12 +283,21 @@ pub fn collect_leftovers(staging_root: &Path, min_age: std::time::Duration) {
     }
 }
 
+/// Makes `dir` and the real directories under it writable so that
+/// `remove_dir_all` can empty them. Removing a file needs write permission on
+/// its directory only, so files keep their mode. A symlink is never followed:
+/// `chmod` through it would change its target, which may lie outside the
+/// staging root.
 fn make_writable(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        // `DirEntry::file_type` does not follow a symlink.
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            make_writable(&e.path());
         }
     }
 }
@@ -344,5 +353,37 @@ mod tests {
         collect_leftovers(dir.path(), std::time::Duration::from_secs(600));
         assert!(!old.exists());
         assert!(young.exists());
+    }
+
+    #[test]
+    fn leftover_cleanup_never_follows_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let target_dir = outside.path().join("dir");
+        std::fs::create_dir(&target_dir).unwrap();
+        std::fs::set_permissions(&target_dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+
+        let old = dir.path().join("old");
+        std::fs::create_dir_all(old.join("nested")).unwrap();
+        std::os::unix::fs::symlink(&target, old.join("link")).unwrap();
+        std::os::unix::fs::symlink(&target_dir, old.join("nested").join("dirlink")).unwrap();
+        std::fs::set_permissions(old.join("nested"), std::fs::Permissions::from_mode(0o500)).unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::open(&old).unwrap().set_modified(past).unwrap();
+
+        collect_leftovers(dir.path(), std::time::Duration::from_secs(600));
+        assert!(
+            !old.exists(),
+            "the old entry, nested directory and all, is removed"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&target), 0o400, "a symlink's target keeps its mode");
+        assert_eq!(mode(&target_dir), 0o555, "a symlinked directory keeps its mode");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 }

@@ -251,6 +251,10 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                     }
                 }
             }
+            // One pod name per agent key (spec §Kubernetes Binding), so at
+            // most one pod of the agent is terminating: waiting on the first
+            // waits on it. Were there more, the next round of the loop would
+            // find the rest and wait on each in turn.
             if p.pods.is_empty()
                 && p.secrets.is_empty()
                 && let Some(t) = p.terminating.first()

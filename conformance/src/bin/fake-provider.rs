@@ -40,6 +40,9 @@
 //! exit 1). `"deploy": "unconfirmed"` makes a `deploy` that would succeed
 //! create the marker and then answer `ok:false` (startup not confirmed): a
 //! Start that left a pod but no `agent_id` (review 9b395e0 finding 6).
+//! `"stale": N` makes the first N successful deploys report the fixed
+//! generation and later ones a fresh one (a node that reports a stopped run
+//! for a while). Each call logs `exe_ino`, the inode of the file it runs.
 //! Every `undeploy` request is appended verbatim to
 //! `fake-undeploy-stdin.jsonl`, so a test can prove no secret was on its stdin.
 
@@ -98,6 +101,27 @@ fn config_actions() {
             let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
             let _ = std::fs::rename(&tmp, &target);
         }
+    }
+}
+
+/// The generation a successful `deploy` reports. `"stale": N` in
+/// `fake-config.json` answers the first N deploys with the fixed generation
+/// (a node still reporting a stopped run) and later ones with a fresh one;
+/// `fake-deploy-count` counts the deploys.
+fn deploy_generation() -> &'static str {
+    const FIXED: &str = "0123456789abcdef0123456789abcdef";
+    let Some(stale) = config()["stale"].as_u64() else {
+        return FIXED;
+    };
+    let n: u64 = std::fs::read_to_string("fake-deploy-count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let _ = std::fs::write("fake-deploy-count", (n + 1).to_string());
+    if n < stale {
+        FIXED
+    } else {
+        "fedcba9876543210fedcba9876543210"
     }
 }
 
@@ -254,9 +278,12 @@ fn main() {
     let proc_exe = std::fs::read_link("/proc/self/exe")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
+    // The inode of the file this process runs: one value across calls means
+    // one staged copy served them all.
+    let exe_ino = std::fs::metadata("/proc/self/exe").map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
     log(
         json!({"op": op, "behaviour": behaviour, "pid": std::process::id(), "had_nsec": !nsec.is_empty(),
-               "exe": exe, "proc_exe": proc_exe, "provider_config": req.get("provider_config")}),
+               "exe": exe, "proc_exe": proc_exe, "exe_ino": exe_ino, "provider_config": req.get("provider_config")}),
     );
 
     let undeploy_knob = config()["undeploy"].as_str().map(str::to_string);
@@ -405,9 +432,7 @@ fn main() {
             let pk = req["agent"]["name"].as_str().unwrap_or("agent");
             eprintln!("creating pod for {pk}");
             eprintln!("waiting for the container to start");
-            respond(
-                json!({"ok": true, "agent_id": format!("fake-{pk}"), "generation": "0123456789abcdef0123456789abcdef"}),
-            );
+            respond(json!({"ok": true, "agent_id": format!("fake-{pk}"), "generation": deploy_generation()}));
         }
         _ => respond(json!({"ok": false, "error": format!("unknown op {op}")})),
     }

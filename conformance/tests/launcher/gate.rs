@@ -189,3 +189,39 @@ fn gate_path_swap_after_validation_does_not_redirect_the_nsec() {
         "the swapped binary received the request"
     );
 }
+
+// ---- 3b. gate, a restart that deploys again ---------------------------------------
+
+/// Review 9b395e0 finding 9: a Start right after a stop deploys again while
+/// the node still reports the stopped run, and each of those deploys goes
+/// to the one copy the Start staged and asked `info` once.
+#[test]
+fn gate_a_restart_that_deploys_again_stages_and_asks_info_once() {
+    let w = World::new("ok");
+    w.install(fake(), "ok", None);
+    w.fake_config(&json!({"stale": 2}));
+    w.store
+        .update_deploy_state("agent", |st| {
+            st.stopped_generation = Some("0123456789abcdef0123456789abcdef".into())
+        })
+        .unwrap();
+    let (r, lines) = start(&w);
+    let d = r.unwrap();
+    assert_eq!(d.generation.as_deref(), Some("fedcba9876543210fedcba9876543210"));
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("deploying again")).count(),
+        2,
+        "{lines:?}"
+    );
+    let calls = w.calls();
+    let ops: Vec<&str> = calls.iter().map(|c| c["op"].as_str().unwrap()).collect();
+    assert_eq!(
+        ops,
+        ["info", "deploy", "deploy", "deploy"],
+        "one info, then three deploys"
+    );
+    let inodes: std::collections::BTreeSet<u64> =
+        calls.iter().map(|c| c["exe_ino"].as_u64().unwrap()).collect();
+    assert_eq!(inodes.len(), 1, "every call ran the one staged copy: {calls:?}");
+    assert!(calls[0]["proc_exe"].as_str().unwrap().starts_with("/memfd:"));
+}

@@ -47,7 +47,18 @@ function seenText(at) {
   return s < 2 ? 'just now' : `${s} s ago`;
 }
 
-function setPresence(card, state, lastSeen) {
+// The dot follows the launcher's presence snapshots, each with a revision
+// counted up per change (`ui/live.rs`). A card applies a dot only from a
+// revision not older than the one it shows: a listing computed before a
+// change but answered after that change's event never moves the dot back,
+// whatever order the two arrive in (issue 30 item 8). A new event stream
+// (`hello`) may come from a restarted server that counts from 0 again, so
+// it resets every card's revision.
+function setPresence(card, state, lastSeen, rev) {
+  if (rev !== undefined) {
+    if (rev < Number(card.dataset.rev || 0)) return;
+    card.dataset.rev = String(rev);
+  }
   card.dataset.state = state;
   card.querySelector('.state').textContent = state;
   card.querySelector('.dot').title = state;
@@ -107,7 +118,7 @@ function renderAgent(card, a) {
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';
   setBusy(card, a.busy);
-  setPresence(card, a.presence, a.last_seen);
+  setPresence(card, a.presence, a.last_seen, a.presence_rev);
 }
 
 function setBusy(card, busy) {
@@ -610,11 +621,15 @@ function reloadSoon() {
 
 function onEvent(ev) {
   switch (ev.type) {
-    case 'hello': $('live').textContent = 'live'; loadAgents(); break;
+    case 'hello':
+      $('live').textContent = 'live';
+      for (const c of cards.values()) c.dataset.rev = '0';
+      loadAgents();
+      break;
     case 'agents': reloadSoon(); break;
     case 'presence': {
       const card = cards.get(ev.name);
-      if (card) setPresence(card, ev.state, ev.last_seen);
+      if (card) setPresence(card, ev.state, ev.last_seen, ev.rev);
       else reloadSoon();
       break;
     }
