@@ -110,6 +110,11 @@ pub struct AgentRecord {
     /// `reject` or `ask-owner` (`BUZZ_ACP_PERMISSION_POLICY`, tier 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_policy: Option<String>,
+    /// The same for turns of any author but the owner (strangers the
+    /// `respond_to` gate admits): the harness defaults to `reject`
+    /// (`BUZZ_ACP_PERMISSION_POLICY_OTHERS`, tier 1; issue 30 item 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_policy_others: Option<String>,
     #[serde(default)]
     pub provider: Option<String>,
     #[serde(default)]
@@ -168,6 +173,7 @@ impl AgentRecord {
             model: None,
             permission_mode: None,
             permission_policy: None,
+            permission_policy_others: None,
             provider: None,
             turn_timeout_seconds: None,
             idle_timeout_seconds: None,
@@ -275,7 +281,12 @@ mod tests {
     fn an_older_record_reads_and_keeps_its_digest() {
         let r = AgentRecord::new("a", &"a".repeat(64), "ws://r");
         let json = serde_json::to_value(&r).unwrap();
-        for added in ["permission_mode", "permission_policy", "secret_env_revision"] {
+        for added in [
+            "permission_mode",
+            "permission_policy",
+            "permission_policy_others",
+            "secret_env_revision",
+        ] {
             assert!(json.get(added).is_none(), "{added} is written while unset");
         }
         let mut old = json.as_object().unwrap().clone();

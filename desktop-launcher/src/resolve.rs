@@ -9,9 +9,12 @@
 //!
 //! Agent presets ([`crate::presets`]): a command's default args come from
 //! the preset table in `buzz_contract::agents`, not from a launcher copy;
-//! the per-agent `permission_mode` and `permission_policy` are tier 1, like
-//! the model (`BUZZ_ACP_PERMISSION_MODE`, `BUZZ_ACP_PERMISSION_POLICY`, each
-//! omitted when unset: the harness's own default is `allow`). The agent's
+//! the per-agent `permission_mode`, `permission_policy` and
+//! `permission_policy_others` are tier 1, like the model
+//! (`BUZZ_ACP_PERMISSION_MODE`, `BUZZ_ACP_PERMISSION_POLICY`,
+//! `BUZZ_ACP_PERMISSION_POLICY_OTHERS`, each omitted when unset: the
+//! harness's own defaults are `allow` for the owner's turns and `reject` for
+//! everyone else's). The agent's
 //! secret env ([`Identity::secret_env`], `keys/<name>.env`) is the last
 //! user layer of tier 2, after the record's own env, with the same
 //! reserved-key strip.
@@ -402,6 +405,13 @@ pub fn resolve_launch(
     if let Some(p) = non_empty(&record.permission_policy) {
         let p = crate::presets::permission_policy(&p).map_err(preset_err)?;
         policy_env.insert(names::PERMISSION_POLICY.to_string(), p.as_str().to_string());
+    }
+    if let Some(p) = non_empty(&record.permission_policy_others) {
+        let p = crate::presets::permission_policy(&p).map_err(preset_err)?;
+        policy_env.insert(
+            names::PERMISSION_POLICY_OTHERS.to_string(),
+            p.as_str().to_string(),
+        );
     }
     if meta.mcp_hooks {
         policy_env.insert("MCP_HOOK_SERVERS".to_string(), "*".to_string());

@@ -413,11 +413,13 @@ fn permission_mode_and_policy_are_tier_one_for_both_targets() {
     f.rec.model = Some("opus".into());
     f.rec.permission_mode = Some(" acceptEdits ".into());
     f.rec.permission_policy = Some("ask-owner".into());
+    f.rec.permission_policy_others = Some(" ask-owner ".into());
     for target in [Target::Remote, Target::Local] {
         let r = resolve_launch(&f.rec, &f.settings, &f.id, target).unwrap();
         let p = &r.launch.policy_env;
         assert_eq!(p[names::PERMISSION_MODE], "acceptEdits", "{target:?}");
         assert_eq!(p[names::PERMISSION_POLICY], "ask-owner", "{target:?}");
+        assert_eq!(p[names::PERMISSION_POLICY_OTHERS], "ask-owner", "{target:?}");
         assert_eq!(p[names::MODEL], "opus", "{target:?}");
         assert!(
             !r.launch.env.contains_key(names::PERMISSION_POLICY),
@@ -438,6 +440,13 @@ fn unset_permission_knobs_are_omitted_and_bad_ones_refused() {
     let r = resolve(&fx()).unwrap();
     assert!(!r.launch.policy_env.contains_key(names::PERMISSION_MODE));
     assert!(!r.launch.policy_env.contains_key(names::PERMISSION_POLICY));
+    assert!(!r.launch.policy_env.contains_key(names::PERMISSION_POLICY_OTHERS));
+    let mut f = fx();
+    f.rec.permission_policy_others = Some("always".into());
+    assert!(matches!(
+        resolve(&f),
+        Err(ResolveError::Preset(_, crate::presets::PresetError::BadPolicy))
+    ));
     let mut f = fx();
     f.rec.permission_policy = Some("always".into());
     let e = resolve(&f).unwrap_err();

@@ -414,6 +414,8 @@ fn a_deploy_carries_the_command_name_and_the_policy_env_without_a_local_binary()
             "yolo",
             "--permission-policy",
             "allow",
+            "--permission-policy-others",
+            "ask-owner",
             "--workdir",
             work.to_str().unwrap(),
             "--env-stdin",
@@ -436,6 +438,10 @@ fn a_deploy_carries_the_command_name_and_the_policy_env_without_a_local_binary()
     assert_eq!(launch["args"], serde_json::json!(["--acp"]));
     assert_eq!(launch["policy_env"]["BUZZ_ACP_PERMISSION_MODE"], "yolo");
     assert_eq!(launch["policy_env"]["BUZZ_ACP_PERMISSION_POLICY"], "allow");
+    assert_eq!(
+        launch["policy_env"]["BUZZ_ACP_PERMISSION_POLICY_OTHERS"],
+        "ask-owner"
+    );
     assert_eq!(launch["env"]["GEMINI_API_KEY"], CANARY);
     assert!(launch["policy_env"].get("GEMINI_API_KEY").is_none());
 }

@@ -185,6 +185,9 @@ pub struct AgentForm {
     pub permission_mode: Option<String>,
     /// `allow`, `reject` or `ask-owner` (`BUZZ_ACP_PERMISSION_POLICY`).
     pub permission_policy: Option<String>,
+    /// The same for every author but the owner
+    /// (`BUZZ_ACP_PERMISSION_POLICY_OTHERS`; the harness default: `reject`).
+    pub permission_policy_others: Option<String>,
     /// The API key, stored under the preset's key env ([`secret_changes`]);
     /// empty or absent leaves a stored one as it is.
     pub api_key: Option<SecretText>,
@@ -272,13 +275,26 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
             _ => rec.permission_mode = v,
         }
     }
-    if let Some(v) = opt(&form.permission_policy) {
-        match v.as_deref().map(presets::permission_policy) {
-            Some(Err(e)) => {
-                errors.insert("permission_policy".into(), e.to_string());
+    for (key, field, value) in [
+        (
+            "permission_policy",
+            &mut rec.permission_policy,
+            &form.permission_policy,
+        ),
+        (
+            "permission_policy_others",
+            &mut rec.permission_policy_others,
+            &form.permission_policy_others,
+        ),
+    ] {
+        if let Some(v) = opt(value) {
+            match v.as_deref().map(presets::permission_policy) {
+                Some(Err(e)) => {
+                    errors.insert(key.into(), e.to_string());
+                }
+                Some(Ok(p)) => *field = Some(p.as_str().to_string()),
+                None => *field = None,
             }
-            Some(Ok(p)) => rec.permission_policy = Some(p.as_str().to_string()),
-            None => rec.permission_policy = None,
         }
     }
     if let Some(args) = &form.agent_args {
@@ -434,13 +450,15 @@ mod tests {
         let mut rec = AgentRecord::new("a", &"0".repeat(64), "wss://r");
         rec.agent_args = vec!["--old".into()];
         let f = form(json!({"agent_preset": "claude", "permission_mode": "acceptEdits",
-                            "permission_policy": "ask-owner", "api_key": " sk-canary-0123 "}));
+                            "permission_policy": "ask-owner", "permission_policy_others": "ask-owner",
+                            "api_key": " sk-canary-0123 "}));
         assert!(!format!("{f:?}").contains("sk-canary"), "{f:?}");
         apply(&mut rec, &f, None).unwrap();
         assert_eq!(rec.agent_command.as_deref(), Some("claude-agent-acp"));
         assert!(rec.agent_args.is_empty());
         assert_eq!(rec.permission_mode.as_deref(), Some("acceptEdits"));
         assert_eq!(rec.permission_policy.as_deref(), Some("ask-owner"));
+        assert_eq!(rec.permission_policy_others.as_deref(), Some("ask-owner"));
         assert!(rec.env.is_empty(), "the key is not a record field");
         assert_eq!(
             secret_changes(&rec, &f).unwrap(),
@@ -467,13 +485,17 @@ mod tests {
         // Cleared knobs are cleared.
         apply(
             &mut rec,
-            &form(json!({"permission_mode": "", "permission_policy": ""})),
+            &form(json!({"permission_mode": "", "permission_policy": "", "permission_policy_others": ""})),
             None,
         )
         .unwrap();
         assert_eq!(
-            (rec.permission_mode.clone(), rec.permission_policy.clone()),
-            (None, None)
+            (
+                rec.permission_mode.clone(),
+                rec.permission_policy.clone(),
+                rec.permission_policy_others.clone()
+            ),
+            (None, None, None)
         );
     }
 
@@ -482,13 +504,21 @@ mod tests {
         let mut rec = AgentRecord::new("a", &"0".repeat(64), "wss://r");
         let e = apply(
             &mut rec,
-            &form(json!({"agent_preset": "nope", "permission_policy": "always", "permission_mode": "a b"})),
+            &form(
+                json!({"agent_preset": "nope", "permission_policy": "always", "permission_mode": "a b",
+                         "permission_policy_others": "anyone"}),
+            ),
             None,
         )
         .unwrap_err();
         assert_eq!(
             e.keys().collect::<Vec<_>>(),
-            ["agent_preset", "permission_mode", "permission_policy"]
+            [
+                "agent_preset",
+                "permission_mode",
+                "permission_policy",
+                "permission_policy_others"
+            ]
         );
         assert!(
             e["agent_preset"].contains("claude, codex, gemini, goose, echo"),

@@ -96,6 +96,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "model": rec.model,
         "permission_mode": rec.permission_mode,
         "permission_policy": rec.permission_policy,
+        "permission_policy_others": rec.permission_policy_others,
         "provider": rec.provider,
         "system_prompt": rec.system_prompt,
         "env_names": rec.env.keys().collect::<Vec<_>>(),

@@ -87,6 +87,10 @@ pub(crate) struct Fields {
     /// How the harness answers permission requests: allow, reject or ask-owner; empty clears (the harness default: allow).
     #[arg(long, value_name = "allow|reject|ask-owner")]
     permission_policy: Option<String>,
+    /// The same for mentions by anyone but the owner (authors `--respond-to` admits):
+    /// allow, reject or ask-owner; empty clears (the harness default: reject).
+    #[arg(long, value_name = "allow|reject|ask-owner")]
+    permission_policy_others: Option<String>,
     /// The model provider the agent uses (e.g. anthropic, openai); empty clears.
     #[arg(long, value_name = "NAME")]
     provider: Option<String>,
@@ -178,6 +182,10 @@ pub(crate) fn masked_record(rec: &AgentRecord) -> serde_json::Value {
         o.insert(
             "permission_policy".into(),
             serde_json::json!(rec.permission_policy),
+        );
+        o.insert(
+            "permission_policy_others".into(),
+            serde_json::json!(rec.permission_policy_others),
         );
     }
     v
@@ -276,16 +284,29 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
         }
         rec.permission_mode = m.map(|m| m.trim().to_string());
     }
-    if let Some(p) = opt(&f.permission_policy) {
-        rec.permission_policy = match p {
-            Some(p) => Some(
-                presets::permission_policy(&p)
-                    .map_err(|e| FieldError::new("--permission-policy", e))?
-                    .as_str()
-                    .to_string(),
-            ),
-            None => None,
-        };
+    for (field, flag, value) in [
+        (
+            &mut rec.permission_policy,
+            "--permission-policy",
+            &f.permission_policy,
+        ),
+        (
+            &mut rec.permission_policy_others,
+            "--permission-policy-others",
+            &f.permission_policy_others,
+        ),
+    ] {
+        if let Some(p) = opt(value) {
+            *field = match p {
+                Some(p) => Some(
+                    presets::permission_policy(&p)
+                        .map_err(|e| FieldError::new(flag, e))?
+                        .as_str()
+                        .to_string(),
+                ),
+                None => None,
+            };
+        }
     }
     if !f.args.is_empty() {
         rec.agent_args = f.args.iter().filter(|a| !a.is_empty()).cloned().collect();

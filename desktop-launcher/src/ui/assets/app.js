@@ -240,7 +240,7 @@ let editing = null;   // the agent name being edited, or null for create
 let schemaFields = []; // the rendered config_schema fields
 
 const FORM_FIELDS = ['name', 'relay_url', 'backend', 'display_name', 'agent_preset', 'agent_command', 'agent_args',
-  'model', 'permission_mode', 'permission_policy', 'provider', 'system_prompt'];
+  'model', 'permission_mode', 'permission_policy', 'permission_policy_others', 'provider', 'system_prompt'];
 
 // ---- agent presets (the CLI's --agent; the table comes from the server) -------------------
 
@@ -262,13 +262,14 @@ async function loadPresets() {
       sel.insertBefore(o, custom);
     }
   }
-  const pol = $('f-permission_policy');
-  for (const p of r.data.permission_policies) {
-    if (!pol.querySelector(`option[value="${p}"]`)) {
-      const o = document.createElement('option');
-      o.value = p;
-      o.textContent = p;
-      pol.appendChild(o);
+  for (const pol of [$('f-permission_policy'), $('f-permission_policy_others')]) {
+    for (const p of r.data.permission_policies) {
+      if (!pol.querySelector(`option[value="${p}"]`)) {
+        const o = document.createElement('option');
+        o.value = p;
+        o.textContent = p;
+        pol.appendChild(o);
+      }
     }
   }
   syncPreset();
@@ -487,7 +488,7 @@ async function editAgent(name) {
   $('f-relay_url').value = a.relay_url || '';
   ensureBackendOption(a.backend);
   $('f-backend').value = a.backend;
-  for (const k of ['display_name', 'agent_command', 'model', 'permission_mode', 'permission_policy', 'provider', 'system_prompt']) $(`f-${k}`).value = a[k] || '';
+  for (const k of ['display_name', 'agent_command', 'model', 'permission_mode', 'permission_policy', 'permission_policy_others', 'provider', 'system_prompt']) $(`f-${k}`).value = a[k] || '';
   $('f-agent_args').value = (a.agent_args || []).join('\n');
   $('f-agent_preset').value = presets.has(a.agent_preset) ? a.agent_preset : 'custom';
   apiKeySet = !!a.api_key_set;
