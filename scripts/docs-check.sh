@@ -40,7 +40,7 @@
 #     cell may group names (`rollup::tests::{a, b}`), continue the module of
 #     the citation before it (`…::c`), cite a prefix (`exits::exit_3_…`,
 #     `secrets::echoed_secrets_*`), a whole module (`provider::undeploy`,
-#     `relayd::agents::tests::*`) or a file by its path (with a `/`). A bare
+#     `enrolled::tests::*`) or a file by its path (with a `/`). A bare
 #     name is refused: it would not say where the test lives;
 #   - every `<module>::<item>` code span in prose (a test cited outside a
 #     table is written so): the item (fn, type, const, module, re-export) is

@@ -1,4 +1,4 @@
-//! The embedded relay (`buzz-launcher relay`, `desktop_launcher::relayd`)
+//! The embedded relay (`buzz-launcher relay`, `buzz_relay`)
 //! seen from an independent client: raw WebSocket frames
 //! (`tokio-tungstenite`) carrying events signed with the `nostr` crate,
 //! never the launcher's own relay client.
@@ -16,7 +16,7 @@
 mod embedded_relay_client;
 
 use buzz_contract::nip_oa::AuthTag;
-use desktop_launcher::relayd::{Limits, Running};
+use buzz_relay::{Limits, Running};
 use embedded_relay_client::*;
 use futures::SinkExt;
 use nostr::Keys;

@@ -12,9 +12,9 @@
 
 mod embedded_relay_client;
 
-use desktop_launcher::relayd::agents::StateDirAgents;
-use desktop_launcher::relayd::log_store::StoreOpenError;
-use desktop_launcher::relayd::{self, Admission, Limits, RelayConfig, RelaydError};
+use buzz_relay::log_store::StoreOpenError;
+use buzz_relay::{self, Admission, Limits, RelayConfig, ServeError};
+use desktop_launcher::enrolled::Enrolled;
 use desktop_launcher::store::Store;
 use embedded_relay_client::*;
 use futures::{SinkExt, StreamExt};
@@ -39,19 +39,19 @@ async fn a_second_relay_on_the_same_data_dir_fails_and_the_first_keeps_storing()
         listen: r.addr(),
         ..config(&owner, Limits::default(), data())
     };
-    let err = relayd::serve(same_port)
+    let err = buzz_relay::serve(same_port)
         .await
         .err()
         .expect("a second relay on the port is refused");
-    assert!(matches!(err, RelaydError::PortInUse { .. }), "{err}");
+    assert!(matches!(err, ServeError::PortInUse { .. }), "{err}");
     // Another port: refused at the data dir lock, naming the holder.
-    let err = relayd::serve(config(&owner, Limits::default(), data()))
+    let err = buzz_relay::serve(config(&owner, Limits::default(), data()))
         .await
         .err()
         .expect("a second relay on the data dir is refused");
     let pid = std::process::id();
     assert!(
-        matches!(&err, RelaydError::Store(StoreOpenError::DataDirInUse { dir: d, pid: Some(p) }) if d == dir.path() && *p == pid),
+        matches!(&err, ServeError::Store(StoreOpenError::DataDirInUse { dir: d, pid: Some(p) }) if d == dir.path() && *p == pid),
         "{err}"
     );
     assert!(
@@ -202,7 +202,7 @@ async fn a_deleted_agent_is_refused_at_once_and_its_open_session_ends() {
     };
     let admission = Admission {
         public_urls: Vec::new(),
-        agents: Some(Arc::new(StateDirAgents::new(home.path()))),
+        agents: Some(Arc::new(Enrolled::new(Store::open(home.path()).expect("store")))),
     };
     let r = relay_admitting(&owner, limits, admission).await;
     let (mut live, ok) = authed(&r, &agent, Some(tag.clone())).await;
@@ -248,7 +248,7 @@ async fn an_agent_created_after_the_relay_started_is_admitted() {
     let (home, store, owner, _, _) = state_with_agent();
     let admission = Admission {
         public_urls: Vec::new(),
-        agents: Some(Arc::new(StateDirAgents::new(home.path()))),
+        agents: Some(Arc::new(Enrolled::new(Store::open(home.path()).expect("store")))),
     };
     let r = relay_admitting(&owner, Limits::default(), admission).await;
     store.create_agent("beta", "ws://127.0.0.1:1").unwrap();

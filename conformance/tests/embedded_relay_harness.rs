@@ -15,7 +15,7 @@
 use buzz_conformance::harness_support::relay::tags;
 use buzz_conformance::harness_support::{HarnessProc, harness_command, wait_until};
 use buzz_contract::nip_oa::AuthTag;
-use desktop_launcher::relayd::{self, Limits, RelayConfig, Running};
+use buzz_relay::{self, Limits, RelayConfig, Running};
 use nostr_sdk::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,7 +59,7 @@ impl World {
 
     async fn start(data: Option<tempfile::TempDir>) -> World {
         let owner = Keys::generate();
-        let relay = relayd::serve(relay_config(
+        let relay = buzz_relay::serve(relay_config(
             &owner,
             "127.0.0.1:0",
             data.as_ref().map(|d| d.path()),
@@ -129,7 +129,7 @@ impl World {
         let data = self.data.as_ref().map(|d| d.path().to_path_buf());
         let mut again = None;
         for _ in 0..100 {
-            match relayd::serve(relay_config(&self.owner, &addr, data.as_deref())).await {
+            match buzz_relay::serve(relay_config(&self.owner, &addr, data.as_deref())).await {
                 Ok(x) => {
                     again = Some(x);
                     break;

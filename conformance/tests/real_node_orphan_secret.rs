@@ -7,7 +7,7 @@
 
 use buzz_backend_kubernetes::consts::ANN_PUBKEY_FULL;
 use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, phase, secret_of};
-use desktop_launcher::{app, teardown};
+use desktop_launcher::app::{self, teardown};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams};
 use std::path::Path;

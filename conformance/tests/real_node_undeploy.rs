@@ -8,7 +8,7 @@
 
 use buzz_backend_kubernetes::consts::ANN_PUBKEY_FULL;
 use buzz_conformance::real_node_support::{NAME, Scenario, secret_of};
-use desktop_launcher::teardown;
+use desktop_launcher::app::teardown;
 use kube::api::ListParams;
 use std::path::Path;
 use std::time::Instant;

@@ -10,9 +10,10 @@
 //! named, and the agent and the relay are stopped.
 
 use crate::embedded;
+use crate::local::{find_harness, on_path};
 use crate::store::Store;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,25 +86,6 @@ pub fn harness_missing_hint(has_cargo: bool, has_cc: bool) -> String {
     }
     s.push_str("Then build it: `cargo build --release -p buzz-acp -p desktop-launcher` and run `target/release/buzz-launcher demo`.");
     s
-}
-
-/// Looks for `name` on PATH.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// The harness the demo uses: `$BUZZ_ACP_BIN`, else `buzz-acp` next to
-/// `own_exe`, else on PATH.
-pub fn find_harness(own_exe: &Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(crate::limits::HARNESS_BIN_ENV).filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let beside = own_exe.parent().map(|d| d.join("buzz-acp"));
-    beside.filter(|p| p.is_file()).or_else(|| on_path("buzz-acp"))
 }
 
 struct Spinner {

@@ -26,7 +26,7 @@
 //!   and never signalled. Signals go through [`ProcessId::signal`] (pidfd).
 //!
 //! The review suggests identifying the relay by a `flock` on its data dir;
-//! the relay server takes that lock itself (`relayd`), so this module does
+//! the relay server takes that lock itself (`buzz_relay::data_lock`), so this module does
 //! not depend on it and checks the recorded identity instead.
 
 use crate::lock;

@@ -67,9 +67,9 @@ fn unquote(v: &str) -> Option<&str> {
 
 /// The key rule of every env channel (an env file, `--env`, the page):
 /// [`names::check_user_key`], and a key shaped like a private key is not a
-/// name ([`crate::secrets::secret_shaped`]: it is a key pasted in the wrong place).
+/// name ([`crate::shown::secret_shaped`]: it is a key pasted in the wrong place).
 pub fn check_key(key: &str) -> Result<(), UserKeyError> {
-    if crate::secrets::secret_shaped(key) {
+    if crate::shown::secret_shaped(key) {
         return Err(UserKeyError::NotPosix);
     }
     names::check_user_key(key)

@@ -370,7 +370,7 @@ pub struct Undeployed {
 /// `build` receives the `info` response and is called only once `info`
 /// advertised `undeploy`. `redactor` scrubs the answer: the launcher sends
 /// no secret, but a provider that held the agent's during `deploy` may echo
-/// them, so the caller passes the state dir's ([`crate::secrets::SecretSet::of_store`]).
+/// them, so the caller passes the state dir's ([`crate::store::Store::secrets`]).
 pub fn undeploy(
     resolution: &Resolution,
     staging_root: &Path,

@@ -2,7 +2,8 @@
 //! Defect 8). The launcher is THE serializer of this payload; the golden
 //! fixtures in `fixtures/provider-wire/` are recorded from it.
 
-use crate::resolve::{Identity, ResolveError, Resolved, Target};
+use crate::record::Identity;
+use crate::resolve::{ResolveError, Resolved, Target};
 use buzz_contract::i2::{self, I2Error};
 use buzz_contract::wire::{
     AgentPayload, DeployRequest, InfoRequest, OP_DEPLOY, OP_INFO, OP_UNDEPLOY, UndeployAgent, UndeployRequest,

@@ -82,7 +82,7 @@ pub fn check_preset_and_command(preset: &Preset, command: &str) -> Result<(), Pr
 pub fn lookup(name: &str) -> Result<&'static Preset, PresetError> {
     let name = name.trim();
     agents::preset(name).ok_or_else(|| {
-        let shown = if name.len() <= 32 && !crate::secrets::secret_shaped(name) {
+        let shown = if name.len() <= 32 && !crate::shown::secret_shaped(name) {
             format!("`{name}`")
         } else {
             "(the name is not shown)".to_string()
@@ -173,7 +173,7 @@ pub fn warnings(
     path: Option<&OsStr>,
     inherited: &dyn Fn(&str) -> bool,
 ) -> Vec<String> {
-    let command = crate::resolve::effective_command(rec, settings);
+    let command = crate::record::effective_command(rec, settings);
     let Some(preset) = agents::preset_for_command(&command) else {
         return Vec::new();
     };

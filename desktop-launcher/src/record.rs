@@ -219,7 +219,7 @@ pub struct DeployState {
     /// Unix seconds at which a Start last sent `deploy`, kept until an
     /// `undeploy` succeeds: a Start that ended without an `agent_id`
     /// (failed, or the launcher was killed) may have left a pod, and `delete`
-    /// undeploys first ([`crate::teardown::remote_side`]).
+    /// undeploys first ([`crate::app::teardown::remote_side`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy_sent_at: Option<u64>,
     /// [`AgentRecord::launch_digest`] at the last successful start.
@@ -252,6 +252,48 @@ pub fn valid_agent_name(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         && !name.starts_with('-')
+}
+
+/// The command a launch of `record` runs: the agent's own, else its
+/// persona definition's, else [`crate::runtime::DEFAULT_COMMAND`] (an unknown persona gives
+/// nothing here; [`crate::resolve::resolve_launch`] refuses it).
+pub fn effective_command(record: &AgentRecord, settings: &Settings) -> String {
+    let persona = record.persona.as_ref().and_then(|p| settings.personas.get(p));
+    non_empty(&record.agent_command)
+        .or_else(|| persona.and_then(|p| non_empty(&p.agent_command)))
+        .unwrap_or_else(|| crate::runtime::DEFAULT_COMMAND.to_string())
+}
+
+/// A set field's trimmed value; unset and blank are both nothing.
+pub(crate) fn non_empty(s: &Option<String>) -> Option<String> {
+    s.as_ref()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+/// The agent's secrets, hydrated from the key files just before use.
+#[derive(Clone)]
+pub struct Identity {
+    /// The agent's private key (`nsec1…`).
+    pub nsec: String,
+    /// NIP-OA auth tag JSON, if minted.
+    pub auth_tag: Option<String>,
+    /// The owner's pubkey hex (legacy `BUZZ_ACP_AGENT_OWNER` fallback).
+    pub owner_pubkey: Option<String>,
+    /// The agent's secret env (API keys), the last user env layer.
+    pub secret_env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("nsec", &"<redacted>")
+            .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
+            .field("owner_pubkey", &self.owner_pubkey)
+            .field("secret_env", &self.secret_env.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 #[cfg(test)]

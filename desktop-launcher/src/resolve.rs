@@ -20,8 +20,8 @@
 //! reserved-key strip.
 
 use crate::limits::{RELAY_MESH, SESSION_TITLE_MAX_CHARS};
-use crate::record::{AgentRecord, Settings};
-use crate::runtime::{self, DEFAULT_COMMAND};
+use crate::record::{AgentRecord, Identity, Settings, non_empty};
+use crate::runtime;
 use buzz_contract::env as names;
 use buzz_contract::gate::{self, GateError, RespondTo};
 use buzz_contract::keys;
@@ -36,30 +36,6 @@ pub enum Target {
     Local,
     /// A provider deploys it (relay-mesh is refused here).
     Remote,
-}
-
-/// The agent's secrets, hydrated from the key files just before use.
-#[derive(Clone)]
-pub struct Identity {
-    /// The agent's private key (`nsec1…`).
-    pub nsec: String,
-    /// NIP-OA auth tag JSON, if minted.
-    pub auth_tag: Option<String>,
-    /// The owner's pubkey hex (legacy `BUZZ_ACP_AGENT_OWNER` fallback).
-    pub owner_pubkey: Option<String>,
-    /// The agent's secret env (API keys), the last user env layer.
-    pub secret_env: BTreeMap<String, String>,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Identity")
-            .field("nsec", &"<redacted>")
-            .field("auth_tag", &self.auth_tag.as_ref().map(|_| "<redacted>"))
-            .field("owner_pubkey", &self.owner_pubkey)
-            .field("secret_env", &self.secret_env.keys().collect::<Vec<_>>())
-            .finish()
-    }
 }
 
 /// Which env tier a key came from.
@@ -181,13 +157,6 @@ pub fn sanitize_session_title(raw: &str) -> String {
     cleaned.trim().chars().take(SESSION_TITLE_MAX_CHARS).collect()
 }
 
-fn non_empty(s: &Option<String>) -> Option<String> {
-    s.as_ref()
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-}
-
 /// Filters one user env layer: POSIX names are required (refusal), reserved
 /// and host-resolved keys are stripped (spec §Reserved-key rule; wire-facts §8 item 3).
 fn filter_layer(
@@ -224,16 +193,6 @@ fn filter_layer(
         }
     }
     Ok(())
-}
-
-/// The command a launch of `record` runs: the agent's own, else its
-/// persona definition's, else [`DEFAULT_COMMAND`] (an unknown persona gives
-/// nothing here; [`resolve_launch`] refuses it).
-pub fn effective_command(record: &AgentRecord, settings: &Settings) -> String {
-    let persona = record.persona.as_ref().and_then(|p| settings.personas.get(p));
-    non_empty(&record.agent_command)
-        .or_else(|| persona.and_then(|p| non_empty(&p.agent_command)))
-        .unwrap_or_else(|| DEFAULT_COMMAND.to_string())
 }
 
 /// Checks the identity before anything is invoked (I1 and the owner rule of
@@ -310,7 +269,7 @@ pub fn resolve_launch(
     }
 
     // Command: agent's own, else the persona definition's, else the default.
-    let command = effective_command(record, settings);
+    let command = crate::record::effective_command(record, settings);
     // A host path is a local choice only: remotely the command is a name
     // resolved on the image's PATH (spec §Launch data "Host-resolved values").
     let is_path = command.contains('/') || command.contains('\\');

@@ -5,8 +5,8 @@
 //! and read by the page, a key file never is. [`Store::set_secret_env`]
 //! keeps a key in one of the two places only, and bumps the record's
 //! `secret_env_revision` so a rotated key is noticed. The values join the
-//! resolver as the last user layer ([`crate::resolve::Identity::secret_env`])
-//! and the state dir's secret set ([`crate::secrets::SecretSet::of_store`]).
+//! resolver as the last user layer ([`crate::record::Identity::secret_env`])
+//! and the state dir's secret set ([`crate::store::Store::secrets`]).
 
 use super::{Store, StoreError, io};
 use crate::envfile::EnvChanges;

@@ -34,8 +34,9 @@
 //! code-quality "Concurrent `write_private` calls collide").
 
 use crate::limits::HOME_ENV;
+use crate::record::Identity;
 use crate::record::{AgentRecord, DeployState, Settings, valid_agent_name};
-use crate::resolve::Identity;
+use crate::secrets::SecretSet;
 use buzz_contract::keys;
 use buzz_contract::nip_oa::AuthTag;
 use nostr_sdk::{Keys, ToBech32};
@@ -299,7 +300,7 @@ impl Store {
     /// secret ([`Store::refuse_secret`]).
     pub fn save_agent(&self, rec: &AgentRecord) -> Result<(), StoreError> {
         Self::check_name(&rec.name)?;
-        for f in crate::secrets::shown_fields(rec) {
+        for f in crate::shown::shown_fields(rec) {
             self.refuse_secret(f.label, f.value)?;
         }
         self.write_json(&self.agent_path(&rec.name), rec, 0o600)
@@ -311,7 +312,7 @@ impl Store {
     /// typed by mistake must never land. Fails closed: a key file that
     /// cannot be read is an error, not a pass.
     pub fn refuse_secret(&self, field: &'static str, value: &str) -> Result<(), StoreError> {
-        if crate::secrets::secret_shaped(value) {
+        if crate::shown::secret_shaped(value) {
             return Err(StoreError::SecretShaped { field });
         }
         if self.secrets()?.holds_key(value) {
@@ -320,9 +321,31 @@ impl Store {
         Ok(())
     }
 
-    /// Every secret this state dir holds (fail closed: see [`crate::secrets`]).
-    pub fn secrets(&self) -> Result<crate::secrets::SecretSet, StoreError> {
-        crate::secrets::SecretSet::of_store(self)
+    /// Every secret of this state dir (the one builder, [`crate::secrets`]): the owner key, every agent's key and
+    /// auth tag, and the env values of agents, personas and the global
+    /// layer. Fails closed (see the module doc).
+    pub fn secrets(&self) -> Result<SecretSet, StoreError> {
+        let mut set = SecretSet::default();
+        match self.owner() {
+            Ok(k) => set.key(&k),
+            Err(StoreError::NoOwner) => {}
+            Err(e) => return Err(e),
+        }
+        let settings = self.settings()?;
+        set.env(settings.global_env.values());
+        set.env(settings.personas.values().flat_map(|p| p.env.values()));
+        for rec in self.agents()? {
+            set.env(rec.env.values());
+            let id = self.identity(&rec.name)?;
+            set.env(id.secret_env.values());
+            if !id.nsec.is_empty() {
+                set.key_text(&id.nsec);
+            }
+            if let Some(t) = &id.auth_tag {
+                set.auth_tag(t);
+            }
+        }
+        Ok(set)
     }
 
     /// All agents, by name.
@@ -337,6 +360,36 @@ impl Store {
             .collect();
         names.sort();
         names.iter().map(|n| self.agent(n)).collect()
+    }
+
+    /// The pubkey of every agent record (what the embedded relay admits,
+    /// [`crate::enrolled`]). Tolerant where [`Store::agents`] is strict: a
+    /// record that cannot be read or parsed, or whose pubkey is not 64
+    /// lowercase hex, enrols nobody; a record directory that cannot be
+    /// listed is an error, so the relay fails closed.
+    pub fn agent_pubkeys(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct PubkeyOnly {
+            pubkey: String,
+        }
+        let dir = self.root.join("agents");
+        let mut keys = std::collections::HashSet::new();
+        for entry in fs::read_dir(&dir).map_err(io("list", &dir))? {
+            let path = entry.map_err(io("list", &dir))?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            // A record removed between the listing and the read is simply gone.
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            if let Ok(r) = serde_json::from_str::<PubkeyOnly>(&text)
+                && buzz_contract::keys::is_hex64_lower(&r.pubkey)
+            {
+                keys.insert(r.pubkey);
+            }
+        }
+        Ok(keys)
     }
 
     /// Hydrates the agent's secrets (empty strings when a file is missing: the
@@ -426,7 +479,7 @@ impl Store {
     /// values, by fragment too) and every secret shape replaced. Fails
     /// closed: when the secrets cannot be read, the text is not kept.
     pub fn redact_error(&self, text: &str) -> String {
-        match crate::secrets::SecretSet::of_store(self) {
+        match self.secrets() {
             Ok(set) => crate::redact::Redactor::from_set(&set).scrub(text),
             Err(_) => {
                 "the error is not kept: this state dir's secrets could not be read to redact it".to_string()

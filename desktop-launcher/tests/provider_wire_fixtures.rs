@@ -7,8 +7,9 @@
 
 use buzz_contract::nip_oa::AuthTag;
 use desktop_launcher::payload;
+use desktop_launcher::record::Identity;
 use desktop_launcher::record::{AgentRecord, Backend, Persona, Settings};
-use desktop_launcher::resolve::{self, Identity, Target};
+use desktop_launcher::resolve::{self, Target};
 use nostr_sdk::secp256k1::{Keypair, Message};
 use nostr_sdk::{Keys, SECP256K1, SecretKey, ToBech32};
 use serde_json::{Value, json};

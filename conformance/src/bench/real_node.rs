@@ -266,7 +266,7 @@ fn starts(s: &Scenario, n: usize, before: Before, image: &str) -> anyhow::Result
     for _ in 0..n {
         let deployed = s.store.deploy_state(NAME)?.agent_id.is_some();
         if before != Before::Restart && deployed {
-            desktop_launcher::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
+            desktop_launcher::app::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
                 .map_err(|e| anyhow!("undeploy before a Start: {e}"))?;
         }
         if before == Before::Cold {
@@ -344,7 +344,7 @@ fn undeploy_ms(s: &Scenario) -> anyhow::Result<Value> {
     desktop_launcher::app::start_provider(&s.store, NAME, &s.opts, &mut |_| {})
         .map_err(|e| anyhow!("start: {e}"))?;
     let t0 = std::time::Instant::now();
-    let u = desktop_launcher::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
+    let u = desktop_launcher::app::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
         .map_err(|e| anyhow!("undeploy: {e}"))?;
     Ok(json!({
         "ms": ms(t0.elapsed()),

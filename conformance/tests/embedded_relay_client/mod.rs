@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use buzz_contract::nip_oa::AuthTag;
-use desktop_launcher::relayd::{self, Admission, Limits, RelayConfig, Running};
+use buzz_relay::{self, Admission, Limits, RelayConfig, Running};
 use futures::{SinkExt, StreamExt};
 use nostr::{Event, EventBuilder, JsonUtil, Keys, Kind, Tag};
 use serde_json::{Value, json};
@@ -30,13 +30,13 @@ pub fn config(owner: &Keys, limits: Limits, data: Option<std::path::PathBuf>) ->
 }
 
 pub async fn relay_with(owner: &Keys, limits: Limits, data: Option<std::path::PathBuf>) -> Running {
-    relayd::serve(config(owner, limits, data))
+    buzz_relay::serve(config(owner, limits, data))
         .await
         .expect("relay serves")
 }
 
 pub async fn relay_admitting(owner: &Keys, limits: Limits, admission: Admission) -> Running {
-    relayd::serve_with(config(owner, limits, None), admission)
+    buzz_relay::serve_with(config(owner, limits, None), admission)
         .await
         .expect("relay serves")
 }
@@ -176,13 +176,13 @@ pub fn text_of(m: &Value) -> &str {
 /// Serves again on `dir` once the previous relay on it has let go of the
 /// data dir lock (its tasks end shortly after it is dropped).
 pub async fn reopen(owner: &Keys, limits: Limits, dir: &std::path::Path) -> Running {
-    use desktop_launcher::relayd::RelaydError;
-    use desktop_launcher::relayd::log_store::StoreOpenError;
+    use buzz_relay::ServeError;
+    use buzz_relay::log_store::StoreOpenError;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        match relayd::serve(config(owner, limits.clone(), Some(dir.to_path_buf()))).await {
+        match buzz_relay::serve(config(owner, limits.clone(), Some(dir.to_path_buf()))).await {
             Ok(r) => return r,
-            Err(RelaydError::Store(StoreOpenError::DataDirInUse { .. }))
+            Err(ServeError::Store(StoreOpenError::DataDirInUse { .. }))
                 if tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(Duration::from_millis(20)).await;

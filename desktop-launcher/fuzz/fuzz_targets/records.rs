@@ -4,7 +4,8 @@
 #![no_main]
 
 use desktop_launcher::record::{AgentRecord, DeployState, Settings};
-use desktop_launcher::resolve::{Identity, Target, resolve_launch};
+use desktop_launcher::record::Identity;
+use desktop_launcher::resolve::{Target, resolve_launch};
 use libfuzzer_sys::fuzz_target;
 
 // A fixed TEST key pair, published on purpose: never use it.

@@ -12,7 +12,7 @@
 //! - `ops`: Start (one live local harness per agent, spec I4), Stop as
 //!   `!shutdown` (spec §Stop), chat; the embedded relay on demand.
 //! - `teardown`: Delete and Undeploy (issue 21): the plan the confirmation
-//!   names, then [`crate::teardown`] with the provider's progress as events.
+//!   names, then [`crate::app::teardown`] with the provider's progress as events.
 //! - `live`: the presence tracker feeding Server-Sent Events (spec I3), with
 //!   relay retries and TTL expiry.
 //!

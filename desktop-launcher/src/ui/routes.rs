@@ -154,7 +154,7 @@ fn schema_for(s: &Shared, backend: Option<&str>, agent: Option<&str>) -> Option<
 /// The fields of `rec` that look like a secret, keyed by form field.
 fn secret_fields(s: &Shared, rec: &AgentRecord) -> Result<FieldErrors, StoreError> {
     let mut errors = FieldErrors::new();
-    for f in crate::secrets::shown_fields(rec) {
+    for f in crate::shown::shown_fields(rec) {
         match s.store.refuse_secret(f.label, f.value) {
             Ok(()) => {}
             Err(e @ StoreError::SecretShaped { .. }) => {

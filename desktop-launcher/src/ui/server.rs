@@ -12,7 +12,7 @@
 //! async runtime").
 //!
 //! Secrets (review b30b1a0 code-quality "Fail-open redaction"): the
-//! redactor is built from [`crate::secrets::SecretSet::of_store`], the same
+//! redactor is built from [`crate::store::Store::secrets`], the same
 //! rules the gate uses, and cached until a secret-bearing file changes
 //! ([`Secrets::refresh`] compares sizes and modification times). It fails
 //! closed: when the state dir's secrets cannot be read, a response carries

@@ -1,5 +1,5 @@
 //! Delete and Undeploy on the Start page (issue 21 part 1; spec §Stop and
-//! Delete), over the CLI's own [`crate::teardown`]:
+//! Delete), over the CLI's own [`crate::app::teardown`]:
 //!
 //! - `GET /api/agents/{name}/delete-plan` → [`teardown::plan_delete`]: what
 //!   the confirmation names (the provider, its pod and Secrets in the
@@ -18,9 +18,9 @@
 
 use super::ops::{claim, release};
 use super::server::{Op, S, Shared, agents_changed, app_status, emit, fail, off, progress, reply};
+use crate::app::teardown;
 use crate::app::{AppError, StartOptions};
 use crate::response::sanitize_text;
-use crate::teardown;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;

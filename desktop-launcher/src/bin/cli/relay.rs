@@ -2,7 +2,7 @@
 //! `status` and `stop`) and the background start that `start`, `chat` and
 //! `status` make when an agent's relay is the embedded default: thin
 //! printing over [`desktop_launcher::embedded`] and
-//! [`desktop_launcher::relayd`].
+//! [`buzz_relay`].
 
 use super::{RelayArgs, RelayCmd, emit, out, runtime};
 use anyhow::{Context, Result};
@@ -53,7 +53,7 @@ pub(crate) fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
                 .listen
                 .unwrap_or_else(|| std::net::SocketAddr::from((host, state_port)));
             let data = args.data.unwrap_or_else(|| embedded::data_dir(store));
-            let cfg = desktop_launcher::relayd::RelayConfig {
+            let cfg = buzz_relay::RelayConfig {
                 listen,
                 allow_public: args.allow_public,
                 data: Some(data.clone()),
@@ -62,13 +62,13 @@ pub(crate) fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
             };
             runtime()?.block_on(async {
                 // Agents are admitted only while their record exists here (revocation).
-                let admission = desktop_launcher::relayd::Admission {
+                let admission = buzz_relay::Admission {
                     public_urls: args.public_urls,
-                    agents: Some(std::sync::Arc::new(desktop_launcher::relayd::agents::StateDirAgents::new(
-                        store.root(),
+                    agents: Some(std::sync::Arc::new(desktop_launcher::enrolled::Enrolled::new(
+                        store.clone(),
                     ))),
                 };
-                let running = desktop_launcher::relayd::serve_with(cfg, admission).await?;
+                let running = buzz_relay::serve_with(cfg, admission).await?;
                 // This state dir's relay: its port on the embedded relay's host
                 // (127.0.0.1, or `BUZZ_EMBEDDED_RELAY_HOST`).
                 let is_default = running.addr().ip() == std::net::IpAddr::V4(host) && running.addr().port() == state_port;

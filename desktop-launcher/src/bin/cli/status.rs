@@ -1,5 +1,5 @@
 //! `status` of `buzz-launcher` (spec I3 "Presence is the status"): the
-//! table and the fleet line over [`desktop_launcher::status_watch`], and in
+//! table and the fleet line over [`desktop_launcher::app::status_watch`], and in
 //! `--watch` each change as it comes.
 
 use super::{backend_label, emit, out};
@@ -78,7 +78,7 @@ type Row = (String, bool, Derived);
 
 /// The local agents whose harness process verifies now.
 fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
-    desktop_launcher::status_watch::running_local_records(store, agents)
+    desktop_launcher::app::status_watch::running_local_records(store, agents)
         .map(|a| a.name.clone())
         .collect()
 }

@@ -1,14 +1,14 @@
 //! `undeploy` and `delete` of `buzz-launcher` (issue 21 part 1; spec §Stop
-//! and Delete): thin printing over [`desktop_launcher::teardown`]. What was
+//! and Delete): thin printing over [`desktop_launcher::app::teardown`]. What was
 //! removed goes to stdout, the provider's progress and the orphan warning to
 //! stderr.
 
 use super::{emit, out};
 use anyhow::Result;
 use desktop_launcher::app::StartOptions;
+use desktop_launcher::app::teardown;
 use desktop_launcher::gate::Undeployed;
 use desktop_launcher::store::Store;
-use desktop_launcher::teardown;
 
 fn progress(line: &str) {
     eprintln!("  provider: {line}");

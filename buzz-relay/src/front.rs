@@ -118,7 +118,7 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relayd::policy::Admitted;
+    use crate::policy::Admitted;
     use buzz_contract::nip_oa::AuthTag;
     use nostr_sdk::prelude::Keys;
     use serde_json::{Value, json};

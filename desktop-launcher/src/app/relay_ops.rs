@@ -1,6 +1,6 @@
 //! The commands that reach a running agent over its relay and wait for it:
 //! `stop`, `chat` and a local `start`'s wait for presence `online` (spec
-//! §Stop, I3, M1; `status` is [`crate::status_watch`]). Every wait says
+//! §Stop, I3, M1; `status` is [`crate::app::status_watch`]). Every wait says
 //! what it waits for and ends as soon as the answer is known (issue 24
 //! item 2), from the rules in [`crate::waits`]:
 //!
@@ -15,7 +15,9 @@
 //! - a chat's progress: queued (the harness's `👀`), working (its typing
 //!   indicator), the reply ([`crate::waits::Progress`]).
 
-use crate::app::{AppError, LocalStart, presence_ttl, start_local};
+use super::agent::presence_ttl;
+use super::error::AppError;
+use super::start::{LocalStart, local_launch_env, start_local};
 use crate::child_watch::{self, ChildWatch};
 use crate::local::Running;
 use crate::presence::{Derived, Report, Tracker};
@@ -327,7 +329,7 @@ pub async fn start_local_watched(
     }
     // The refusals of the spawn, before a relay is reached (the spawn checks again).
     if matches!(rec.backend, Backend::Local) {
-        crate::app::local_launch_env(store, &rec, "")?;
+        local_launch_env(store, &rec, "")?;
     }
     let client = relay::connect(&rec.relay_url, store.owner()?, Duration::from_secs(10)).await?;
     let authors = vec![rec.pubkey.clone()];

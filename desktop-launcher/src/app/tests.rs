@@ -1,8 +1,11 @@
 //! Unit tests of [`super`] (the commands): deletes refused while a start
 //! holds the agent's lock or its local harness runs, and the stop's second.
 
+use super::agent::agent_lock;
 use super::*;
-use std::time::{SystemTime, UNIX_EPOCH};
+use crate::lock;
+use crate::store::{Store, StoreError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[test]
 fn delete_is_refused_while_a_start_holds_the_agents_lock_even_with_force() {

@@ -36,14 +36,15 @@
 //!
 //! [`plan_delete`] says the same three cases in the confirmation.
 
-use crate::app::{self, AppError, StartOptions};
+use super::agent::{StartOptions, agent_lock, workdir};
+use super::delete::delete_locked;
+use super::error::AppError;
 use crate::discovery;
 use crate::gate::{self, GateError, Undeployed};
 use crate::lock;
 use crate::payload::{self, PayloadError};
 use crate::record::{Backend, DeployState};
 use crate::redact::Redactor;
-use crate::secrets::SecretSet;
 use crate::store::Store;
 use std::time::Duration;
 
@@ -116,7 +117,7 @@ pub fn delete(
     let state = store.deploy_state(name)?;
     let agent_id = match remote_side(&rec.backend, &state) {
         Remote::Nothing => {
-            app::delete_locked(store, name, force_remote_delete)?;
+            delete_locked(store, name, force_remote_delete)?;
             return Ok(Deleted {
                 undeployed: None,
                 orphan_warning: None,
@@ -133,7 +134,7 @@ pub fn delete(
                     )),
                 ),
             };
-            app::delete_locked(store, name, force_remote_delete)?;
+            delete_locked(store, name, force_remote_delete)?;
             return Ok(Deleted {
                 undeployed,
                 orphan_warning,
@@ -177,7 +178,7 @@ pub fn delete(
 
 /// The agent's lock, or [`AppError::Busy`] while a start holds it.
 fn hold(store: &Store, name: &str) -> Result<lock::Held, AppError> {
-    lock::try_lock_for(&app::agent_lock(store, name), Duration::from_millis(200))?
+    lock::try_lock_for(&agent_lock(store, name), Duration::from_millis(200))?
         .ok_or_else(|| AppError::Busy(name.to_string()))
 }
 
@@ -198,10 +199,10 @@ fn undeploy_locked(
     };
     payload::normalize_provider_config(&config, None)?;
     // Fail closed: no redactor, no provider output shown.
-    let redactor = Redactor::from_set(&SecretSet::of_store(store)?);
+    let redactor = Redactor::from_set(&store.secrets()?);
     let disc = discovery::discover(&opts.dirs);
     let resolution = disc.resolve(&id, path_cache.as_deref())?;
-    let wd = app::workdir(store, &rec)?;
+    let wd = workdir(store, &rec)?;
     let result = gate::undeploy(
         &resolution,
         &store.staging_root(),
@@ -361,7 +362,7 @@ pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<Del
         .resolve(id, path_cache.as_deref())
         .map_err(AppError::from)
         .and_then(|res| {
-            let wd = app::workdir(store, &rec)?;
+            let wd = workdir(store, &rec)?;
             Ok(gate::info(
                 &res,
                 &store.staging_root(),

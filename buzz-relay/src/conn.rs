@@ -61,6 +61,15 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+/// The wall clock in unix seconds (an AUTH's `created_at` and an
+/// attestation's window are judged by it).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// What every connection shares.
 pub(super) struct Ctx {
     pub relay: LocalRelay,
@@ -271,7 +280,7 @@ impl Conn {
             owner_hex: &self.ctx.owner_hex,
         };
         let key = event.pubkey.to_hex();
-        let verdict = match policy::check_auth(event, cx, crate::relay::unix_now()) {
+        let verdict = match policy::check_auth(event, cx, unix_now()) {
             Ok(agent @ Admitted::Agent(_)) => policy::check_enrollment(agent, self.enrollment(&key).await),
             other => other,
         };
@@ -323,7 +332,7 @@ impl Conn {
                     if raw.len() > self.ctx.limits.max_message_bytes {
                         return Pre::TooLarge;
                     }
-                    let reply = match decide(&raw, None, crate::relay::unix_now()) {
+                    let reply = match decide(&raw, None, unix_now()) {
                         Step::Reply(m) => Some((m, AuthOutcome::Refused)),
                         Step::Auth(event) => Some(self.auth(&event).await),
                         Step::Forward(_) | Step::Ignore => None,
@@ -391,7 +400,7 @@ impl Conn {
 
     /// Ends what an agent whose session no longer holds was receiving.
     async fn cut_off(&mut self, lib: &mut Option<Lib>, otx: &mut SplitSink<Ws, Message>) -> bool {
-        let Some(Err(reason)) = self.session.as_ref().map(|s| s.check(crate::relay::unix_now())) else {
+        let Some(Err(reason)) = self.session.as_ref().map(|s| s.check(unix_now())) else {
             return true;
         };
         self.cut = true;
@@ -450,7 +459,7 @@ impl Conn {
                         too_large = true;
                         break;
                     }
-                    let sent = match decide(&raw, self.session.as_ref(), crate::relay::unix_now()) {
+                    let sent = match decide(&raw, self.session.as_ref(), unix_now()) {
                         Step::Forward(t) => {
                             self.track(t);
                             match lib.as_mut() {

@@ -1,163 +1,25 @@
-//! The commands behind the desktop's buttons (issue 5 "Commands"), as library
-//! functions the binary formats and the conformance suite drives.
-//!
-//! Every refusal the spec requires before anything is invoked (I1, owner,
-//! relay-mesh, I2, POSIX keys) happens in [`start_provider`] before discovery
-//! runs a single process. A local start refuses a preset agent whose binary
-//! the harness would not find ([`crate::presets::missing_binary`]) before
-//! the harness is spawned; a deploy never does (the image resolves the name).
+//! `start`, on either backend (issue 5 "Commands"; spec §Deploy State
+//! Machine, I1, I2, I4). Every refusal the spec requires before anything is
+//! invoked (I1, owner, relay-mesh, I2, POSIX keys) happens in
+//! [`start_provider`] before discovery runs a single process. A local start
+//! refuses a preset agent whose binary the harness would not find
+//! ([`crate::presets::missing_binary`]) before the harness is spawned; a
+//! deploy never does (the image resolves the name).
 
-use crate::discovery::{self, Discovery, DiscoveryError};
-use crate::gate::{self, Deployed, GateConfig, GateError};
-use crate::limits::STRICT_ENV;
+use super::agent::{StartOptions, agent_lock, workdir};
+use super::error::AppError;
+use crate::discovery::{self, Discovery};
+use crate::gate::{self, Deployed, GateError};
 use crate::local::Running;
-use crate::lock::{self, LockError};
-use crate::payload::{self, ConfigError, PayloadError};
-use crate::record::{AgentRecord, Backend, DeployState};
-use crate::relay::{self, RelayError};
-use crate::resolve::{self, ResolveError, Target};
+use crate::lock;
+use crate::payload::{self, PayloadError};
+use crate::record::{AgentRecord, Backend};
+use crate::relay;
+use crate::resolve::{self, Target};
 use crate::restart::{self, After};
-use crate::store::{Store, StoreError};
-use serde_json::Value;
+use crate::store::Store;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Child;
-use std::time::Duration;
-
-// The commands that wait on a running agent live in `relay_ops` and
-// `status_watch`; their paths stay `app::stop`, `app::chat`, ….
-pub use crate::relay_ops::{
-    StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, start_local_watched, stop,
-    stop_with, until_after_second, wait_online,
-};
-pub use crate::status_watch::{PresenceWatch, expected_live, local_status, running_local};
-
-/// A command failure. Single actionable sentences; no secret inside.
-#[derive(Debug, thiserror::Error)]
-pub enum AppError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Resolve(#[from] ResolveError),
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
-    #[error("{0}")]
-    Gate(String),
-    /// A Start found the run the last stop saw go offline still reported
-    /// running after [`restart::SETTLE`].
-    #[error("{}", restart::still_reported(.name, .generation))]
-    StoppedRunStillReported { name: String, generation: String },
-    #[error(transparent)]
-    GateRefused(#[from] GateError),
-    #[error(transparent)]
-    Lock(#[from] LockError),
-    #[error(
-        "agent `{}` has a live local harness (pid {}); deleting it would orphan the running agent — stop it first, or pass --force-remote-delete",
-        .0.name, .0.pid
-    )]
-    LiveLocal(Running),
-    #[error("a start of agent `{0}` is in progress; wait for it to end")]
-    Busy(String),
-    #[error(transparent)]
-    Relay(#[from] RelayError),
-    #[error(transparent)]
-    Local(#[from] crate::local::LocalError),
-    #[error(transparent)]
-    MissingAgent(#[from] crate::presets::MissingBinary),
-    #[error("agent `{0}` uses the local backend; `start` spawns the harness instead of deploying")]
-    NotProvider(String),
-    #[error("agent `{0}` uses a provider backend; it cannot be started as a local process")]
-    NotLocal(String),
-    #[error(
-        "agent `{0}` is deployed (agent_id {1}); deleting it would orphan the remote agent — stop it first, or pass --force-remote-delete"
-    )]
-    Deployed(String, String),
-    #[error(
-        "agent `{name}` is deployed (agent_id {agent_id}) and {reason}; deleting its record would orphan the remote agent — pass --force-remote-delete to delete it anyway"
-    )]
-    NoUndeploy {
-        name: String,
-        agent_id: String,
-        reason: String,
-    },
-    #[error("agent `{0}` uses the local backend; there is nothing to undeploy (`stop` ends its harness)")]
-    UndeployLocal(String),
-    #[error(
-        "agent `{name}` did not report presence offline within {wait:?}; it may not be running or its relay may be unreachable"
-    )]
-    NotOffline { name: String, wait: Duration },
-    /// Known not to run, before any wait (the sentence says why and what to do).
-    #[error("{0}")]
-    NotRunning(String),
-    #[error(
-        "nothing to send: the message for `{0}` is empty; give its text, e.g. `buzz-launcher chat {0} \"hello\"`"
-    )]
-    EmptyChat(String),
-    #[error("the harness of `{name}` {how}; its log: {}", .log.display())]
-    HarnessExited { name: String, how: String, log: PathBuf },
-    #[error(
-        "{name} did not report presence online within {}s; its harness (pid {pid}) still runs{lines}; its log: {}",
-        .wait.as_secs(), .log.display()
-    )]
-    NotOnline {
-        name: String,
-        wait: Duration,
-        pid: u32,
-        lines: String,
-        log: PathBuf,
-    },
-    #[error(
-        "agent command `{command}` {what}; install it, or give its full path with `buzz-launcher agent edit {name} --command /path/to/{command}`"
-    )]
-    CommandMissing {
-        name: String,
-        command: String,
-        what: &'static str,
-    },
-    #[error("cannot start the async runtime: {0}")]
-    Runtime(String),
-}
-
-/// Options of a provider start.
-#[derive(Debug, Clone)]
-pub struct StartOptions {
-    /// Discovery search path (see [`discovery::dirs_from_env`]).
-    pub dirs: Vec<PathBuf>,
-    /// Gate limits and strict mode.
-    pub gate: GateConfig,
-}
-
-impl StartOptions {
-    /// From the environment and settings.
-    pub fn from_env(store: &Store) -> Result<StartOptions, AppError> {
-        let settings = store.settings()?;
-        let strict = settings.strict_providers
-            || std::env::var(STRICT_ENV).is_ok_and(|v| buzz_contract::env::is_truthy(&v));
-        Ok(StartOptions {
-            dirs: discovery::dirs_from_env(),
-            gate: GateConfig {
-                strict,
-                approvals: store.approvals()?,
-                deploy_deadline: crate::limits::deploy_kill_deadline_from(
-                    std::env::var(crate::limits::DEPLOY_DEADLINE_ENV).ok().as_deref(),
-                ),
-                ..GateConfig::default()
-            },
-        })
-    }
-}
-
-/// The agent's workdir: the record's, else a private per-agent directory in
-/// the state dir — never the launcher's own cwd (the providers' and the
-/// harness's cwd must not depend on where the launcher was started).
-pub(crate) fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppError> {
-    match &rec.workdir {
-        Some(w) => Ok(w.clone()),
-        None => Ok(store.default_workdir(&rec.name)?),
-    }
-}
 
 /// `start` on a provider backend: refusals first, then discovery, then the gate.
 /// On success the `agent_id` is stored (the deployed axis); on failure the
@@ -300,11 +162,6 @@ pub fn start_provider(
     }
 }
 
-/// The lock a start of `name` holds (see [`crate::lock`]).
-pub(crate) fn agent_lock(store: &Store, name: &str) -> PathBuf {
-    store.lock_path(&format!("agent-{name}"))
-}
-
 /// Refuses a local start whose agent command is missing from the `PATH`
 /// the harness will get: the spawn env's own, else the launcher's, which
 /// the harness inherits (`PATH` is host-resolved: no user layer sets it).
@@ -392,64 +249,3 @@ pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Resu
     })?;
     Ok(LocalStart::Spawned { child, nonce })
 }
-
-/// `delete` (spec §Stop and Delete; review b30b1a0 finding 9): refuses,
-/// without `force_remote_delete`, a deployed agent and one whose local
-/// harness runs (a verified identity, [`crate::local::running`]); refuses
-/// always while a start of it is in progress (its lock is held: the start
-/// would re-create what the delete removed, force or not).
-pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
-    let Some(_held) = lock::try_lock_for(&agent_lock(store, name), Duration::from_millis(200))? else {
-        return Err(AppError::Busy(name.to_string()));
-    };
-    delete_locked(store, name, force_remote_delete)
-}
-
-/// [`delete`] once the agent's lock is held (see [`crate::teardown::delete`]).
-pub(crate) fn delete_locked(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
-    store.agent(name)?;
-    let state = store.deploy_state(name)?;
-    if !force_remote_delete {
-        if let Some(r) = crate::local::running_from(name, &state) {
-            return Err(AppError::LiveLocal(r));
-        }
-        if let Some(id) = state.agent_id {
-            return Err(AppError::Deployed(name.to_string(), id));
-        }
-    }
-    store.delete_agent(name)?;
-    Ok(())
-}
-
-/// The presence TTL in force (`BUZZ_LAUNCHER_PRESENCE_TTL_SECS`, default 180 s).
-pub fn presence_ttl() -> Duration {
-    std::env::var(crate::limits::PRESENCE_TTL_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(buzz_contract::presence::PRESENCE_TTL, Duration::from_secs)
-}
-
-/// Sets one `provider_config` field from user input (`key=value`); an empty
-/// value clears it (Known Defect 8: cleared means omitted).
-pub fn set_config_field(config: &mut serde_json::Map<String, Value>, key: &str, value: &str) {
-    if value.trim().is_empty() {
-        config.remove(key);
-    } else {
-        config.insert(key.to_string(), Value::String(value.to_string()));
-    }
-}
-
-/// True when the agent has a stored `agent_id`.
-pub fn is_deployed(state: &DeployState) -> bool {
-    state.agent_id.is_some()
-}
-
-/// True when the agent is deployed or its local harness runs (the
-/// "deployed" axis of I3 as `status` and the page show it).
-pub fn is_live(name: &str, state: &DeployState) -> bool {
-    is_deployed(state) || crate::local::running_from(name, state).is_some()
-}
-
-#[cfg(test)]
-#[path = "app_tests.rs"]
-mod tests;

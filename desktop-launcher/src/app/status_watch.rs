@@ -11,7 +11,8 @@
 //!   shown `running`, one that ended `offline` with how its run ended
 //!   ([`local_status`], from [`crate::waits::local_status`]).
 
-use crate::app::{AppError, presence_ttl};
+use super::agent::{is_deployed, presence_ttl};
+use super::error::AppError;
 use crate::child_watch;
 use crate::presence::Tracker;
 use crate::record::{AgentRecord, Backend};
@@ -141,11 +142,7 @@ impl PresenceWatch {
 pub fn expected_live(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
     agents
         .iter()
-        .filter(|a| {
-            store
-                .deploy_state(&a.name)
-                .is_ok_and(|st| crate::app::is_deployed(&st))
-        })
+        .filter(|a| store.deploy_state(&a.name).is_ok_and(|st| is_deployed(&st)))
         .map(|a| a.pubkey.clone())
         .collect()
 }
@@ -187,7 +184,7 @@ pub fn local_status(
         return None;
     }
     let st = store.deploy_state(&rec.name).ok()?;
-    if crate::app::is_deployed(&st) {
+    if is_deployed(&st) {
         return None;
     }
     let running = crate::local::running_from(&rec.name, &st).map(|r| r.pid);

@@ -429,7 +429,7 @@ mod tests {
             .args([
                 "--ignored",
                 "--exact",
-                "relayd::log_store::tests::fsize_child",
+                "log_store::tests::fsize_child",
                 "--test-threads=1",
             ])
             .env(FSIZE_CHILD, root.path())

@@ -35,7 +35,7 @@
 //!   events per minute per connection.
 //! - **One relay per data dir** ([`data_lock`]): [`serve`] binds the port
 //!   first, then locks the data dir before it reads the log, so a second
-//!   relay fails with [`RelaydError::PortInUse`] or
+//!   relay fails with [`ServeError::PortInUse`] or
 //!   [`log_store::StoreOpenError::DataDirInUse`] and touches nothing.
 //! - **Loopback by default**: a non-loopback listen address needs
 //!   `allow_public` ([`check_listen`]); expose it to a VPS through a TLS
@@ -89,15 +89,15 @@ pub struct Admission {
     /// `wss://…` of a TLS reverse proxy in front of it. An AUTH's `relay`
     /// tag must name one of them or the bound address.
     pub public_urls: Vec<String>,
-    /// The launcher's agent records ([`agents::StateDirAgents`]): an agent is
-    /// admitted only while its record exists. `None` admits every agent the
+    /// Who is enrolled ([`agents::AgentDirectory`]; the launcher's agent
+    /// records): an agent is admitted only while it is listed. `None` admits every agent the
     /// owner attested (tests and a relay without a state dir).
     pub agents: Option<Arc<dyn AgentDirectory>>,
 }
 
 /// A relay start failure.
 #[derive(Debug, thiserror::Error)]
-pub enum RelaydError {
+pub enum ServeError {
     #[error(
         "refusing to listen on {0}: it is not a loopback address; pass --allow-public to expose the relay (better: keep it on 127.0.0.1 and put a TLS reverse proxy in front)"
     )]
@@ -116,11 +116,11 @@ pub enum RelaydError {
 }
 
 /// Refuses a non-loopback address unless `allow_public`.
-pub fn check_listen(addr: SocketAddr, allow_public: bool) -> Result<(), RelaydError> {
+pub fn check_listen(addr: SocketAddr, allow_public: bool) -> Result<(), ServeError> {
     if addr.ip().is_loopback() || allow_public {
         Ok(())
     } else {
-        Err(RelaydError::Public(addr))
+        Err(ServeError::Public(addr))
     }
 }
 
@@ -198,29 +198,29 @@ fn interface_addresses() -> Vec<IpAddr> {
 
 /// Binds, opens the store and starts serving on the current runtime, with
 /// the default [`Admission`] (no public URL, no agent directory).
-pub async fn serve(cfg: RelayConfig) -> Result<Running, RelaydError> {
+pub async fn serve(cfg: RelayConfig) -> Result<Running, ServeError> {
     serve_with(cfg, Admission::default()).await
 }
 
 /// Binds, locks and opens the store, and starts serving on the current runtime.
-pub async fn serve_with(cfg: RelayConfig, admission: Admission) -> Result<Running, RelaydError> {
+pub async fn serve_with(cfg: RelayConfig, admission: Admission) -> Result<Running, ServeError> {
     check_listen(cfg.listen, cfg.allow_public)?;
     // Bind before the store is touched: a second relay on the same port
     // fails here, before it could read or compact anything.
     let listener = TcpListener::bind(cfg.listen).await.map_err(|source| {
         if source.kind() == std::io::ErrorKind::AddrInUse {
-            RelaydError::PortInUse {
+            ServeError::PortInUse {
                 addr: cfg.listen,
                 port: cfg.listen.port(),
             }
         } else {
-            RelaydError::Bind {
+            ServeError::Bind {
                 addr: cfg.listen,
                 source,
             }
         }
     })?;
-    let addr = listener.local_addr().map_err(|source| RelaydError::Bind {
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: cfg.listen,
         source,
     })?;
@@ -269,7 +269,7 @@ mod tests {
         let any: SocketAddr = "0.0.0.0:7000".parse().unwrap();
         assert!(check_listen(lo, false).is_ok() && check_listen(lo6, false).is_ok());
         let err = check_listen(any, false).unwrap_err();
-        assert!(matches!(err, RelaydError::Public(a) if a == any));
+        assert!(matches!(err, ServeError::Public(a) if a == any));
         assert!(err.to_string().contains("--allow-public"));
         assert!(check_listen(any, true).is_ok());
     }
@@ -286,7 +286,7 @@ mod tests {
             limits: Limits::default(),
         };
         let err = serve(cfg).await.err().unwrap();
-        assert!(matches!(err, RelaydError::PortInUse { port, .. } if port == addr.port()));
+        assert!(matches!(err, ServeError::PortInUse { port, .. } if port == addr.port()));
         assert!(
             err.to_string()
                 .contains(&format!("port {} is already in use", addr.port()))

@@ -1,0 +1,202 @@
+//! The launcher's layer order (issue 31 item 2: no import circles and no
+//! arrows that run back up), read from the source itself. Every module of the
+//! crate is in [`ORDER`], bottom first, and may use only modules before it;
+//! inside `app/` the same holds for [`APP_ORDER`]. A module added without a
+//! place in the order, or a `use` that reaches up, fails here with the file
+//! and the arrow. `lib.rs` says the same order in words.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Bottom first. The pure rules (limits, what a secret is, presence, the
+/// runtime table, the records), then the state dir (records and keys), then
+/// resolution and the provider gate, then the relay client and the local
+/// harness, then the operations (`app`), then the front ends.
+const ORDER: &[&str] = &[
+    // pure rules and data
+    "limits",
+    "procid",
+    "runtime",
+    "presence",
+    "response",
+    "harness_exit",
+    "restart",
+    "secrets",
+    "redact",
+    "record",
+    "shown",
+    "envfile",
+    "status_lines",
+    "waits",
+    // the state dir: records and keys
+    "lock",
+    "store",
+    "secret_store",
+    "enrolled",
+    // resolution, presets and the provider gate
+    "presets",
+    "resolve",
+    "payload",
+    "discovery",
+    "stage",
+    "invoke",
+    "gate",
+    // the relay client, the local harness, the embedded relay's state
+    "relay",
+    "child_watch",
+    "local",
+    "embedded",
+    // the one API
+    "app",
+    // front ends
+    "ui",
+    "demo",
+];
+
+/// `app/`'s submodules, bottom first (`mod.rs` only names them).
+const APP_ORDER: &[&str] = &[
+    "error",
+    "agent",
+    "start",
+    "delete",
+    "relay_ops",
+    "status_watch",
+    "teardown",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The code of a file without its comments and without its unit tests.
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The identifiers following each occurrence of `prefix`, and those of a
+/// `prefix{a, b::c}` group.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let head: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !head.is_empty() {
+                    out.insert(head);
+                }
+            }
+        } else {
+            let head: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !head.is_empty() {
+                out.insert(head);
+            }
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The top-level module a file of `src/` belongs to (`None` for `lib.rs`
+/// and the binary).
+fn module_of(path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(src()).unwrap();
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    match first.as_str() {
+        "lib.rs" | "bin" => None,
+        f => Some(f.trim_end_matches(".rs").trim_end_matches("_tests").to_string()),
+    }
+}
+
+#[test]
+fn every_module_uses_only_modules_below_it() {
+    let mut arrows_up = Vec::new();
+    let mut unplaced = BTreeSet::new();
+    for file in rust_files(&src()) {
+        let Some(module) = module_of(&file) else { continue };
+        let Some(at) = ORDER.iter().position(|m| *m == module) else {
+            unplaced.insert(module);
+            continue;
+        };
+        for used in names_after(&code(&file), "crate::") {
+            if used == module {
+                continue;
+            }
+            match ORDER.iter().position(|m| *m == used) {
+                Some(u) if u < at => {}
+                Some(_) => arrows_up.push(format!("{}: {module} -> {used}", file.display())),
+                None => {}
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "modules with no place in the layer order (add them to ORDER and lib.rs): {unplaced:?}"
+    );
+    assert!(
+        arrows_up.is_empty(),
+        "arrows that run up or sideways:\n{}",
+        arrows_up.join("\n")
+    );
+}
+
+#[test]
+fn app_s_submodules_use_only_those_below_them() {
+    let dir = src().join("app");
+    let mut arrows_up = Vec::new();
+    for file in rust_files(&dir) {
+        let name = file.file_stem().unwrap().to_str().unwrap().to_string();
+        if name == "mod" || name == "tests" {
+            continue;
+        }
+        let at = APP_ORDER
+            .iter()
+            .position(|m| *m == name)
+            .unwrap_or_else(|| panic!("app/{name}.rs has no place in APP_ORDER"));
+        let code = code(&file);
+        for used in names_after(&code, "super::") {
+            match APP_ORDER.iter().position(|m| *m == used) {
+                Some(u) if u < at => {}
+                _ => arrows_up.push(format!("{}: {name} -> super::{used}", file.display())),
+            }
+        }
+        if code.contains("crate::app") {
+            arrows_up.push(format!("{}: {name} -> crate::app", file.display()));
+        }
+    }
+    assert!(
+        arrows_up.is_empty(),
+        "arrows that run up or sideways:\n{}",
+        arrows_up.join("\n")
+    );
+}
