@@ -57,6 +57,7 @@ const ORDER: &[&str] = &[
 const APP_ORDER: &[&str] = &[
     "error",
     "agent",
+    "agents",
     "start",
     "delete",
     "relay_ops",

@@ -1,10 +1,11 @@
 //! The commands behind the desktop's buttons (issue 5 "Commands"), as library
 //! functions the binary formats and the conformance suite drives.
 //!
-//! Layered top-down, no submodule reaching back up: [`error`] and [`agent`]
-//! at the bottom, then [`start`] and [`delete`], then the commands that wait
-//! on a running agent ([`relay_ops`], [`status_watch`]) and the deployed
-//! agent's teardown ([`teardown`]). This file only names them.
+//! Layered top-down, no submodule reaching back up: `error` and `agent`
+//! at the bottom, then `agents` (creating and editing records), `start`
+//! and `delete`, then the commands that wait
+//! on a running agent (`relay_ops`, `status_watch`) and the deployed
+//! agent's teardown (`teardown`). This file only names them.
 //!
 //! Every refusal the spec requires before anything is invoked (I1, owner,
 //! relay-mesh, I2, POSIX keys) happens in [`start_provider`] before discovery
@@ -13,6 +14,7 @@
 //! the harness is spawned; a deploy never does (the image resolves the name).
 
 mod agent;
+pub mod agents;
 mod delete;
 mod error;
 pub mod relay_ops;

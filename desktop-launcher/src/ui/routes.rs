@@ -19,8 +19,10 @@ use super::form::{self, AgentForm, FieldErrors};
 use super::server::{
     Op, S, Shared, agents_changed, app_status, fail, fields_failed, off, parse, reply, store_status,
 };
+use crate::app::agents::SaveError;
 use crate::app::{self, AppError, StartOptions};
 use crate::discovery;
+use crate::envfile::EnvChanges;
 use crate::gate::{self, GateError};
 use crate::presence;
 use crate::presets;
@@ -151,94 +153,67 @@ fn schema_for(s: &Shared, backend: Option<&str>, agent: Option<&str>) -> Option<
         .and_then(|o| o.info.get("config_schema").cloned())
 }
 
-/// The fields of `rec` that look like a secret, keyed by form field.
-fn secret_fields(s: &Shared, rec: &AgentRecord) -> Result<FieldErrors, StoreError> {
-    let mut errors = FieldErrors::new();
-    for f in crate::shown::shown_fields(rec) {
-        match s.store.refuse_secret(f.label, f.value) {
-            Ok(()) => {}
-            Err(e @ StoreError::SecretShaped { .. }) => {
-                errors.insert(f.form_key.to_string(), e.to_string());
-            }
-            Err(e) => return Err(e),
+/// A refused save as the page shows it: field errors by the field, the rest
+/// as the page's error line.
+fn refused(s: &Shared, e: SaveError<FieldErrors>) -> Response {
+    match e {
+        SaveError::Fields(errs) => fields_failed(s, errs),
+        SaveError::Shown(v) => fields_failed(
+            s,
+            v.into_iter()
+                .map(|(key, e)| (key.to_string(), e.to_string()))
+                .collect(),
+        ),
+        SaveError::Relay(e) => {
+            fields_failed(s, FieldErrors::from([("relay_url".to_string(), e.to_string())]))
         }
+        SaveError::Create(e) => fields_failed(s, FieldErrors::from([("name".to_string(), e.to_string())])),
+        SaveError::Store(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
     }
-    Ok(errors)
+}
+
+/// The fill of a save ([`app::agents`]): the form's fields on the record,
+/// its API key as the secret env change.
+fn fill<'a>(
+    form: &'a AgentForm,
+    schema: Option<&'a Value>,
+) -> impl Fn(&mut AgentRecord) -> Result<EnvChanges, FieldErrors> + 'a {
+    move |rec| {
+        form::apply(rec, form, schema)?;
+        form::secret_changes(rec, form)
+    }
 }
 
 fn create(s: &Shared, mut form: AgentForm) -> Response {
     let name = form.name.clone().unwrap_or_default().trim().to_string();
-    let mut relay_url = form.relay_url.clone().unwrap_or_default().trim().to_string();
+    // A blank relay URL is none: `agent create` without `--relay`, the
+    // embedded relay of this state dir ([`app::agents::create`]).
+    form.relay_url = form.relay_url.take().filter(|u| !u.trim().is_empty());
     if name.is_empty() {
         return fields_failed(
             s,
             FieldErrors::from([("name".to_string(), "a name is required".to_string())]),
         );
     }
-    // As `agent create` without `--relay`: the embedded relay of this state dir.
-    if relay_url.is_empty() {
-        match crate::embedded::url(&s.store) {
-            Ok(u) => relay_url = u,
-            Err(e) => {
-                return fields_failed(s, FieldErrors::from([("relay_url".to_string(), e.to_string())]));
+    let schema = schema_for(s, form.backend.as_deref(), None);
+    match app::agents::create(
+        &s.store,
+        &name,
+        form.relay_url.as_deref(),
+        fill(&form, schema.as_ref()),
+    ) {
+        Ok(saved) => {
+            agents_changed(s);
+            match agent_json(s, &saved.record) {
+                Ok(mut v) => {
+                    v["warnings"] = json!(saved.warnings);
+                    reply(s, StatusCode::CREATED, v)
+                }
+                Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
             }
         }
-        form.relay_url = Some(relay_url.clone());
+        Err(e) => refused(s, e),
     }
-    let schema = schema_for(s, form.backend.as_deref(), None);
-    // Validate on a scratch record first: nothing is created when a field is wrong.
-    let mut scratch = AgentRecord::new(&name, &"0".repeat(64), &relay_url);
-    if let Err(errs) = form::apply(&mut scratch, &form, schema.as_ref())
-        .and_then(|()| form::secret_changes(&scratch, &form).map(drop))
-    {
-        return fields_failed(s, errs);
-    }
-    match secret_fields(s, &scratch) {
-        Ok(errs) if !errs.is_empty() => return fields_failed(s, errs),
-        Ok(_) => {}
-        Err(e) => return fail(s, store_status(&e), e),
-    }
-    let mut rec = match s.store.create_agent(&name, &relay_url) {
-        Ok(r) => r,
-        Err(e) => {
-            return fields_failed(s, FieldErrors::from([("name".to_string(), e.to_string())]));
-        }
-    };
-    let secret = match form::apply(&mut rec, &form, schema.as_ref())
-        .and_then(|()| form::secret_changes(&rec, &form))
-    {
-        Ok(c) => c,
-        Err(errs) => {
-            let _ = s.store.delete_agent(&name);
-            return fields_failed(s, errs);
-        }
-    };
-    if let Err(e) = s
-        .store
-        .set_secret_env(&mut rec, &secret)
-        .and_then(|_| s.store.save_agent(&rec))
-    {
-        let _ = s.store.delete_agent(&name);
-        return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
-    }
-    agents_changed(s);
-    match agent_json(s, &rec) {
-        Ok(mut v) => {
-            v["warnings"] = json!(warnings(s, &rec));
-            reply(s, StatusCode::CREATED, v)
-        }
-        Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
-    }
-}
-
-/// The CLI's warnings after a save, on this server's `PATH` and environment
-/// (a local harness started from the page inherits both).
-fn warnings(s: &Shared, rec: &AgentRecord) -> Vec<String> {
-    let settings = s.store.settings().unwrap_or_default();
-    let secret = s.store.secret_env(&rec.name).unwrap_or_default();
-    let path = std::env::var_os("PATH");
-    let inherited = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
-    presets::warnings(rec, &settings, &secret, path.as_deref(), &inherited)
 }
 
 /// `GET /api/presets`: the presets the form offers, in the CLI's order,
@@ -284,45 +259,29 @@ fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
             FieldErrors::from([("name".to_string(), "an agent cannot be renamed".to_string())]),
         );
     }
-    let mut rec = match s.store.agent(name) {
-        Ok(r) => r,
+    let backend = match s.store.agent(name) {
+        Ok(rec) => form
+            .backend
+            .clone()
+            .unwrap_or_else(|| backend_label(&rec.backend)),
         Err(e) => return fail(s, store_status(&e), e),
     };
-    let backend = form.backend.clone().or_else(|| Some(backend_label(&rec.backend)));
-    let schema = schema_for(s, backend.as_deref(), Some(name));
-    let secret = match form::apply(&mut rec, &form, schema.as_ref())
-        .and_then(|()| form::secret_changes(&rec, &form))
-    {
-        Ok(c) => c,
-        Err(errs) => return fields_failed(s, errs),
-    };
-    match secret_fields(s, &rec) {
-        Ok(errs) if !errs.is_empty() => return fields_failed(s, errs),
-        Ok(_) => {}
-        Err(e) => return fail(s, store_status(&e), e),
-    }
-    if let Err(e) = s
-        .store
-        .set_secret_env(&mut rec, &secret)
-        .and_then(|_| s.store.save_agent(&rec))
-    {
-        return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e);
-    }
-    agents_changed(s);
-    let restart_note = s
-        .store
-        .deploy_state(name)
-        .ok()
-        .and_then(|st| st.record_digest)
-        .is_some_and(|d| d != rec.launch_digest());
-    match agent_json(s, &rec) {
-        Ok(mut v) => {
-            v["saved"] = json!(true);
-            v["applies_after_restart"] = json!(restart_note);
-            v["warnings"] = json!(warnings(s, &rec));
-            reply(s, StatusCode::OK, v)
+    let schema = schema_for(s, Some(&backend), Some(name));
+    match app::agents::edit(&s.store, name, fill(&form, schema.as_ref())) {
+        Ok(saved) => {
+            agents_changed(s);
+            match agent_json(s, &saved.record) {
+                Ok(mut v) => {
+                    v["saved"] = json!(true);
+                    v["applies_after_restart"] = json!(saved.applies_after_restart);
+                    v["warnings"] = json!(saved.warnings);
+                    reply(s, StatusCode::OK, v)
+                }
+                Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+            }
         }
-        Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(SaveError::Store(e)) => fail(s, store_status(&e), e),
+        Err(e) => refused(s, e),
     }
 }
 

@@ -24,7 +24,6 @@ use anyhow::Result;
 use desktop_launcher::envfile::{self, EnvChanges};
 use desktop_launcher::presets;
 use desktop_launcher::record::AgentRecord;
-use desktop_launcher::store::Store;
 use std::io::Read;
 use std::path::Path;
 
@@ -118,11 +117,9 @@ pub(crate) fn read(env: &[String], file: Option<&Path>, stdin: bool) -> Result<E
     })
 }
 
-/// Applies `input` to `rec` and to its secret env. A key lives in one
-/// place: a plain value drops the key's secret one and a secret value
-/// drops its plain one ([`Store::set_secret_env`]); a removal removes both.
-/// The caller saves `rec`.
-pub(crate) fn apply(store: &Store, rec: &mut AgentRecord, input: &EnvInput) -> Result<()> {
+/// Applies the plain entries of `input` to the record's env and returns the
+/// secret env changes (a plain entry also clears a secret one of its name).
+pub(crate) fn changes(rec: &mut AgentRecord, input: &EnvInput) -> EnvChanges {
     let mut secret = input.secret.clone();
     for (k, v) in &input.plain {
         match v {
@@ -140,8 +137,7 @@ pub(crate) fn apply(store: &Store, rec: &mut AgentRecord, input: &EnvInput) -> R
             rec.env.remove(k);
         }
     }
-    store.set_secret_env(rec, &secret)?;
-    Ok(())
+    secret
 }
 
 #[cfg(test)]
