@@ -9,9 +9,8 @@
 //! when every step succeeded; otherwise the failing step and its log are
 //! named, and the agent and the relay are stopped.
 
-use crate::embedded;
-use crate::local::{find_harness, on_path};
-use crate::store::Store;
+use crate::app::embedded_relay::{self as embedded, Ensured};
+use crate::app::{self, HARNESS_BIN_ENV, Store, StoreError, find_harness, on_path};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -68,7 +67,7 @@ pub enum DemoError {
     #[error("cannot create the demo state dir: {0}")]
     StateDir(std::io::Error),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] StoreError),
 }
 
 /// What a missing harness needs, as the exact commands to run.
@@ -163,7 +162,7 @@ impl Ctx {
                 DEMO_PRESENCE_INTERVAL_SECS.to_string(),
             )
             .env("BUZZ_LAUNCHER_HOME", self.store.root())
-            .env(crate::limits::HARNESS_BIN_ENV, &self.harness)
+            .env(HARNESS_BIN_ENV, &self.harness)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
@@ -307,7 +306,7 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
                 Err(e) => Outcome::Failed(e),
             }
         })) && cx.step("relay", |c| match embedded::ensure_running(&c.store, &c.exe) {
-        Ok(embedded::Ensured::Started { pid, .. }) | Ok(embedded::Ensured::Running { pid }) => {
+        Ok(Ensured::Started { pid, .. }) | Ok(Ensured::Running { pid }) => {
             let url = embedded::url(&c.store).unwrap_or_default();
             let _ = std::fs::write(c.log("relay"), format!("relay {url} pid {pid}\n"));
             Outcome::Ok(format!("embedded relay {url} (pid {pid})"))
@@ -374,17 +373,12 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
 }
 
 /// Ends what a failed demo left running: the agent's harness and the relay,
-/// each only when its recorded identity verifies ([`crate::procid`]; review
-/// b30b1a0 finding 5: a reused `--state-dir` keeps an old `local_pid`, and
-/// a failure before `start` leaves one that names whatever has that pid
-/// now). The harness gets SIGTERM alone and ends its own process group.
+/// each only when its recorded identity verifies ([`app::terminate_local`];
+/// review b30b1a0 finding 5: a reused `--state-dir` keeps an old
+/// `local_pid`, and a failure before `start` leaves one that names whatever
+/// has that pid now).
 fn cleanup_after_failure(store: &Store) {
-    if let Ok(st) = store.deploy_state(AGENT)
-        && let Some(harness) = crate::local::running_from(AGENT, &st)
-        && let Some(id) = st.local_process.filter(|id| id.pid == harness.pid)
-    {
-        let _ = id.terminate(Duration::from_secs(5));
-    }
+    app::terminate_local(store, AGENT, Duration::from_secs(5));
     let _ = embedded::stop(store);
 }
 

@@ -17,7 +17,7 @@
 use crate::limits::{PIPE_DRAIN_GRACE, POLL_INTERVAL, STDERR_CAP, STDOUT_CAP};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -51,8 +51,6 @@ pub struct Output {
     pub stdout: Vec<u8>,
     /// At most `stderr_cap` bytes.
     pub stderr: Vec<u8>,
-    /// Stderr bytes dropped past the cap.
-    pub stderr_dropped: u64,
     /// Writing the request failed (typically `EPIPE`: the provider closed
     /// its stdin or exited before reading the whole request).
     pub stdin_unread: Option<std::io::ErrorKind>,
@@ -82,8 +80,8 @@ enum Msg {
     Err(Vec<u8>),
     /// Complete stderr lines, in order ([`crate::status_lines`]).
     Lines(Vec<String>),
-    /// Stderr closed; how many bytes were dropped past the cap.
-    ErrEof(u64),
+    /// Stderr closed.
+    ErrEof,
     /// The request writer finished: `Err` when writing failed.
     InDone(Result<(), std::io::ErrorKind>),
 }
@@ -124,17 +122,6 @@ fn spawn_with_retry(cmd: &mut Command) -> Result<Child, InvokeError> {
             Err(e) => return Err(InvokeError::Spawn(e)),
         }
     }
-}
-
-/// Runs `program` with `stdin` as its only input (see [`run_command`]).
-pub fn run(
-    program: &Path,
-    cwd: &Path,
-    stdin: &[u8],
-    limits: Limits,
-    on_status: &mut dyn FnMut(&str),
-) -> Result<Output, InvokeError> {
-    run_command(Command::new(program), cwd, stdin, limits, on_status)
 }
 
 /// Runs `cmd` in its own process group with `stdin` as its only input.
@@ -204,19 +191,17 @@ pub fn run_command(
         std::thread::spawn(move || {
             let mut lines = crate::status_lines::StatusLines::default();
             let mut kept = 0usize;
-            let mut dropped = 0u64;
             let mut buf = vec![0u8; 16 * 1024];
             loop {
                 match err.read(&mut buf) {
                     Ok(0) | Err(_) => {
                         let _ = tx.send(Msg::Lines(lines.finish()));
-                        let _ = tx.send(Msg::ErrEof(dropped));
+                        let _ = tx.send(Msg::ErrEof);
                         return;
                     }
                     Ok(n) => {
                         let take = n.min(cap.saturating_sub(kept));
                         kept += take;
-                        dropped += (n - take) as u64;
                         // Status lines come from the kept bytes only: the
                         // stderr cap bounds them too.
                         let done = lines.feed(&buf[..take]);
@@ -235,7 +220,6 @@ pub fn run_command(
 
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    let mut stderr_dropped: u64 = 0;
     let mut stdin_unread = None;
     let mut in_done = !writing;
     let (mut out_eof, mut err_eof) = (false, false);
@@ -256,10 +240,7 @@ pub fn run_command(
                     on_status(l);
                 }
             }
-            Ok(Msg::ErrEof(d)) => {
-                err_eof = true;
-                stderr_dropped = d;
-            }
+            Ok(Msg::ErrEof) => err_eof = true,
             Ok(Msg::InDone(r)) => {
                 in_done = true;
                 stdin_unread = r.err();
@@ -292,7 +273,6 @@ pub fn run_command(
                     status: s,
                     stdout,
                     stderr,
-                    stderr_dropped,
                     stdin_unread,
                 });
             }
@@ -307,11 +287,4 @@ pub fn run_command(
             return Err(InvokeError::Timeout(limits.deadline));
         }
     }
-}
-
-/// A staged or discovered program path with its digest, for diagnostics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Binary {
-    pub path: PathBuf,
-    pub sha256: String,
 }

@@ -5,13 +5,22 @@
 //! on an arrow that runs up).
 //!
 //! The front ends (top): the CLI (`src/bin/`), the Start page ([`ui`]) and
-//! [`demo`]. They call the operations.
+//! [`demo`]. They call the operations, and only them (`tests/layers.rs`).
 //!
-//! The operations: [`app`], the commands (init, agents, start, stop, chat,
-//! status, undeploy, delete, providers, the presence feed) over the modules
-//! below; `app::relay_ops` waits on a running agent, `app::status_watch` is
-//! what `status` listens for, `app::teardown` undeploys (issue 21, spec §Stop
-//! and Delete).
+//! The operations: [`app`], the one API (issue 31): the commands (init,
+//! agents, start, stop, chat, status, undeploy, delete, providers, the
+//! embedded relay, the presence feed) over the modules below, and the
+//! vocabulary they take and return; `app::relay_ops` waits on a running
+//! agent, `app::status_watch` is what `status` listens for, `app::teardown`
+//! undeploys (issue 21, spec §Stop and Delete).
+//!
+//! What is public, and why: [`app`], [`ui`] and [`demo`] for the binary;
+//! below them, the modules the conformance suite, the benchmarks and the
+//! fuzz targets drive on their own (the state dir, the records, the gate,
+//! discovery, the payload and response rules, the redactor, the relay
+//! client, presence, the embedded relay's state, the limits). The rest is
+//! crate-private: the harness's process bookkeeping, locks, presets, the
+//! env file format and the words of a wait, which only `app` composes.
 //!
 //! The relay client, the local harness and the embedded relay's state:
 //! - [`relay`]: `!shutdown`, chat and the presence subscription over the relay (spec §Stop, I3, M1).
@@ -48,33 +57,33 @@
 //! - [`waits`]: what `chat`, `stop` and `status` know before a wait and say during one (issue 24).
 
 pub mod app;
-pub mod child_watch;
+pub(crate) mod child_watch;
 pub mod demo;
 pub mod discovery;
 pub mod embedded;
 pub mod enrolled;
-pub mod envfile;
+pub(crate) mod envfile;
 pub mod gate;
-pub mod harness_exit;
-pub mod invoke;
+pub(crate) mod harness_exit;
+pub(crate) mod invoke;
 pub mod limits;
-pub mod local;
-pub mod lock;
+pub(crate) mod local;
+pub(crate) mod lock;
 pub mod payload;
 pub mod presence;
-pub mod presets;
-pub mod procid;
+pub(crate) mod presets;
+pub(crate) mod procid;
 pub mod record;
 pub mod redact;
 pub mod relay;
 pub mod resolve;
 pub mod response;
-pub mod restart;
-pub mod runtime;
-pub mod secrets;
-pub mod shown;
+pub(crate) mod restart;
+pub(crate) mod runtime;
+pub(crate) mod secrets;
+pub(crate) mod shown;
 pub mod stage;
-pub mod status_lines;
+pub(crate) mod status_lines;
 pub mod store;
 pub mod ui;
-pub mod waits;
+pub(crate) mod waits;

@@ -23,7 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The identity of one process instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,18 +236,10 @@ impl ProcessId {
     }
 }
 
-/// True when `path` names the same file as `exe` (for a recorded path that
-/// may be a symlink).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
     use std::process::Command;
 
     fn id(pid: u32, ticks: u64) -> ProcessId {
@@ -335,6 +327,14 @@ mod tests {
             me.signal(libc::SIGTERM),
             Err(SignalError::NotOurs { .. })
         ));
+    }
+
+    /// True when `a` names the same file as `b` (a path may be a symlink).
+    fn same_file(a: &Path, b: &Path) -> bool {
+        match (a.canonicalize(), b.canonicalize()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        }
     }
 
     #[test]

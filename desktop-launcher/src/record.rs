@@ -38,6 +38,17 @@ pub enum Backend {
     },
 }
 
+impl Backend {
+    /// The backend as the CLI's `--backend` takes it and every listing
+    /// shows it: `local` or `provider:<id>`.
+    pub fn label(&self) -> String {
+        match self {
+            Backend::Local => "local".into(),
+            Backend::Provider { id, .. } => format!("provider:{id}"),
+        }
+    }
+}
+
 /// A persona: a reusable layer between the global env and the agent's own (spec §deploy `env_vars`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Persona {

@@ -3,7 +3,8 @@
 //! crate is in [`ORDER`], bottom first, and may use only modules before it;
 //! inside `app/` the same holds for [`APP_ORDER`]. A module added without a
 //! place in the order, or a `use` that reaches up, fails here with the file
-//! and the arrow. `lib.rs` says the same order in words.
+//! and the arrow. `lib.rs` says the same order in words. The front ends
+//! (the page, `demo`, the CLI) use only the one API, `app` ([`FRONT_ENDS`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -57,12 +58,31 @@ const ORDER: &[&str] = &[
 const APP_ORDER: &[&str] = &[
     "error",
     "agent",
+    "local_state",
     "agents",
     "start",
     "delete",
+    "providers",
+    "embedded_relay",
     "relay_ops",
+    "presence_feed",
     "status_watch",
     "teardown",
+];
+
+/// `ui/`'s submodules, bottom first: the guard and the form rules, the
+/// presence handle, the handlers' shared state and replies, the presence
+/// task, the handlers, and the server that routes to them.
+const UI_ORDER: &[&str] = &[
+    "guard", "form", "dots", "shared", "live", "ops", "routes", "teardown", "server",
+];
+
+/// What each front end may use of the crate: the one API (`app`), and for
+/// the binary the page's server and `demo` it starts (issue 31 item 1).
+const FRONT_ENDS: &[(&str, &str, &[&str])] = &[
+    ("ui", "crate::", &["app", "ui"]),
+    ("demo.rs", "crate::", &["app"]),
+    ("bin", "desktop_launcher::", &["app", "ui", "demo"]),
 ];
 
 fn src() -> PathBuf {
@@ -171,33 +191,68 @@ fn every_module_uses_only_modules_below_it() {
     );
 }
 
-#[test]
-fn app_s_submodules_use_only_those_below_them() {
-    let dir = src().join("app");
+/// The arrows inside a directory module that run up or sideways: a file's
+/// `super::x` must name a file before it in `order` (`mod.rs` and `tests.rs`
+/// only name them), and none may go back through `crate::<dir>`.
+fn arrows_up_within(dir_name: &str, order: &[&str]) -> Vec<String> {
+    let dir = src().join(dir_name);
     let mut arrows_up = Vec::new();
     for file in rust_files(&dir) {
         let name = file.file_stem().unwrap().to_str().unwrap().to_string();
         if name == "mod" || name == "tests" {
             continue;
         }
-        let at = APP_ORDER
+        let at = order
             .iter()
             .position(|m| *m == name)
-            .unwrap_or_else(|| panic!("app/{name}.rs has no place in APP_ORDER"));
+            .unwrap_or_else(|| panic!("{dir_name}/{name}.rs has no place in the order"));
         let code = code(&file);
         for used in names_after(&code, "super::") {
-            match APP_ORDER.iter().position(|m| *m == used) {
+            match order.iter().position(|m| *m == used) {
                 Some(u) if u < at => {}
                 _ => arrows_up.push(format!("{}: {name} -> super::{used}", file.display())),
             }
         }
-        if code.contains("crate::app") {
-            arrows_up.push(format!("{}: {name} -> crate::app", file.display()));
+        if code.contains(&format!("crate::{dir_name}")) {
+            arrows_up.push(format!("{}: {name} -> crate::{dir_name}", file.display()));
         }
     }
+    arrows_up
+}
+
+#[test]
+fn the_submodules_of_app_and_ui_use_only_those_below_them() {
+    let mut arrows_up = arrows_up_within("app", APP_ORDER);
+    arrows_up.extend(arrows_up_within("ui", UI_ORDER));
     assert!(
         arrows_up.is_empty(),
         "arrows that run up or sideways:\n{}",
         arrows_up.join("\n")
+    );
+}
+
+#[test]
+fn the_front_ends_use_only_the_one_api() {
+    let mut reaching = Vec::new();
+    for (place, prefix, allowed) in FRONT_ENDS {
+        let path = src().join(place);
+        let files = if path.is_dir() {
+            rust_files(&path)
+        } else {
+            vec![path]
+        };
+        assert!(!files.is_empty(), "{place}: no source files");
+        for file in files {
+            for used in names_after(&code(&file), prefix) {
+                if !allowed.contains(&used.as_str()) {
+                    reaching.push(format!("{}: {prefix}{used}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        reaching.is_empty(),
+        "front ends reaching past `app` (add the operation or the type to `app`):\n{}",
+        reaching.join("\n")
     );
 }

@@ -13,6 +13,7 @@
 
 use super::agent::{is_deployed, presence_ttl};
 use super::error::AppError;
+use super::presence_feed::{Subscription, records_by_relay};
 use crate::child_watch;
 use crate::presence::Tracker;
 use crate::record::{AgentRecord, Backend};
@@ -27,8 +28,7 @@ use std::time::Duration;
 pub struct PresenceWatch {
     /// The derived state of every agent.
     pub tracker: Tracker,
-    feeds: Vec<relay::PresenceFeed>,
-    clients: Vec<nostr_sdk::Client>,
+    feeds: Vec<Subscription>,
     /// Relays that could not be reached (one message each).
     pub warnings: Vec<String>,
 }
@@ -42,30 +42,16 @@ impl PresenceWatch {
         let ttl = presence_ttl();
         let since = relay::unix_now().saturating_sub(ttl.as_secs());
         let tracker = Tracker::new(agents.iter().map(|a| a.pubkey.clone()), ttl).since(since);
-        let mut by_relay: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-        for a in agents {
-            by_relay
-                .entry(a.relay_url.as_str())
-                .or_default()
-                .push(a.pubkey.clone());
-        }
-        let (mut feeds, mut clients, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-        for (url, authors) in by_relay {
-            match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
-                Ok(c) => match relay::subscribe_presence(&c, url, &authors, since).await {
-                    Ok(f) => {
-                        feeds.push(f);
-                        clients.push(c);
-                    }
-                    Err(e) => warnings.push(e.to_string()),
-                },
+        let (mut feeds, mut warnings) = (Vec::new(), Vec::new());
+        for (url, authors) in records_by_relay(agents) {
+            match Subscription::open(&url, owner.clone(), &authors, since, Duration::from_secs(10)).await {
+                Ok(f) => feeds.push(f),
                 Err(e) => warnings.push(e.to_string()),
             }
         }
         Ok(PresenceWatch {
             tracker,
             feeds,
-            clients,
             warnings,
         })
     }
@@ -87,7 +73,7 @@ impl PresenceWatch {
         done: &dyn Fn(&Tracker) -> bool,
     ) {
         for f in self.feeds.iter_mut() {
-            f.pump(&mut self.tracker, step, on_change, done).await;
+            f.feed().pump(&mut self.tracker, step, on_change, done).await;
         }
         if self.feeds.is_empty() {
             tokio::time::sleep(step).await;
@@ -131,8 +117,8 @@ impl PresenceWatch {
 
     /// Disconnects.
     pub async fn close(self) {
-        for c in self.clients {
-            c.shutdown().await;
+        for f in self.feeds {
+            f.close().await;
         }
     }
 }

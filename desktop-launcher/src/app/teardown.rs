@@ -39,6 +39,7 @@
 use super::agent::{StartOptions, agent_lock, workdir};
 use super::delete::delete_locked;
 use super::error::AppError;
+use super::providers::info_at;
 use crate::discovery;
 use crate::gate::{self, GateError, Undeployed};
 use crate::lock;
@@ -361,16 +362,7 @@ pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<Del
     let info = discovery::discover(&opts.dirs)
         .resolve(id, path_cache.as_deref())
         .map_err(AppError::from)
-        .and_then(|res| {
-            let wd = workdir(store, &rec)?;
-            Ok(gate::info(
-                &res,
-                &store.staging_root(),
-                &wd,
-                &opts.gate,
-                &mut |_| {},
-            )?)
-        });
+        .and_then(|res| info_at(store, &res, &workdir(store, &rec)?, opts));
     let cannot = match info {
         Ok(o) if buzz_contract::wire::info_supports(&o.info, buzz_contract::wire::OP_UNDEPLOY) => None,
         Ok(_) => Some(format!("provider {id} does not offer undeploy")),

@@ -4,9 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use desktop_launcher::app::{self, StartOptions};
-use desktop_launcher::record::Backend;
-use desktop_launcher::store::Store;
+use desktop_launcher::app::{self, Backend, StartOptions, Store};
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,7 +72,7 @@ enum Cmd {
         /// The agent's name (see `agent list`).
         agent: String,
         /// Seconds to wait for presence `offline` after the `!shutdown`.
-        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::STOP_WAIT.as_secs())]
+        #[arg(long, value_name = "SECONDS", default_value_t = app::STOP_WAIT.as_secs())]
         wait: u64,
         /// Send the `!shutdown` and wait even for an agent known not to run
         /// here (its harness ended, or it was never started by this launcher).
@@ -88,7 +86,7 @@ enum Cmd {
         /// The message to send (quote it when it has spaces).
         text: String,
         /// Seconds to wait for the agent's reply.
-        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::CHAT_WAIT.as_secs())]
+        #[arg(long, value_name = "SECONDS", default_value_t = app::CHAT_WAIT.as_secs())]
         wait: u64,
     },
     /// Presence for every agent and the fleet line.
@@ -98,7 +96,7 @@ enum Cmd {
         watch: bool,
         /// Seconds to listen for presence at most (default: one 60 s republish
         /// interval plus 5 s; stops early once every deployed agent reported).
-        #[arg(long, value_name = "SECONDS", default_value_t = desktop_launcher::limits::STATUS_LISTEN.as_secs())]
+        #[arg(long, value_name = "SECONDS", default_value_t = app::STATUS_LISTEN.as_secs())]
         listen: u64,
     },
     /// Serve the Start page on a loopback address and print its URL (with the page token).
@@ -207,13 +205,6 @@ enum ProvidersCmd {
     },
 }
 
-fn backend_label(b: &Backend) -> String {
-    match b {
-        Backend::Local => "local".into(),
-        Backend::Provider { id, .. } => format!("provider:{id}"),
-    }
-}
-
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -292,7 +283,7 @@ fn run(cli: Cli) -> Result<()> {
                     "{}\t{}\t{}\t{}\t{}",
                     rec.name,
                     rec.pubkey,
-                    backend_label(&rec.backend),
+                    rec.backend.label(),
                     deployed,
                     // An old record may hold credentials in its URL (refused since).
                     buzz_contract::redact::scrub_url_userinfo(&rec.relay_url)
@@ -382,7 +373,7 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
             out!("  provider {} (sha256 {})", d.path.display(), d.sha256);
         }
         Backend::Local => {
-            let harness = desktop_launcher::local::harness_program();
+            let harness = app::harness_program();
             if wait_online == 0 {
                 match app::start_local(store, name, &harness)? {
                     app::LocalStart::Spawned { child, nonce } => {

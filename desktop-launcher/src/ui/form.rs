@@ -7,24 +7,21 @@
 //! The browser renders what [`fields_from_schema`] describes and gates its
 //! submit button on `required`; the server never trusts that and applies
 //! [`validate_config`] again, with the CLI's own
-//! [`crate::payload::normalize_provider_config`].
+//! [`rules::normalize_provider_config`].
 //!
 //! Agent presets (spec §Launch data: a command *name*): the form's
 //! `agent_preset` is one of `buzz_contract::agents`' presets or
-//! [`CUSTOM`], applied by [`crate::presets::apply`] as `agent create --agent`
+//! [`CUSTOM`], applied by [`rules::apply_preset`] as `agent create --agent`
 //! does; a preset and a different custom command at once is a field error.
 //! The permission knobs, the relay URL ([`buzz_contract::relay_url`]) and
-//! the preset-or-command rule ([`presets::check_preset_and_command`]) use
+//! the preset-or-command rule ([`rules::check_preset_and_command`]) use
 //! the CLI's validators (issue 24 item 3: one rule for both front ends). The API key is the one
 //! secret the form carries ([`SecretText`]): [`secret_changes`] puts it under
 //! the record's preset key env, the routes store it as the CLI stores
 //! `--env-file` values, and no response ever carries it back.
 
-use crate::discovery;
-use crate::envfile::EnvChanges;
-use crate::payload::{self, ConfigError};
-use crate::presets;
-use crate::record::{AgentRecord, Backend};
+use crate::app::rules;
+use crate::app::{AgentRecord, Backend, ConfigError, EnvChanges};
 use buzz_contract::i2::I2Error;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -143,21 +140,21 @@ pub fn validate_config(
     schema: Option<&Value>,
 ) -> Result<Map<String, Value>, FieldErrors> {
     let mut errors = FieldErrors::new();
-    // The rule `start` applies too ([`payload::deploy_config`]).
-    for name in payload::missing_required(input, schema) {
+    // The rule `start` applies too (`payload::deploy_config`).
+    for name in rules::missing_required(input, schema) {
         errors.insert(name.clone(), format!("`{name}` is required"));
     }
     // Field by field first, so every field's error is reported, not only the first.
     for (k, v) in input {
         let one: Map<String, Value> = std::iter::once((k.clone(), v.clone())).collect();
-        if let Err(e) = payload::normalize_provider_config(&one, schema) {
+        if let Err(e) = rules::normalize_provider_config(&one, schema) {
             errors.insert(error_field(&e).unwrap_or(k).to_string(), e.to_string());
         }
     }
     if !errors.is_empty() {
         return Err(errors);
     }
-    payload::normalize_provider_config(input, schema).map_err(|e| {
+    rules::normalize_provider_config(input, schema).map_err(|e| {
         let key = error_field(&e).unwrap_or(FORM_KEY).to_string();
         FieldErrors::from([(key, e.to_string())])
     })
@@ -222,7 +219,7 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
         match b.as_str() {
             "local" => rec.backend = Backend::Local,
             other => match other.strip_prefix("provider:") {
-                Some(id) if discovery::valid_id(id) => {
+                Some(id) if rules::valid_provider_id(id) => {
                     let config = match &rec.backend {
                         Backend::Provider { id: old, config, .. } if old == id => config.clone(),
                         _ => Map::new(),
@@ -248,7 +245,7 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
     let preset = match form.agent_preset.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(p) if p == CUSTOM => None,
-        Some(p) => match presets::lookup(p) {
+        Some(p) => match rules::lookup_preset(p) {
             Ok(p) => Some(p),
             Err(e) => {
                 errors.insert("agent_preset".into(), e.to_string());
@@ -257,18 +254,18 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
         },
     };
     match (preset, opt(&form.agent_command)) {
-        (Some(p), Some(Some(c))) => match presets::check_preset_and_command(p, &c) {
-            Ok(()) => presets::apply(rec, p),
+        (Some(p), Some(Some(c))) => match rules::check_preset_and_command(p, &c) {
+            Ok(()) => rules::apply_preset(rec, p),
             Err(e) => {
                 errors.insert("agent_command".into(), e.to_string());
             }
         },
-        (Some(p), _) => presets::apply(rec, p),
+        (Some(p), _) => rules::apply_preset(rec, p),
         (None, Some(v)) => rec.agent_command = v,
         (None, None) => {}
     }
     if let Some(v) = opt(&form.permission_mode) {
-        match v.as_deref().map(presets::check_permission_mode) {
+        match v.as_deref().map(rules::check_permission_mode) {
             Some(Err(e)) => {
                 errors.insert("permission_mode".into(), e.to_string());
             }
@@ -288,7 +285,7 @@ pub fn apply(rec: &mut AgentRecord, form: &AgentForm, schema: Option<&Value>) ->
         ),
     ] {
         if let Some(v) = opt(value) {
-            match v.as_deref().map(presets::permission_policy) {
+            match v.as_deref().map(rules::permission_policy) {
                 Some(Err(e)) => {
                     errors.insert(key.into(), e.to_string());
                 }

@@ -7,14 +7,14 @@
 //! - one presence subscription per relay. A relay that cannot be reached
 //!   is retried with backoff ([`BACKOFF_FIRST`] doubling to
 //!   [`BACKOFF_MAX`]), and at once when the page starts a relay
-//!   ([`Presence::relay_started`], after `ensure_running` reported
+//!   ([`super::dots::Presence::relay_started`], after `ensure_running` reported
 //!   `Started`): the first-run flow opens the page before its relay runs.
 //! - the page's own confirmations: the `online` a Start waited for, the
-//!   `offline` a Stop waited for ([`Presence::note`]). They enter the
+//!   `offline` a Stop waited for ([`super::dots::Presence::note`]). They enter the
 //!   tracker as the reports those waits saw, timed by their events'
 //!   `created_at` with their run tags, never by when the page learns of
 //!   them, so the tracker orders them with the relay's by the one rule
-//!   ([`crate::presence::supersedes`]) and the TTL ages them like any other.
+//!   ([`crate::app::supersedes`]) and the TTL ages them like any other.
 //!
 //! Every snapshot the task publishes carries a revision, counted up per
 //! change, in its `presence` event and in the agents listing
@@ -30,22 +30,21 @@
 //!
 //! An agent that goes `offline` makes the page refetch the agents: the
 //! reason it stopped (the record's `last_error`, or how its local harness's
-//! run ended, [`super::ops::last_error`]) shows under its card (issue 24).
+//! run ended, [`crate::app::last_error`]) shows under its card (issue 24).
 
-use super::server::{S, emit, scrub_value};
-use crate::app;
-use crate::presence::{Change, Derived, Report, Tracker};
-use crate::record::AgentRecord;
-use crate::relay::{self, PresenceFeed};
+use super::dots::{Note, Snap};
+use super::shared::{S, emit, scrub_value};
+use crate::app::presence_feed::{self, Subscription};
+use crate::app::{self, AgentRecord, Change, Derived, Tracker, unix_now};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
-use std::sync::Mutex;
+
 use std::time::{Duration, Instant};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc};
 
 /// The first retry delay of a relay that could not be reached.
 pub const BACKOFF_FIRST: Duration = Duration::from_secs(1);
@@ -56,82 +55,15 @@ const STEP: Duration = Duration::from_millis(200);
 /// How long a connection attempt may take.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
 
-/// The last presence known for one pubkey.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Snap {
-    pub(super) state: Derived,
-    pub(super) at: Option<u64>,
-    pub(super) run: Option<String>,
-    /// The revision of this snapshot: the order of the task's decisions.
-    pub(super) rev: u64,
-}
-
-/// A state the page confirmed itself.
-#[derive(Debug)]
-pub(super) struct Note {
-    pubkey: String,
-    report: Report,
-}
-
-/// The page's side of the presence task.
-pub(super) struct Presence {
-    snaps: Mutex<BTreeMap<String, Snap>>,
-    notes: mpsc::UnboundedSender<Note>,
-    relay_gen: watch::Sender<u64>,
-}
-
-impl Presence {
-    /// A presence handle and the receiver its task consumes.
-    pub(super) fn new() -> (Presence, mpsc::UnboundedReceiver<Note>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (
-            Presence {
-                snaps: Mutex::new(BTreeMap::new()),
-                notes: tx,
-                relay_gen: watch::channel(0).0,
-            },
-            rx,
-        )
-    }
-
-    /// The last known presence of `pubkey`.
-    pub(super) fn snap(&self, pubkey: &str) -> Option<Snap> {
-        self.snaps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(pubkey)
-            .cloned()
-    }
-
-    /// Feeds a report the page's own wait saw (see the module doc).
-    pub(super) fn note(&self, pubkey: &str, report: Report) {
-        let _ = self.notes.send(Note {
-            pubkey: pubkey.to_string(),
-            report,
-        });
-    }
-
-    /// Says a relay was just started: unreachable relays are retried at once.
-    pub(super) fn relay_started(&self) {
-        self.relay_gen.send_modify(|g| *g += 1);
-    }
-}
-
 /// Starts the presence task on a blocking thread of the runtime (the relay
 /// pumps take non-`Send` callbacks).
 pub(super) fn spawn(s: S, notes: mpsc::UnboundedReceiver<Note>) {
     tokio::task::spawn_blocking(move || tokio::runtime::Handle::current().block_on(task(s, notes)));
 }
 
-/// A live subscription and its client.
-struct Live {
-    client: nostr_sdk::Client,
-    feed: PresenceFeed,
-}
-
 /// One relay's subscription, or when to try again.
 enum Link {
-    Up(Box<Live>),
+    Up(Box<Subscription>),
     Down { retry_at: Instant, backoff: Duration },
 }
 
@@ -149,11 +81,7 @@ fn watch_set(agents: &[AgentRecord]) -> BTreeSet<(String, String)> {
 }
 
 fn by_relay(set: &BTreeSet<(String, String)>) -> BTreeMap<String, Vec<String>> {
-    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (url, pk) in set {
-        m.entry(url.clone()).or_default().push(pk.clone());
-    }
-    m
+    presence_feed::by_relay(set.iter().map(|(url, pk)| (url.as_str(), pk.as_str())))
 }
 
 /// The task's state.
@@ -219,7 +147,7 @@ impl Watcher {
         self.covered = set;
         for (_, link) in std::mem::take(&mut self.links) {
             if let Link::Up(live) = link {
-                live.client.shutdown().await;
+                live.close().await;
             }
         }
         let now = Instant::now();
@@ -252,19 +180,10 @@ impl Watcher {
                 continue;
             }
             let pks = authors.get(url).cloned().unwrap_or_default();
-            let since = relay::unix_now().saturating_sub(ttl.as_secs());
-            let attempt = async {
-                let client = relay::connect(url, owner.clone(), CONNECT_WAIT).await?;
-                match relay::subscribe_presence(&client, url, &pks, since).await {
-                    Ok(feed) => Ok((client, feed)),
-                    Err(e) => {
-                        client.shutdown().await;
-                        Err(e)
-                    }
-                }
-            };
+            let since = unix_now().saturating_sub(ttl.as_secs());
+            let attempt = Subscription::open(url, owner.clone(), &pks, since, CONNECT_WAIT);
             *link = match attempt.await {
-                Ok((client, feed)) => Link::Up(Box::new(Live { client, feed })),
+                Ok(sub) => Link::Up(Box::new(sub)),
                 Err(e) => {
                     tracing::debug!(%url, "presence: relay not reachable ({e}); retrying");
                     let b = next_backoff(*backoff);
@@ -293,7 +212,7 @@ impl Watcher {
     fn apply_note(&mut self, n: Note) {
         self.tracker.manage(&n.pubkey);
         let r = n.report;
-        let now = relay::unix_now();
+        let now = unix_now();
         if let Some(c) = self
             .tracker
             .observe_tagged(&n.pubkey, r.state.as_str(), r.run, r.seq, r.at, now)
@@ -312,7 +231,7 @@ impl Watcher {
             let mut changes = Vec::new();
             for link in self.links.values_mut() {
                 if let Link::Up(live) = link {
-                    live.feed
+                    live.feed()
                         .pump(
                             &mut self.tracker,
                             step,
@@ -326,7 +245,7 @@ impl Watcher {
                 self.publish(c);
             }
         }
-        for c in self.tracker.tick(relay::unix_now()) {
+        for c in self.tracker.tick(unix_now()) {
             self.publish(&c);
         }
     }

@@ -1,12 +1,14 @@
 //! The Start page (issue 11): the desktop's Start button as a local web page,
 //! `buzz-launcher ui`. An embedded single page and a small JSON API over the
-//! very functions the CLI calls ([`crate::app`], [`crate::store`],
-//! [`crate::gate`], [`crate::discovery`]), so the page and the CLI cannot drift.
+//! very functions the CLI calls ([`crate::app`], the one module the page
+//! uses), so the page and the CLI cannot drift.
 //!
 //! - [`guard`]: loopback only, the token, `Host`/`Origin` checks (DNS rebinding, CSRF).
 //! - [`form`]: `config_schema` rendering rules and field-keyed I2 errors
 //!   (spec §Provider Protocol `info`, I2, Known Defect 8).
-//! - [`server`]: the server, the guard layer, replies and the redactor cache.
+//! - `dots`: the handlers' side of live presence (the last snapshot of each dot).
+//! - `shared`: the handlers' shared state, the replies and the redactor cache.
+//! - [`server`]: the server, the guard layer and the router.
 //! - `routes`: records, agent presets and providers (create, edit, delete,
 //!   presets, schema, approve).
 //! - `ops`: Start (one live local harness per agent, spec I4), Stop as
@@ -19,21 +21,23 @@
 //! No secret reaches the browser: records are sent with env *names* only (the
 //! form's API key goes one way, into the agent's secret env), no
 //! key material is ever read into a response, and every string of every
-//! response and event is passed through a [`crate::redact::Redactor`] built
-//! from the state dir's secrets ([`crate::secrets`], fail closed) as a last
+//! response and event is passed through a [`crate::app::Redactor`] built
+//! from the state dir's secrets (`Store::secrets`, fail closed) as a last
 //! line of defence.
 
+mod dots;
 pub mod form;
 pub mod guard;
 mod live;
 mod ops;
 mod routes;
 pub mod server;
+mod shared;
 mod teardown;
 
 pub use server::{UiError, serve};
 
-use crate::store::{Store, StoreError, write_private};
+use crate::app::{Store, StoreError, write_private};
 use std::path::PathBuf;
 
 /// Escapes text for an HTML attribute or text node.

@@ -10,24 +10,20 @@
 //! 2. the claim: one operation per agent at a time. A second Start while
 //!    one is in flight answers `already_starting` (200); anything else 409;
 //! 3. only then the embedded relay, through the one start-on-demand path
-//!    ([`crate::embedded::ensure_for`]) on the blocking pool. A relay that
+//!    ([`app::embedded_relay::ensure_for`]) on the blocking pool. A relay that
 //!    was started makes the presence task retry its relays at once.
 //!
-//! "Running" ([`live_local`]): the recorded harness identity decides when
-//! there is one (it is exact); presence `online`/`away` from the recorded
-//! run decides only for a record without one (an older launcher's bare
-//! pid), since presence lags a crash by up to a TTL.
+//! "Running" is [`app::live_local`], with the presence the page last heard.
 
-use super::live::Snap;
-use super::server::{
+use super::shared::{
     LOCAL_ONLINE_WAIT, Op, S, Shared, agents_changed, app_status, emit, fail, fields_failed, off,
     on_blocking_thread, parse, progress, reply, store_status,
 };
-use crate::app::{self, StartOptions};
-use crate::local::Running;
-use crate::presence::{Derived, Report};
-use crate::record::{AgentRecord, Backend, DeployState};
-use crate::response::sanitize_text;
+use crate::app::embedded_relay::{self, Ensured};
+use crate::app::{
+    self, AgentRecord, Backend, CHAT_WAIT, DeployState, Report, Running, STOP_WAIT, StartOptions,
+    sanitize_text, unix_now,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -35,33 +31,11 @@ use axum::response::Response;
 use buzz_contract::presence::PresenceState;
 use serde_json::json;
 
-/// The live local harness of `rec`, if any (see the module doc).
+/// The live local harness of `rec`, if any ([`app::live_local`], with the
+/// presence the page last heard).
 pub(super) fn live_local(s: &Shared, rec: &AgentRecord, st: &DeployState) -> Option<Running> {
-    if !matches!(rec.backend, Backend::Local) {
-        return None;
-    }
-    if st.local_process.is_some() {
-        return crate::local::running_from(&rec.name, st);
-    }
-    let pid = st.local_pid?;
-    let fresh = |p: &Snap| {
-        matches!(p.state, Derived::Online | Derived::Away) && p.run.is_some() && p.run == st.generation
-    };
-    s.presence.snap(&rec.pubkey).filter(fresh).map(|_| Running {
-        name: rec.name.clone(),
-        pid,
-        run: st.generation.clone(),
-    })
-}
-
-/// The reason the page shows under an agent (issue 24 item 1): the
-/// recorded `last_error`, else, for a local agent whose harness no longer
-/// runs, how its last run failed (its log; an intentional stop is none).
-pub(super) fn last_error(s: &Shared, rec: &AgentRecord, st: &DeployState, running: bool) -> Option<String> {
-    if st.last_error.is_some() || running || !matches!(rec.backend, Backend::Local) {
-        return st.last_error.clone();
-    }
-    crate::child_watch::failed_run(&s.store, &rec.name, st)
+    let snap = s.presence.snap(&rec.pubkey);
+    app::live_local(rec, st, snap.as_ref().map(|p| (p.state, p.run.as_deref())))
 }
 
 /// Marks `name` busy with `op`; the operation already running otherwise.
@@ -98,11 +72,11 @@ async fn load(s: &S, name: &str) -> Result<(AgentRecord, DeployState), Box<Respo
 async fn relay_ready(s: &S, rec: &AgentRecord) -> Result<(), Box<Response>> {
     let rec = rec.clone();
     let out = off(s, move |s| {
-        crate::embedded::ensure_for(&s.store, std::slice::from_ref(&rec))
+        embedded_relay::ensure_for(&s.store, std::slice::from_ref(&rec))
     })
     .await?;
     match out {
-        Ok(Some(crate::embedded::Ensured::Started { .. })) => {
+        Ok(Some(Ensured::Started { .. })) => {
             s.presence.relay_started();
             Ok(())
         }
@@ -203,7 +177,7 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
             ))
         }
         Backend::Local => {
-            let harness = crate::local::harness_program();
+            let harness = app::harness_program();
             progress(s, &name, &format!("spawning the harness {}", harness.display()));
             let (s2, n2) = (s.clone(), name.clone());
             let started = on_blocking_thread(move || async move {
@@ -245,7 +219,7 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
             // Timed by the event the start saw, never by when the page learns of it.
             let online = started.online.clone().unwrap_or_else(|| Report {
                 state: PresenceState::Online,
-                at: crate::relay::unix_now(),
+                at: unix_now(),
                 run: Some(started.nonce.clone()),
                 seq: None,
             });
@@ -270,7 +244,7 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
     let (s2, n2) = (s.clone(), name.clone());
     let result = on_blocking_thread(move || async move {
         let opts = app::StopOptions {
-            wait: crate::limits::STOP_WAIT,
+            wait: STOP_WAIT,
             force: false,
         };
         let out = app::stop_with(&s2.store, &n2, opts, &mut |line| progress(&s2, &n2, line)).await;
@@ -286,7 +260,7 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
                 app::Stopped::Offline(r) => r,
                 app::Stopped::Exited(_) => Report {
                     state: PresenceState::Offline,
-                    at: crate::relay::unix_now(),
+                    at: unix_now(),
                     run,
                     seq: None,
                 },
@@ -337,7 +311,7 @@ pub(super) async fn chat_agent(State(s): State<S>, Path(name): Path<String>, bod
     }
     let (s2, n2) = (s.clone(), name.clone());
     let out = on_blocking_thread(move || async move {
-        app::chat_with(&s2.store, &n2, &msg.text, crate::limits::CHAT_WAIT, &mut |line| {
+        app::chat_with(&s2.store, &n2, &msg.text, CHAT_WAIT, &mut |line| {
             progress(&s2, &n2, line)
         })
         .await

@@ -1,7 +1,8 @@
 //! The Start page's record and provider routes, over the CLI's own
-//! functions: `agent create/edit` → [`super::form::apply`] over [`Store`];
-//! `delete` → `super::teardown`; `providers` → [`discovery::discover`],
-//! [`gate::stage`], [`Store::approve`]; the config form → [`gate::info`].
+//! functions: `agent create/edit` → [`app::agents`] with
+//! [`super::form::apply`] as the fill; `delete` → `super::teardown`;
+//! `providers` → [`app::providers::list`] and [`app::providers::approve`];
+//! the config form → [`app::providers::info`].
 //! Every handler's file I/O and provider call runs in [`off`].
 //!
 //! Fields that land in file names or in `agent list` (name, display name,
@@ -11,37 +12,24 @@
 //! Agent presets (spec §Launch data): `GET /api/presets` serves the table
 //! the select offers (`buzz_contract::agents`, the CLI's `--agent`), with
 //! whether each binary is on this machine's `PATH`; a create or edit answers
-//! with the CLI's warnings ([`presets::warnings`]). The form's API key is
+//! with the CLI's warnings (`app::agents::Saved::warnings`). The form's API key is
 //! stored with [`Store::set_secret_env`], as `--env-file` values are; a
 //! record is sent with its secret env's *names* and `api_key_set` only.
 
 use super::form::{self, AgentForm, FieldErrors};
-use super::server::{
+use super::shared::{
     Op, S, Shared, agents_changed, app_status, fail, fields_failed, off, parse, reply, store_status,
 };
 use crate::app::agents::SaveError;
-use crate::app::{self, AppError, StartOptions};
-use crate::discovery;
-use crate::envfile::EnvChanges;
-use crate::gate::{self, GateError};
-use crate::presence;
-use crate::presets;
-use crate::record::{AgentRecord, Backend};
-use crate::relay;
-use crate::response::sanitize_text;
-use crate::store::{Store, StoreError};
+use crate::app::{
+    self, AgentRecord, AppError, Backend, Derived, EnvChanges, GateError, Store, StoreError, rules,
+    sanitize_text, unix_now,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
-
-pub(super) fn backend_label(b: &Backend) -> String {
-    match b {
-        Backend::Local => "local".into(),
-        Backend::Provider { id, .. } => format!("provider:{id}"),
-    }
-}
 
 /// The operation `name` is busy with.
 pub(super) fn op_of(s: &Shared, name: &str) -> Option<Op> {
@@ -58,7 +46,7 @@ pub(super) fn op_of(s: &Shared, name: &str) -> Option<Op> {
 pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreError> {
     let st = s.store.deploy_state(&rec.name)?;
     let snap = s.presence.snap(&rec.pubkey);
-    let restart_note = presence::drift(
+    let restart_note = app::drift(
         snap.as_ref().and_then(|p| p.run.as_deref()),
         st.generation.as_deref(),
         &rec.launch_digest(),
@@ -83,15 +71,15 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "pubkey": rec.pubkey,
         "display_name": rec.display_name,
         "relay_url": rec.relay_url,
-        "backend": backend_label(&rec.backend),
+        "backend": rec.backend.label(),
         "deployed": app::is_live(&rec.name, &st),
         "running": running,
         "agent_id": st.agent_id,
-        "presence": snap.as_ref().map_or(presence::Derived::Unknown, |p| p.state).as_str(),
+        "presence": snap.as_ref().map_or(Derived::Unknown, |p| p.state).as_str(),
         "presence_rev": snap.as_ref().map_or(0, |p| p.rev),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,
-        "last_error": super::ops::last_error(s, rec, &st, running),
+        "last_error": app::last_error(&s.store, rec, &st, running),
         "agent_command": rec.agent_command,
         "agent_args": rec.agent_args,
         "agent_preset": preset.map_or(form::CUSTOM, |p| p.name),
@@ -124,11 +112,7 @@ pub(super) async fn list_agents(State(s): State<S>) -> Response {
                 Err(e) => return fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
             }
         }
-        reply(
-            s,
-            StatusCode::OK,
-            json!({"agents": out, "now": relay::unix_now()}),
-        )
+        reply(s, StatusCode::OK, json!({"agents": out, "now": unix_now()}))
     })
     .await
     .unwrap_or_else(|r| *r)
@@ -148,7 +132,7 @@ pub(super) async fn show_agent(State(s): State<S>, Path(name): Path<String>) -> 
 /// The provider's `config_schema`, when the form targets a provider and it answers.
 fn schema_for(s: &Shared, backend: Option<&str>, agent: Option<&str>) -> Option<Value> {
     let id = backend?.strip_prefix("provider:")?;
-    run_info(s, id, agent)
+    app::providers::info(&s.store, id, agent)
         .ok()
         .and_then(|o| o.info.get("config_schema").cloned())
 }
@@ -225,7 +209,7 @@ pub(super) async fn list_presets(State(s): State<S>) -> Response {
         let list: Vec<Value> = buzz_contract::agents::PRESETS
             .iter()
             .map(|p| {
-                let missing = presets::missing_binary(p.command, path.as_deref());
+                let missing = rules::missing_binary(p.command, path.as_deref());
                 json!({"name": p.name, "command": p.command, "args": p.args, "key_env": p.key_env,
                        "install": p.install, "missing_locally": missing.map(|m| m.to_string())})
             })
@@ -260,10 +244,7 @@ fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
         );
     }
     let backend = match s.store.agent(name) {
-        Ok(rec) => form
-            .backend
-            .clone()
-            .unwrap_or_else(|| backend_label(&rec.backend)),
+        Ok(rec) => form.backend.clone().unwrap_or_else(|| rec.backend.label()),
         Err(e) => return fail(s, store_status(&e), e),
     };
     let schema = schema_for(s, Some(&backend), Some(name));
@@ -298,28 +279,22 @@ pub(super) async fn edit_agent(State(s): State<S>, Path(name): Path<String>, bod
 // ---- providers ---------------------------------------------------------------------------
 
 fn providers_json(store: &Store) -> Result<Value, AppError> {
-    let d = discovery::discover(&discovery::dirs_from_env());
-    let opts = StartOptions::from_env(store)?;
-    let list: Vec<Value> = d
-        .selected
+    let p = app::providers::list(store)?;
+    let list: Vec<Value> = p
+        .providers
         .iter()
-        .map(|(id, path)| {
-            let (digest, stage_error) = match gate::stage(path) {
-                Ok(st) => (Some(st.sha256.clone()), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            let approved = digest.is_some() && opts.gate.approvals.get(id) == digest.as_ref();
-            json!({"id": id, "path": path.display().to_string(), "sha256": digest,
-                   "stage_error": stage_error, "approved": approved,
-                   "diagnostics": d.diagnostics_for(id)})
+        .map(|x| {
+            json!({"id": x.id, "path": x.path.display().to_string(), "sha256": x.sha256,
+                   "stage_error": x.stage_error, "approved": x.approved,
+                   "diagnostics": x.diagnostics})
         })
         .collect();
     Ok(json!({
-        "strict": opts.gate.strict,
-        "override_note": discovery::override_note(&discovery::override_dirs_from_env()),
+        "strict": p.strict,
+        "override_note": p.override_note,
         "providers": list,
-        "shadowed": d.shadowed.iter().map(|x| json!({"id": x.id, "path": x.path.display().to_string(), "by": x.by.display().to_string()})).collect::<Vec<_>>(),
-        "rejected": d.rejected.iter().map(|x| json!({"path": x.path.display().to_string(), "reason": x.reason})).collect::<Vec<_>>(),
+        "shadowed": p.shadowed.iter().map(|x| json!({"id": x.id, "path": x.path.display().to_string(), "by": x.by.display().to_string()})).collect::<Vec<_>>(),
+        "rejected": p.rejected.iter().map(|x| json!({"path": x.path.display().to_string(), "reason": x.reason})).collect::<Vec<_>>(),
     }))
 }
 
@@ -332,34 +307,6 @@ pub(super) async fn providers(State(s): State<S>) -> Response {
     .unwrap_or_else(|r| *r)
 }
 
-/// `info` through the gate (sealed copy, strict mode honoured). Runs in the
-/// agent's workdir, or a private scratch dir for a form without an agent yet.
-fn run_info(s: &Shared, id: &str, agent: Option<&str>) -> Result<gate::InfoOutcome, AppError> {
-    let d = discovery::discover(&discovery::dirs_from_env());
-    let res = d.resolve(id, None)?;
-    let wd = match agent.map(|n| s.store.agent(n)).transpose()? {
-        Some(AgentRecord { workdir: Some(w), .. }) => w,
-        Some(rec) => s.store.default_workdir(&rec.name)?,
-        None => {
-            let dir = s.store.root().join("work").join(".ui-info");
-            std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
-                action: "create",
-                path: dir.clone(),
-                source,
-            })?;
-            dir
-        }
-    };
-    let opts = StartOptions::from_env(&s.store)?;
-    Ok(gate::info(
-        &res,
-        &s.store.staging_root(),
-        &wd,
-        &opts.gate,
-        &mut |_| {},
-    )?)
-}
-
 #[derive(serde::Deserialize)]
 pub(super) struct SchemaQuery {
     agent: Option<String>,
@@ -370,25 +317,27 @@ pub(super) async fn provider_schema(
     Path(id): Path<String>,
     Query(q): Query<SchemaQuery>,
 ) -> Response {
-    off(&s, move |s| match run_info(s, &id, q.agent.as_deref()) {
-        Ok(o) => {
-            let text = |k: &str| o.info.get(k).and_then(Value::as_str).map(sanitize_text);
-            let fields = form::fields_from_schema(o.info.get("config_schema"));
-            reply(
-                s,
-                StatusCode::OK,
-                json!({"id": id, "path": o.path.display().to_string(), "sha256": o.sha256,
+    off(&s, move |s| {
+        match app::providers::info(&s.store, &id, q.agent.as_deref()) {
+            Ok(o) => {
+                let text = |k: &str| o.info.get(k).and_then(Value::as_str).map(sanitize_text);
+                let fields = form::fields_from_schema(o.info.get("config_schema"));
+                reply(
+                    s,
+                    StatusCode::OK,
+                    json!({"id": id, "path": o.path.display().to_string(), "sha256": o.sha256,
                        "name": text("name"), "version": text("version"), "description": text("description"),
                        "fields": fields}),
-            )
-        }
-        Err(e) => {
-            let needs_approval = matches!(e, AppError::GateRefused(GateError::NotApproved { .. }));
-            reply(
-                s,
-                app_status(&e),
-                json!({"error": sanitize_text(&e.to_string()), "needs_approval": needs_approval}),
-            )
+                )
+            }
+            Err(e) => {
+                let needs_approval = matches!(e, AppError::GateRefused(GateError::NotApproved { .. }));
+                reply(
+                    s,
+                    app_status(&e),
+                    json!({"error": sanitize_text(&e.to_string()), "needs_approval": needs_approval}),
+                )
+            }
         }
     })
     .await
@@ -397,16 +346,8 @@ pub(super) async fn provider_schema(
 
 pub(super) async fn approve_provider(State(s): State<S>, Path(id): Path<String>) -> Response {
     off(&s, move |s| {
-        let out = (|| -> Result<Value, AppError> {
-            let d = discovery::discover(&discovery::dirs_from_env());
-            let res = d.resolve(&id, None)?;
-            let staged = gate::stage(&res.path).map_err(|source| GateError::Stage {
-                path: res.path.clone(),
-                source,
-            })?;
-            s.store.approve(&id, &staged.sha256)?;
-            Ok(json!({"approved": id, "path": res.path.display().to_string(), "sha256": staged.sha256}))
-        })();
+        let out = app::providers::approve(&s.store, &id)
+            .map(|a| json!({"approved": a.id, "path": a.path.display().to_string(), "sha256": a.sha256}));
         match out {
             Ok(v) => reply(s, StatusCode::OK, v),
             Err(e) => fail(s, app_status(&e), e),

@@ -17,10 +17,9 @@
 //! page meanwhile, and none of them while one of those runs.
 
 use super::ops::{claim, release};
-use super::server::{Op, S, Shared, agents_changed, app_status, emit, fail, off, progress, reply};
+use super::shared::{Op, S, Shared, agents_changed, app_status, emit, fail, off, progress, reply};
 use crate::app::teardown;
-use crate::app::{AppError, StartOptions};
-use crate::response::sanitize_text;
+use crate::app::{AppError, StartOptions, Undeployed, sanitize_text};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -53,7 +52,7 @@ fn refused(s: &Shared, e: &AppError) -> Response {
     }
 }
 
-fn removed_json(u: &crate::gate::Undeployed) -> Value {
+fn removed_json(u: &Undeployed) -> Value {
     json!({"pods": u.removed.pods, "secrets": u.removed.secrets,
            "text": format!("removed {}", teardown::removed_text(&u.removed)),
            "provider": format!("{} (sha256 {})", u.path.display(), u.sha256)})

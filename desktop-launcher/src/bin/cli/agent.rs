@@ -20,9 +20,7 @@ use desktop_launcher::app::{
     self,
     agents::{SaveError, Saved},
 };
-use desktop_launcher::envfile::EnvChanges;
-use desktop_launcher::record::AgentRecord;
-use desktop_launcher::store::Store;
+use desktop_launcher::app::{AgentRecord, EnvChanges, Store};
 
 /// Reads the env flags of `f`.
 fn env_input(f: &Fields) -> Result<secret_env::EnvInput> {

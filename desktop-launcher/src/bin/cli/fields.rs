@@ -8,9 +8,9 @@
 //! - the respond-to gate: [`buzz_contract::gate`] (the harness's parser and
 //!   allowlist rule), its modes offered as clap's possible values;
 //! - parallelism: 1..=[`buzz_contract::env::MAX_AGENTS`], the harness's bound;
-//! - env keys: [`desktop_launcher::envfile::check_key`] (see [`super::secret_env`]);
+//! - env keys: [`desktop_launcher::app::rules::check_key`] (see [`super::secret_env`]);
 //! - a preset with a different custom command:
-//!   [`presets::check_preset_and_command`] (the page's rule);
+//!   [`rules::check_preset_and_command`] (the page's rule);
 //! - config: the normaliser of the page and of `start`.
 //!
 //! Every refusal is a [`FieldError`]: it names the flag and the fix, and
@@ -21,10 +21,7 @@ use buzz_contract::env::MAX_AGENTS;
 use buzz_contract::gate::{self, GateError, RespondTo};
 use clap::Args;
 use clap::builder::PossibleValuesParser;
-use desktop_launcher::app;
-use desktop_launcher::discovery;
-use desktop_launcher::presets;
-use desktop_launcher::record::{AgentRecord, Backend};
+use desktop_launcher::app::{self, AgentRecord, Backend, rules};
 use std::path::PathBuf;
 
 /// A refused flag value: the flag, and one sentence that says what to do
@@ -237,7 +234,7 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
         rec.backend = match b.as_str() {
             "local" => Backend::Local,
             other => match other.strip_prefix("provider:") {
-                Some(id) if discovery::valid_id(id) => {
+                Some(id) if rules::valid_provider_id(id) => {
                     let config = match &rec.backend {
                         Backend::Provider { config, .. } => config.clone(),
                         Backend::Local => Default::default(),
@@ -265,12 +262,12 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
     set_opt!(display_name, channel, persona, system_prompt, model, provider);
     match &f.agent {
         Some(a) => {
-            let preset = presets::lookup(a).map_err(|e| FieldError::new("--agent", e))?;
+            let preset = rules::lookup_preset(a).map_err(|e| FieldError::new("--agent", e))?;
             if let Some(Some(c)) = opt(&f.command) {
-                presets::check_preset_and_command(preset, &c)
+                rules::check_preset_and_command(preset, &c)
                     .map_err(|e| FieldError::new("--command", format!("{e}; give --agent or --command")))?;
             }
-            presets::apply(rec, preset);
+            rules::apply_preset(rec, preset);
         }
         None => {
             if let Some(c) = opt(&f.command) {
@@ -280,7 +277,7 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
     }
     if let Some(m) = opt(&f.permission_mode) {
         if let Some(m) = &m {
-            presets::check_permission_mode(m.trim()).map_err(|e| FieldError::new("--permission-mode", e))?;
+            rules::check_permission_mode(m.trim()).map_err(|e| FieldError::new("--permission-mode", e))?;
         }
         rec.permission_mode = m.map(|m| m.trim().to_string());
     }
@@ -299,7 +296,7 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
         if let Some(p) = opt(value) {
             *field = match p {
                 Some(p) => Some(
-                    presets::permission_policy(&p)
+                    rules::permission_policy(&p)
                         .map_err(|e| FieldError::new(flag, e))?
                         .as_str()
                         .to_string(),
@@ -341,8 +338,7 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
             let (k, v) = super::secret_env::split_kv("--config", kv)?;
             app::set_config_field(config, k, v);
         }
-        desktop_launcher::payload::normalize_provider_config(config, None)
-            .map_err(|e| FieldError::new("--config", e))?;
+        rules::normalize_provider_config(config, None).map_err(|e| FieldError::new("--config", e))?;
     }
     if let Some(w) = &f.workdir {
         rec.workdir = Some(w.clone());

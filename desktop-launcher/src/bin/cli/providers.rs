@@ -2,43 +2,39 @@
 //! "discovery names the path it searched"): the providers found, with the
 //! shadowed and rejected candidates, or the directories searched when none
 //! was; `providers approve ID` records a binary's digest for strict mode.
+//! Printing only, over [`desktop_launcher::app::providers`].
 
 use super::{ProvidersCmd, emit, out};
-use anyhow::{Context, Result};
-use desktop_launcher::discovery;
-use desktop_launcher::gate;
-use desktop_launcher::store::Store;
+use anyhow::Result;
+use desktop_launcher::app::{self, Store};
 
 /// `providers` and `providers approve ID`.
 pub(crate) fn run(store: &Store, cmd: ProvidersCmd) -> Result<()> {
-    let d = discovery::discover(&discovery::dirs_from_env());
     match cmd {
         ProvidersCmd::List => {
-            if let Some(note) = discovery::override_note(&discovery::override_dirs_from_env()) {
+            let p = app::providers::list(store)?;
+            if let Some(note) = &p.override_note {
                 out!("{note}");
             }
-            if d.selected.is_empty() {
+            if p.providers.is_empty() {
                 out!(
                     "no providers found: looked for buzz-backend-<id> in {} (BUZZ_PROVIDER_PATH, the launcher's directory, PATH, ~/.local/bin)",
-                    d.searched_list()
+                    p.searched
                 );
             }
-            for (id, path) in &d.selected {
-                out!("{id}\t{}", path.display());
+            for x in &p.providers {
+                out!("{}\t{}", x.id, x.path.display());
             }
-            for s in &d.shadowed {
+            for s in &p.shadowed {
                 out!("  shadowed {} (by {})", s.path.display(), s.by.display());
             }
-            for r in &d.rejected {
+            for r in &p.rejected {
                 out!("  rejected {}: {}", r.path.display(), r.reason);
             }
         }
         ProvidersCmd::Approve { id } => {
-            let res = d.resolve(&id, None)?;
-            let staged =
-                gate::stage(&res.path).with_context(|| format!("cannot stage {}", res.path.display()))?;
-            store.approve(&id, &staged.sha256)?;
-            out!("approved {id} {} sha256 {}", res.path.display(), staged.sha256);
+            let a = app::providers::approve(store, &id)?;
+            out!("approved {} {} sha256 {}", a.id, a.path.display(), a.sha256);
         }
     }
     Ok(())

@@ -4,15 +4,15 @@
 //!
 //! - `--env KEY=VALUE` is plain configuration, stored in the record. argv is
 //!   readable by every local user (`ps`, `/proc/*/cmdline`), so a key that
-//!   names a secret ([`presets::secret_env_name`]: a preset's key env,
+//!   names a secret ([`rules::secret_env_name`]: a preset's key env,
 //!   `*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`) is refused there;
 //! - `--env-file FILE` and `--env-stdin` (`--env-file -` is the same as the
-//!   latter) are secrets: parsed strictly ([`envfile`]), stored in
+//!   latter) are secrets: parsed strictly (`rules::parse_env_file`), stored in
 //!   `keys/<name>.env` (0600) beside the agent's key, never in the record.
 //!   A file that group or others can read is refused with its `chmod 600`
 //!   fix, as `scripts/launch-harness.sh` refuses it (issue 24 item 3).
 //!
-//! A `--env` key follows the env file's key rule ([`envfile::check_key`]):
+//! A `--env` key follows the env file's key rule ([`rules::check_key`]):
 //! an empty key (`--env =x`), a reserved one (`BUZZ_PRIVATE_KEY`) or a
 //! host-resolved one (`PATH`) is refused instead of being dropped at start.
 //! Every refusal is a [`FieldError`] of its flag.
@@ -21,9 +21,8 @@
 
 use super::fields::FieldError;
 use anyhow::Result;
-use desktop_launcher::envfile::{self, EnvChanges};
-use desktop_launcher::presets;
-use desktop_launcher::record::AgentRecord;
+use desktop_launcher::app::rules;
+use desktop_launcher::app::{AgentRecord, EnvChanges};
 use std::io::Read;
 use std::path::Path;
 
@@ -88,19 +87,19 @@ fn read_secret(file: Option<&Path>, stdin: bool) -> Result<EnvChanges, FieldErro
     } else {
         return Ok(EnvChanges::new());
     };
-    envfile::parse_bytes(&bytes).map_err(|e| FieldError::new(flag, e))
+    rules::parse_env_file(&bytes).map_err(|e| FieldError::new(flag, e))
 }
 
 /// Parses every env flag before anything is written: a bad line or a
 /// secret on argv leaves nothing behind. A `--env` key follows the env
-/// file's rule ([`envfile::check_key`]: a POSIX name, not one the launcher
+/// file's rule ([`rules::check_key`]: a POSIX name, not one the launcher
 /// sets itself).
 pub(crate) fn read(env: &[String], file: Option<&Path>, stdin: bool) -> Result<EnvInput> {
     let mut plain = EnvChanges::new();
     for kv in env {
         let (k, v) = split_kv("--env", kv)?;
-        envfile::check_key(k).map_err(|e| FieldError::new("--env", e))?;
-        if !v.is_empty() && presets::secret_env_name(k) {
+        rules::check_key(k).map_err(|e| FieldError::new("--env", e))?;
+        if !v.is_empty() && rules::secret_env_name(k) {
             return Err(FieldError::new(
                 "--env",
                 format!(

@@ -5,7 +5,7 @@
 
 use super::{emit, out};
 use anyhow::Result;
-use desktop_launcher::store::Store;
+use desktop_launcher::app::Store;
 
 /// `ui`: serve the Start page until interrupted. The URL (with its token in
 /// the fragment) goes to stdout only.

@@ -2,13 +2,9 @@
 //! table and the fleet line over [`desktop_launcher::app::status_watch`], and in
 //! `--watch` each change as it comes.
 
-use super::{backend_label, emit, out};
+use super::{emit, out};
 use anyhow::Result;
-use desktop_launcher::app;
-use desktop_launcher::presence::{self, Derived, Tracker};
-use desktop_launcher::record::AgentRecord;
-use desktop_launcher::relay;
-use desktop_launcher::store::Store;
+use desktop_launcher::app::{self, AgentRecord, Change, Derived, Store, Tracker};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -19,11 +15,11 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
     // harness process does, and their presence is listened for briefly.
     let expected = app::expected_live(store, &agents);
     let local = app::running_local(store, &agents);
-    let brief = desktop_launcher::limits::STATUS_LOCAL_LISTEN;
+    let brief = app::STATUS_LOCAL_LISTEN;
     if !watch && !expected.is_empty() {
         eprintln!(
             "listening for presence up to {listen}s (agents republish every {}s; asked the relay for the last {}s; stops once every deployed agent has reported)",
-            desktop_launcher::limits::PRESENCE_REPUBLISH.as_secs(),
+            app::PRESENCE_REPUBLISH.as_secs(),
             ttl.as_secs()
         );
     }
@@ -47,15 +43,12 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
     w.listen_for(&expected, listen, &local, brief).await;
     let listened = brief.min(listen);
     let rows = print_table(store, &agents, &w.tracker, listened)?;
-    out!(
-        "{}",
-        presence::fleet_line_with(&rows, &running_names(store, &agents))
-    );
+    out!("{}", app::fleet_line_with(&rows, &running_names(store, &agents)));
     if watch {
         let step = Duration::from_millis(200);
         loop {
             let mut changed = Vec::new();
-            let mut collect = |c: &presence::Change, _: &Tracker| changed.push(c.clone());
+            let mut collect = |c: &Change, _: &Tracker| changed.push(c.clone());
             w.pump(step, &mut collect).await;
             for c in &changed {
                 let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
@@ -63,10 +56,7 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
             }
             if !changed.is_empty() {
                 let rows = rows_for(store, &agents, &w.tracker)?;
-                out!(
-                    "{}",
-                    presence::fleet_line_with(&rows, &running_names(store, &agents))
-                );
+                out!("{}", app::fleet_line_with(&rows, &running_names(store, &agents)));
             }
         }
     }
@@ -78,7 +68,7 @@ type Row = (String, bool, Derived);
 
 /// The local agents whose harness process verifies now.
 fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {
-    desktop_launcher::app::status_watch::running_local_records(store, agents)
+    app::status_watch::running_local_records(store, agents)
         .map(|a| a.name.clone())
         .collect()
 }
@@ -107,7 +97,7 @@ fn print_table(
     tracker: &Tracker,
     listened: Duration,
 ) -> Result<Vec<Row>> {
-    let now = relay::unix_now();
+    let now = app::unix_now();
     for a in agents {
         let st = store.deploy_state(&a.name)?;
         let last = tracker.last(&a.pubkey);
@@ -118,7 +108,7 @@ fn print_table(
             (tracker.state(&a.pubkey).as_str().to_string(), seen)
         });
         let deployed = app::is_live(&a.name, &st);
-        let note = presence::drift(
+        let note = app::drift(
             last.and_then(|r| r.run.as_deref()),
             st.generation.as_deref(),
             &a.launch_digest(),
@@ -133,7 +123,7 @@ fn print_table(
             state,
             seen,
             if deployed { "deployed" } else { "not deployed" },
-            backend_label(&a.backend),
+            a.backend.label(),
             note
         );
     }

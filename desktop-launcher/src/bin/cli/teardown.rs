@@ -5,10 +5,8 @@
 
 use super::{emit, out};
 use anyhow::Result;
-use desktop_launcher::app::StartOptions;
 use desktop_launcher::app::teardown;
-use desktop_launcher::gate::Undeployed;
-use desktop_launcher::store::Store;
+use desktop_launcher::app::{StartOptions, Store, Undeployed};
 
 fn progress(line: &str) {
     eprintln!("  provider: {line}");
