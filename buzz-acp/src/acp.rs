@@ -39,7 +39,8 @@
 //! mode) carries into the other.
 //!
 //! This file is the slot (spawn, respawn, the connection, `initialize`);
-//! `acp/turn.rs` runs one turn, `acp/forms.rs` holds the pure forms each
+//! `acp/session.rs` gets a turn its session (kept, brought back from its
+//! receipt, or new; issue 32), `acp/turn.rs` runs one turn, `acp/forms.rs` holds the pure forms each
 //! agent reads. A turn's streamed text is bounded at the reply bound as it
 //! arrives ([`crate::events::TurnText`]; review b30b1a0 #15).
 
@@ -47,6 +48,7 @@ mod forms;
 mod handlers;
 pub mod launch;
 pub mod permission;
+mod session;
 pub mod setup;
 mod turn;
 
@@ -63,13 +65,15 @@ use agent_client_protocol::{Agent, ByteStreams, Client};
 use buzz_contract::agents::PermissionPolicy;
 pub use forms::{Adapter, AgentInfo, connection_lost, failure_text, new_session_request, prompt_blocks};
 pub use handlers::PermissionAsk;
-use std::collections::HashMap;
+
+use session::{Fate, Sessions};
+pub use session::{MAX_SESSIONS, Memory};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-use turn::{Fate, run_turn};
+use turn::run_turn;
 pub use turn::{IDLE_TIMEOUT, MAX_TURN};
 
 /// What every slot spawns and how it runs turns.
@@ -97,6 +101,9 @@ pub struct AgentSpec {
     pub cancel_grace: Duration,
     pub respawn_backoff: Duration,
     pub max_failures: u32,
+    /// Where conversations are remembered across restarts (issue 32);
+    /// `None` keeps them in this process only.
+    pub memory: Option<Memory>,
 }
 
 impl AgentSpec {
@@ -136,9 +143,6 @@ pub struct TurnJob {
     /// Who asked: decides the permission policy and the session.
     pub asker: Asker,
 }
-
-/// A slot's sessions: one per channel and asker class (owner or not).
-pub(crate) type Sessions = HashMap<(String, bool), SessionId>;
 
 /// Commands to a slot.
 #[derive(Debug)]
@@ -499,7 +503,7 @@ async fn serve(
     );
     **ready = true;
     let _ = events.send(SlotEvent::Ready { slot });
-    let mut sessions: Sessions = HashMap::new();
+    let mut sessions = Sessions::default();
     loop {
         let cmd = tokio::select! {
             c = cmds.recv() => c,

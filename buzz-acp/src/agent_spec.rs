@@ -9,9 +9,15 @@
 //! in the container's termination message) instead of going online for work
 //! it can never do. A deploy then fails the Start with that reason, where
 //! the image alone knows its commands (block/buzz#6473).
+//!
+//! The spec carries the agent's memory ([`acp::Memory`], issue 32): the
+//! receipts of its conversations in its state dir, and whether its
+//! preset's `session/load` works.
 
 use crate::acp::{self, AgentSpec, launch};
 use crate::config::Config;
+use crate::receipts::{self, store::Receipts};
+use std::sync::Arc;
 
 /// Whether the agent command resolves here (the built-in echo agent always
 /// does): the reason when it does not, as [`launch::missing_text`] words it.
@@ -66,7 +72,38 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         cancel_grace: cfg.cancel_grace,
         respawn_backoff: cfg.respawn_backoff,
         max_failures: cfg.max_agent_failures,
+        memory: memory(cfg, &env),
     }
+}
+
+/// Where the agent's conversations are remembered (issue 32): its state
+/// dir's receipts ([`receipts::store::state_dir`]). Without a state dir
+/// that can be opened the harness still runs, and says that a restart
+/// starts every conversation anew.
+fn memory(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<acp::Memory> {
+    let dir = cfg
+        .state_dir
+        .clone()
+        .or_else(|| receipts::store::state_dir(&cfg.identity.pubkey, env));
+    let opened = dir
+        .ok_or_else(|| "neither BUZZ_ACP_STATE_DIR, XDG_STATE_HOME nor HOME is set".to_string())
+        .and_then(|dir| Receipts::open(&dir).map_err(|e| e.to_string()));
+    let receipts = match opened {
+        Ok(r) => r,
+        Err(why) => {
+            tracing::warn!("conversations are not remembered across restarts: {why}");
+            return None;
+        }
+    };
+    let load_works = buzz_contract::agents::preset_for_command(&cfg.agent_command)
+        .is_none_or(|p| p.continuity.load_works());
+    Some(acp::Memory {
+        receipts: Arc::new(receipts),
+        relay: cfg.relay_url.to_string(),
+        owner: cfg.identity.owner.clone(),
+        agent: cfg.identity.pubkey.clone(),
+        load_works,
+    })
 }
 
 #[cfg(test)]

@@ -174,4 +174,9 @@ pub struct Cli {
     /// Working directory handed to agent sessions (default: the current directory).
     #[arg(long, env = "BUZZ_ACP_CWD")]
     pub cwd: Option<std::path::PathBuf>,
+    /// Where the receipts of the agent's conversations are kept, so that a
+    /// restart brings them back (default: $XDG_STATE_HOME/buzz-acp/<agent
+    /// pubkey>, else ~/.local/state/buzz-acp/<agent pubkey>).
+    #[arg(long, env = crate::receipts::store::STATE_DIR_ENV)]
+    pub state_dir: Option<std::path::PathBuf>,
 }

@@ -92,6 +92,8 @@ pub struct Config {
     pub reconnect_base: Duration,
     pub subscribe_timeout: Duration,
     pub cwd: PathBuf,
+    /// `--state-dir` / `BUZZ_ACP_STATE_DIR`, if given (the receipts' home).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Drops control characters and keeps at most 80 characters (wire-facts §5).
@@ -251,6 +253,7 @@ impl Config {
             reconnect_base: Duration::from_millis(cli.reconnect_base_ms),
             subscribe_timeout: Duration::from_millis(cli.subscribe_timeout_ms),
             cwd,
+            state_dir: cli.state_dir.clone().filter(|d| !d.as_os_str().is_empty()),
         })
     }
 }

@@ -36,6 +36,7 @@ pub mod exit;
 pub mod inbound;
 pub mod pid1;
 pub mod procs;
+pub mod receipts;
 pub mod relay;
 pub mod replies;
 pub mod run;

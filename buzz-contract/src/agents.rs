@@ -30,6 +30,28 @@ pub struct Preset {
     pub base_url_env: Option<&'static str>,
     /// How to install the command when it is missing.
     pub install: &'static str,
+    /// How a restarted harness brings a conversation back with this agent
+    /// (issue 32), as measured against the real agent.
+    pub continuity: Continuity,
+}
+
+/// How a restarted harness brings a conversation back (issue 32): the
+/// first of `session/resume`, `session/load` and a new session given the
+/// channel's history that the agent offers and that works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuity {
+    /// What the agent advertises in `initialize` works.
+    Advertised,
+    /// Its `session/load` is broken upstream (`why` names the issue): the
+    /// history path is taken instead of a load.
+    LoadBroken { why: &'static str },
+}
+
+impl Continuity {
+    /// Whether an advertised `session/load` may be used.
+    pub fn load_works(self) -> bool {
+        matches!(self, Continuity::Advertised)
+    }
 }
 
 /// The command of the built-in echo agent (wire-facts §5).
@@ -45,6 +67,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: &["ANTHROPIC_API_KEY"],
         base_url_env: Some("ANTHROPIC_BASE_URL"),
         install: "npm install -g @zed-industries/claude-agent-acp@0.23.1",
+        continuity: Continuity::Advertised,
     },
     Preset {
         name: "codex",
@@ -54,6 +77,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: &["OPENAI_API_KEY"],
         base_url_env: Some("OPENAI_BASE_URL"),
         install: "npm install -g @zed-industries/codex-acp@0.16.0",
+        continuity: Continuity::Advertised,
     },
     Preset {
         name: "gemini",
@@ -63,6 +87,9 @@ pub const PRESETS: &[Preset] = &[
         key_env: &["GEMINI_API_KEY"],
         base_url_env: Some("GOOGLE_GEMINI_BASE_URL"),
         install: "npm install -g @google/gemini-cli@0.61.0",
+        continuity: Continuity::LoadBroken {
+            why: "gemini-cli #28693 and #28775: a session/load in the same minute as its session/new destroys the session",
+        },
     },
     Preset {
         name: "goose",
@@ -72,6 +99,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: &[],
         base_url_env: None,
         install: "see https://block.github.io/goose/docs/getting-started/installation, then put `goose` on PATH",
+        continuity: Continuity::Advertised,
     },
     Preset {
         name: "echo",
@@ -81,6 +109,7 @@ pub const PRESETS: &[Preset] = &[
         key_env: &[],
         base_url_env: None,
         install: "built into buzz-acp; nothing to install",
+        continuity: Continuity::Advertised,
     },
 ];
 

@@ -134,6 +134,7 @@ fn spec() -> AgentSpec {
         cancel_grace: Duration::from_secs(2),
         respawn_backoff: Duration::from_millis(100),
         max_failures: 1,
+        memory: None,
     }
 }
 

@@ -4,6 +4,7 @@
 //! failure texts. Pure: requests in, forms out.
 
 use super::AgentSpec;
+use crate::receipts::Offers;
 use agent_client_protocol::v1::schema::{
     AuthMethod, ContentBlock, InitializeResponse, McpServer, McpServerStdio, NewSessionRequest, SystemPrompt,
     TextContent,
@@ -50,6 +51,8 @@ impl Adapter {
 pub struct AgentInfo {
     /// `sessionCapabilities.systemPrompt` was advertised.
     pub system_prompt: bool,
+    /// How a session can be brought back or closed (issue 32).
+    pub offers: Offers,
     /// A short hint naming the advertised `authMethods`, if any.
     pub auth_hint: Option<String>,
 }
@@ -80,8 +83,14 @@ impl AgentInfo {
             })
             .filter(|h| !h.trim().is_empty())
             .collect();
+        let caps = &r.agent_capabilities;
         AgentInfo {
-            system_prompt: r.agent_capabilities.session_capabilities.system_prompt.is_some(),
+            system_prompt: caps.session_capabilities.system_prompt.is_some(),
+            offers: Offers {
+                resume: caps.session_capabilities.resume.is_some(),
+                load: caps.load_session,
+                close: caps.session_capabilities.close.is_some(),
+            },
             auth_hint: (!hints.is_empty())
                 .then(|| format!("the agent needs authentication: {}", hints.join("; "))),
         }
@@ -157,6 +166,24 @@ pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequ
     req
 }
 
+/// The params of `session/resume` or `session/load` of `session_id`: the
+/// `session/new` request's own fields (cwd, MCP servers, system prompt,
+/// `_meta`) and the session's id.
+pub fn restore_params(
+    spec: &AgentSpec,
+    info: &AgentInfo,
+    session_id: &str,
+) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(new_session_request(spec, info))?;
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert(
+            "sessionId".into(),
+            serde_json::Value::String(session_id.to_string()),
+        );
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +210,7 @@ mod tests {
             cancel_grace: Duration::from_secs(1),
             respawn_backoff: Duration::from_secs(1),
             max_failures: 1,
+            memory: None,
         }
     }
 
@@ -203,7 +231,7 @@ mod tests {
         let plain = AgentInfo::default();
         let advertised = AgentInfo {
             system_prompt: true,
-            auth_hint: None,
+            ..AgentInfo::default()
         };
         let claude = serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain)).unwrap();
         assert_eq!(
@@ -222,10 +250,44 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_asks_for_the_session_with_the_new_session_s_own_fields() {
+        let claude = spec("claude-agent-acp");
+        let v = restore_params(&claude, &AgentInfo::default(), "s-42").unwrap();
+        assert_eq!(v["sessionId"], "s-42");
+        assert_eq!(v["cwd"], "/w");
+        assert_eq!(
+            v["_meta"]["systemPrompt"],
+            serde_json::json!({"append": "be brief"})
+        );
+        assert_eq!(v["_meta"]["claudeCode"]["options"]["model"], "m1");
+    }
+
+    #[test]
+    fn initialize_says_how_a_session_comes_back() {
+        let read = |v: serde_json::Value| {
+            AgentInfo::from_initialize(&serde_json::from_value::<InitializeResponse>(v).unwrap()).offers
+        };
+        // claude-agent-acp 0.23's capabilities (real-agents.md).
+        let claude = read(serde_json::json!({"protocolVersion": 1, "agentCapabilities": {
+            "loadSession": true,
+            "sessionCapabilities": {"fork": {}, "list": {}, "resume": {}, "close": {}}}}));
+        assert_eq!(
+            claude,
+            Offers {
+                resume: true,
+                load: true,
+                close: true
+            }
+        );
+        let bare = read(serde_json::json!({"protocolVersion": 1, "agentCapabilities": {}}));
+        assert_eq!(bare, Offers::default());
+    }
+
+    #[test]
     fn failure_text_carries_the_auth_hint() {
         let info = AgentInfo {
-            system_prompt: false,
             auth_hint: Some("the agent needs authentication: run `claude /login`".into()),
+            ..AgentInfo::default()
         };
         let e = agent_client_protocol::Error::auth_required();
         assert_eq!(

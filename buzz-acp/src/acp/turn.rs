@@ -1,20 +1,17 @@
 //! One turn on a live agent connection (wire-facts §6; spec I5): the
-//! session for its channel (bounded `session/new`, then the model and mode
-//! applied as [`super::setup`] plans), `session/prompt`, the
+//! session for its conversation ([`super::session`]), `session/prompt`, the
 //! idle deadline reset by each `session/update`, the hard cap, `!cancel` and
 //! shutdown as `session/cancel` with a grace before the agent is killed, and
 //! the outcome with the slot's fate.
 
-use super::setup::{self, Offered, Unapplied};
+use super::session::{Fate, Link, Sessions, session_for};
 use super::{
-    AgentInfo, AgentSpec, Sessions, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost,
-    failure_text, new_session_request, prompt_blocks,
+    AgentInfo, AgentSpec, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text,
+    prompt_blocks,
 };
+use agent_client_protocol::Agent;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, SessionId, StopReason};
-use agent_client_protocol::{Agent, UntypedMessage};
-use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, StopReason};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
@@ -45,137 +42,6 @@ fn stalled_at(last: Instant, quiet: Option<Duration>, tool_running: bool) -> Opt
     }
 }
 
-/// A turn that ended before its prompt: its outcome and the slot's fate.
-type Ended = (TurnOutcome, Fate);
-
-/// One request before the prompt (`session/new`, the setup steps), bounded
-/// by the start bound; `!cancel`, shutdown and the agent's exit end the wait.
-async fn request_bounded(
-    spec: &AgentSpec,
-    info: &AgentInfo,
-    cx: &ConnectionTo<Agent>,
-    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
-    exited: &mut watch::Receiver<bool>,
-    method: &str,
-    params: Value,
-) -> Result<Value, Ended> {
-    let bound = spec.start_bound();
-    let message = UntypedMessage::new(method, params).map_err(|e| {
-        (
-            TurnOutcome::Failed {
-                error: Some(e.message),
-            },
-            Fate::Continue,
-        )
-    })?;
-    let answered = tokio::select! {
-        r = tokio::time::timeout(bound, cx.send_request(message).block_task()) => match r {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::warn!(bound_secs = bound.as_secs(), "agent did not answer {method} in time; killing it");
-                let error = if method == "session/new" {
-                    "the agent did not start a session in time".to_string()
-                } else {
-                    format!("the agent did not answer {method} in time")
-                };
-                return Err((TurnOutcome::Failed { error: Some(error) }, Fate::Dead));
-            }
-        },
-        _ = exited.wait_for(|e| *e) => return Err((TurnOutcome::Failed { error: None }, Fate::Dead)),
-        c = cmds.recv() => {
-            let why = match c {
-                Some(SlotCmd::Cancel) => "cancel",
-                _ => "shutdown",
-            };
-            tracing::info!(reason = why, "{method} abandoned; stopping the agent");
-            let fate = if why == "cancel" { Fate::Dead } else { Fate::Shutdown };
-            return Err((TurnOutcome::Cancelled { why }, fate));
-        }
-    };
-    answered.map_err(|e| {
-        if connection_lost(&e) {
-            tracing::warn!(method, code = ?e.code, "failed: the agent is gone");
-            (TurnOutcome::Failed { error: None }, Fate::Dead)
-        } else {
-            tracing::warn!(method, code = ?e.code, "failed (the message, which the agent wrote, goes to the asker scrubbed, never to the log)");
-            (
-                TurnOutcome::Failed {
-                    error: Some(failure_text(&e, info)),
-                },
-                Fate::Continue,
-            )
-        }
-    })
-}
-
-static MODEL_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
-static MODE_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
-
-/// `session/new`, then the model and mode in the forms the agent
-/// advertised ([`super::setup`]). A setup the agent refuses, or a model or
-/// mode it does not offer, fails the turn with the reason; the session is
-/// not kept, so the next mention tries again.
-async fn open_session(
-    spec: &AgentSpec,
-    info: &AgentInfo,
-    cx: &ConnectionTo<Agent>,
-    cmds: &mut mpsc::UnboundedReceiver<SlotCmd>,
-    exited: &mut watch::Receiver<bool>,
-    mode: Option<&str>,
-) -> Result<SessionId, Ended> {
-    let fail = |error: String| (TurnOutcome::Failed { error: Some(error) }, Fate::Continue);
-    let asked = Instant::now();
-    let params = serde_json::to_value(new_session_request(spec, info)).map_err(|e| fail(e.to_string()))?;
-    let result = request_bounded(spec, info, cx, cmds, exited, "session/new", params).await?;
-    let offered = Offered::from_result(&result).map_err(|e| fail(e.to_string()))?;
-    let plan = setup::plan(&offered, spec.model.as_deref(), mode).map_err(|e| {
-        tracing::warn!(error = %e, "session setup refused");
-        fail(e.to_string())
-    })?;
-    for u in &plan.unapplied {
-        let (flag, what) = match u {
-            Unapplied::Model => (
-                &MODEL_UNAPPLIED_LOGGED,
-                "the agent advertises no models: the model rides session/new _meta.model only",
-            ),
-            Unapplied::Mode => (
-                &MODE_UNAPPLIED_LOGGED,
-                "the agent advertises no modes: the permission mode could not be applied",
-            ),
-        };
-        if !flag.swap(true, Ordering::Relaxed) {
-            tracing::warn!("{what}");
-        }
-    }
-    for step in &plan.steps {
-        let (method, params) = step.request(&offered.session_id);
-        request_bounded(spec, info, cx, cmds, exited, method, params)
-            .await
-            .map_err(|(outcome, fate)| match outcome {
-                TurnOutcome::Failed { error: Some(e) } => (
-                    TurnOutcome::Failed {
-                        error: Some(format!("{method}: {e}")),
-                    },
-                    fate,
-                ),
-                other => (other, fate),
-            })?;
-        tracing::info!(method, "session setup applied");
-    }
-    tracing::info!(
-        took_ms = asked.elapsed().as_millis() as u64,
-        steps = plan.steps.len(),
-        "session opened"
-    );
-    Ok(SessionId::new(offered.session_id))
-}
-
-pub(super) enum Fate {
-    Continue,
-    Shutdown,
-    Dead,
-}
-
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run_turn(
     spec: &AgentSpec,
@@ -188,21 +54,22 @@ pub(super) async fn run_turn(
     job: &TurnJob,
     stalled: &(dyn Fn() + Sync),
 ) -> (TurnOutcome, Fate) {
-    let mut lead = None;
-    let key = (job.channel.clone(), job.asker.is_owner());
-    let session = match sessions.get(&key) {
-        Some(s) => s.clone(),
-        None => match open_session(spec, info, cx, cmds, exited, spec.mode_for(&job.asker)).await {
-            Ok(id) => {
-                sessions.insert(key, id.clone());
-                if !spec.adapter.system_prompt_on_new_session(info) {
-                    lead = spec.system_prompt.as_deref();
-                }
-                id
-            }
-            Err(ended) => return ended,
-        },
+    let mut link = Link {
+        spec,
+        info,
+        cx,
+        cmds,
+        exited,
     };
+    let got = match session_for(&mut link, sessions, job).await {
+        Ok(got) => got,
+        Err(ended) => return ended,
+    };
+    let (cmds, exited) = (link.cmds, link.exited);
+    let session = got.id;
+    let lead = (got.fresh && !spec.adapter.system_prompt_on_new_session(info))
+        .then_some(spec.system_prompt.as_deref())
+        .flatten();
     let started = Instant::now();
     {
         let mut sink = shared.lock();

@@ -1,0 +1,244 @@
+use super::store::{Receipts, STATE_DIR_ENV, state_dir};
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn scope() -> Scope {
+    Scope {
+        relay: "wss://relay.example".into(),
+        owner: "aa".repeat(32),
+        agent: "bb".repeat(32),
+        command: "claude-agent-acp".into(),
+        args: vec![],
+        model: Some("sonnet".into()),
+        permission_mode: None,
+        system_prompt_sha256: Scope::prompt_digest(Some("be brief")),
+    }
+}
+
+fn conv(channel: &str) -> Conversation {
+    Conversation {
+        channel: channel.into(),
+        owner: true,
+    }
+}
+
+fn receipt(channel: &str, session: &str) -> Receipt {
+    Receipt::new(
+        scope(),
+        &conv(channel),
+        session.into(),
+        "/work".into(),
+        1_700_000_000,
+    )
+}
+
+#[test]
+fn each_part_of_the_scope_is_named_when_it_differs() {
+    let base = scope();
+    type Change = (&'static str, fn(&mut Scope));
+    let changes: [Change; 8] = [
+        ("relay", |s| s.relay = "wss://other.example".into()),
+        ("owner", |s| s.owner = "cc".repeat(32)),
+        ("agent", |s| s.agent = "dd".repeat(32)),
+        ("command", |s| s.command = "codex-acp".into()),
+        ("args", |s| s.args = vec!["--x".into()]),
+        ("model", |s| s.model = Some("opus".into())),
+        ("permission_mode", |s| {
+            s.permission_mode = Some("acceptEdits".into())
+        }),
+        ("system_prompt", |s| {
+            s.system_prompt_sha256 = Scope::prompt_digest(Some("be long"))
+        }),
+    ];
+    assert!(base.differs(&base.clone()).is_empty());
+    for (name, change) in changes {
+        let mut other = base.clone();
+        change(&mut other);
+        assert_eq!(base.differs(&other), vec![name]);
+    }
+}
+
+#[test]
+fn the_scope_keeps_a_digest_of_the_system_prompt_never_the_prompt() {
+    let d = Scope::prompt_digest(Some("a secret plan")).unwrap();
+    assert_eq!(d.len(), 64);
+    assert!(!d.contains("secret"));
+    assert_eq!(Scope::prompt_digest(None), None);
+}
+
+#[test]
+fn a_receipt_is_used_only_by_its_conversation_scope_and_cwd() {
+    let bytes = serde_json::to_vec(&receipt("C", "s-1")).unwrap();
+    let cwd = Path::new("/work");
+    assert!(matches!(judge(&bytes, &conv("C"), &scope(), cwd), Verdict::Use(r) if r.session_id == "s-1"));
+
+    let mut other_model = scope();
+    other_model.model = Some("opus".into());
+    assert_eq!(
+        judge(&bytes, &conv("C"), &other_model, cwd),
+        Verdict::Foreign(vec!["model"])
+    );
+    assert_eq!(
+        judge(&bytes, &conv("C"), &scope(), Path::new("/elsewhere")),
+        Verdict::Foreign(vec!["cwd"])
+    );
+    assert!(matches!(
+        judge(&bytes, &conv("D"), &scope(), cwd),
+        Verdict::Corrupt(_)
+    ));
+    let others = Conversation {
+        channel: "C".into(),
+        owner: false,
+    };
+    assert!(matches!(
+        judge(&bytes, &others, &scope(), cwd),
+        Verdict::Corrupt(_)
+    ));
+}
+
+#[test]
+fn a_file_that_is_not_a_receipt_of_this_format_is_corrupt() {
+    let cwd = Path::new("/work");
+    let mut v = serde_json::to_value(receipt("C", "s-1")).unwrap();
+    let cases = [
+        b"not json".to_vec(),
+        b"{}".to_vec(),
+        {
+            let mut w = v.clone();
+            w["version"] = 2.into();
+            serde_json::to_vec(&w).unwrap()
+        },
+        {
+            let mut w = v.clone();
+            w["session_id"] = " ".into();
+            serde_json::to_vec(&w).unwrap()
+        },
+        {
+            v["extra"] = true.into();
+            serde_json::to_vec(&v).unwrap()
+        },
+    ];
+    for bytes in cases {
+        assert!(
+            matches!(judge(&bytes, &conv("C"), &scope(), cwd), Verdict::Corrupt(_)),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+}
+
+#[test]
+fn the_way_back_is_resume_then_load_then_history() {
+    let o = |resume, load| Offers {
+        resume,
+        load,
+        close: false,
+    };
+    assert_eq!(first_step(o(true, true), true), Step::Resume);
+    assert_eq!(first_step(o(true, false), true), Step::Resume);
+    assert_eq!(first_step(o(false, true), true), Step::Load);
+    assert_eq!(first_step(o(false, true), false), Step::History);
+    assert_eq!(first_step(o(false, false), true), Step::History);
+}
+
+#[test]
+fn a_receipt_file_is_named_by_a_digest_of_its_conversation() {
+    let a = conv("channel-with-a-name").file_name();
+    assert!(!a.contains("channel"));
+    assert_eq!(a, conv("channel-with-a-name").file_name());
+    let others = Conversation {
+        channel: "channel-with-a-name".into(),
+        owner: false,
+    };
+    assert_ne!(a, others.file_name());
+    assert_ne!(a, conv("another").file_name());
+}
+
+#[test]
+fn the_state_dir_is_the_env_then_xdg_state_then_home() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    let agent = "ab".repeat(32);
+    assert_eq!(
+        state_dir(&agent, &env(&[(STATE_DIR_ENV, "/s"), ("HOME", "/h")])),
+        Some(PathBuf::from("/s"))
+    );
+    assert_eq!(
+        state_dir(&agent, &env(&[("XDG_STATE_HOME", "/x"), ("HOME", "/h")])),
+        Some(PathBuf::from("/x/buzz-acp").join(&agent))
+    );
+    assert_eq!(
+        state_dir(&agent, &env(&[("HOME", "/h")])),
+        Some(PathBuf::from("/h/.local/state/buzz-acp").join(&agent))
+    );
+    assert_eq!(state_dir(&agent, &env(&[])), None);
+}
+
+#[test]
+fn a_saved_receipt_is_found_private_and_written_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Receipts::open(tmp.path()).unwrap();
+    let r = receipt("C", "s-1");
+    store.save(&r).unwrap();
+    assert_eq!(
+        store.find(&conv("C"), &scope(), Path::new("/work")),
+        Some(r.clone())
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(store.dir()), 0o700);
+    let files: Vec<_> = std::fs::read_dir(store.dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "no temporary file is left: {files:?}");
+    assert_eq!(mode(&files[0]), 0o600);
+    // A second save replaces the first.
+    store.save(&receipt("C", "s-2")).unwrap();
+    let found = store.find(&conv("C"), &scope(), Path::new("/work")).unwrap();
+    assert_eq!(found.session_id, "s-2");
+}
+
+#[test]
+fn a_foreign_or_corrupt_receipt_is_moved_aside_and_never_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Receipts::open(tmp.path()).unwrap();
+    store.save(&receipt("C", "s-1")).unwrap();
+    let mut other = scope();
+    other.owner = "ee".repeat(32);
+    assert_eq!(store.find(&conv("C"), &other, Path::new("/work")), None);
+    let path = store.dir().join(conv("C").file_name());
+    assert!(!path.exists());
+    assert!(path.with_extension("json.aside").exists());
+    // Nor is it used afterwards by its own scope: it was moved.
+    assert_eq!(store.find(&conv("C"), &scope(), Path::new("/work")), None);
+
+    std::fs::write(&path, b"{ torn").unwrap();
+    assert_eq!(store.find(&conv("C"), &scope(), Path::new("/work")), None);
+    assert!(!path.exists());
+    assert_eq!(
+        std::fs::read(path.with_extension("json.aside")).unwrap(),
+        b"{ torn"
+    );
+}
+
+#[test]
+fn a_failed_session_removes_its_receipt_but_never_a_newer_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Receipts::open(tmp.path()).unwrap();
+    store.save(&receipt("C", "s-old")).unwrap();
+    // Another slot saved a newer session meanwhile: the failure of the old
+    // one must not remove it.
+    store.save(&receipt("C", "s-new")).unwrap();
+    assert!(!store.remove_if(&conv("C"), "s-old").unwrap());
+    assert_eq!(
+        store
+            .find(&conv("C"), &scope(), Path::new("/work"))
+            .map(|r| r.session_id),
+        Some("s-new".into())
+    );
+    assert!(store.remove_if(&conv("C"), "s-new").unwrap());
+    assert_eq!(store.find(&conv("C"), &scope(), Path::new("/work")), None);
+    assert!(!store.remove_if(&conv("C"), "s-new").unwrap());
+}
