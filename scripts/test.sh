@@ -232,15 +232,26 @@ set +a
 # build then.
 
 # --- the suite ---------------------------------------------------------------
+# Every test binary of the workspace, in two lanes side by side: those that
+# take the machine (the real node, podman) one after another, the rest one
+# after another beside them, then the doc tests (conformance/src/test_lanes.rs).
+# The tests are built first; the fuzz smoke (nightly builds in their own
+# target dir, then a few seconds per target) runs beside the lanes, whose
+# tests mostly wait on real processes with a core idle.
+phase "cargo test build"
+say "cargo test --no-run"
+cargo test --workspace --locked --no-run --quiet
+cargo build --quiet --locked -p buzz-conformance --bin test-lanes
+fuzz_smoke() { "$root/scripts/fuzz.sh" --smoke; }
+bg_start "fuzz smoke" fuzz_smoke
 phase "cargo test"
-say "cargo test"
-cargo test --workspace --locked --no-fail-fast
+say "cargo test (two lanes; the fuzz smoke beside them)"
+"${CARGO_TARGET_DIR:-$root/target}/debug/test-lanes"
+phase "waiting for fuzz"
+await "fuzz smoke"
 
 # Every guide's runnable blocks (```bash runnable), so the docs cannot rot.
 phase "docs blocks"
 say "docs: runnable blocks"
 "$root/scripts/docs-check.sh"
 
-phase "fuzz smoke"
-say "fuzz smoke"
-"$root/scripts/fuzz.sh" --smoke

@@ -22,5 +22,6 @@ pub mod launcher_support;
 pub mod provider_support;
 pub mod real_agents_support;
 pub mod real_node_support;
+pub mod test_lanes;
 pub mod testenv;
 pub mod ui_support;

@@ -1,0 +1,160 @@
+//! `test-lanes`: builds the workspace's tests and runs their binaries in two
+//! lanes side by side ([`buzz_conformance::test_lanes`]; issue 30 item 7).
+//! What `scripts/test.sh` runs in place of one serial `cargo test`.
+//!
+//! Each binary runs as cargo would run it: in its package's directory, with
+//! `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, its output in
+//! `<target>/test-lanes/<label>.log`. A line per binary says how it ended
+//! and how long it took; a failed binary's log is printed whole at the end.
+//! Every binary runs (no fail-fast), then the doc tests; the exit code is
+//! 1 when any of them failed. `test-lanes --plan` prints the two lanes
+//! and runs nothing.
+
+use buzz_conformance::test_lanes::{TestBinary, plan, read_sources, test_binaries};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+/// `cargo test --no-run` for the workspace: the test executables.
+fn build() -> Result<Vec<TestBinary>, String> {
+    let out = Command::new("cargo")
+        .args([
+            "test",
+            "--workspace",
+            "--locked",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo test --no-run failed ({})", out.status));
+    }
+    Ok(test_binaries(&String::from_utf8_lossy(&out.stdout)))
+}
+
+struct Ran {
+    label: String,
+    ok: bool,
+    secs: f64,
+    log: PathBuf,
+    /// Tests passed, from the binary's `test result:` line.
+    passed: u64,
+}
+
+fn run_one(b: &TestBinary, logs: &Path) -> Ran {
+    let label = b.label();
+    let log = logs.join(format!("{}.log", label.replace([' ', '(', ')', '/'], "_")));
+    let began = Instant::now();
+    let ok = std::fs::File::create(&log)
+        .and_then(|f| {
+            let err = f.try_clone()?;
+            Command::new(&b.executable)
+                .current_dir(&b.manifest_dir)
+                .env("CARGO_MANIFEST_DIR", &b.manifest_dir)
+                .env("CARGO_PKG_NAME", &b.package)
+                .stdout(f)
+                .stderr(err)
+                .status()
+        })
+        .is_ok_and(|s| s.success());
+    let secs = began.elapsed().as_secs_f64();
+    let passed = std::fs::read_to_string(&log).map_or(0, |t| passed_in(&t));
+    eprintln!(
+        "{} {label}: {passed} passed ({secs:.0} s)",
+        if ok { "ok    " } else { "FAILED" }
+    );
+    Ran {
+        label,
+        ok,
+        secs,
+        log,
+        passed,
+    }
+}
+
+/// The tests a libtest output says passed.
+fn passed_in(output: &str) -> u64 {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix("test result: "))
+        .filter_map(|l| l.split(". ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn run_lane(lane: Vec<TestBinary>, logs: PathBuf) -> Vec<Ran> {
+    lane.iter().map(|b| run_one(b, &logs)).collect()
+}
+
+fn main() {
+    let binaries = match build() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("test-lanes: {e}");
+            std::process::exit(1);
+        }
+    };
+    let logs = target_dir().join("test-lanes");
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        eprintln!("test-lanes: cannot create {}: {e}", logs.display());
+        std::process::exit(1);
+    }
+    let [machine, rest] = plan(binaries, &read_sources);
+    if std::env::args().nth(1).as_deref() == Some("--plan") {
+        for (lane, bins) in [("machine", &machine), ("rest", &rest)] {
+            for b in bins.iter() {
+                println!("{lane}\t{}", b.label());
+            }
+        }
+        return;
+    }
+    eprintln!(
+        "test-lanes: {} binaries on the machine lane, {} beside it; logs in {}",
+        machine.len(),
+        rest.len(),
+        logs.display()
+    );
+    let began = Instant::now();
+    let (l1, l2) = (logs.clone(), logs.clone());
+    let a = std::thread::spawn(move || run_lane(machine, l1));
+    let b = std::thread::spawn(move || run_lane(rest, l2));
+    let mut ran = a.join().unwrap_or_default();
+    let machine_secs: f64 = ran.iter().map(|r| r.secs).sum();
+    let rest_ran = b.join().unwrap_or_default();
+    let rest_secs: f64 = rest_ran.iter().map(|r| r.secs).sum();
+    ran.extend(rest_ran);
+    let doc_began = Instant::now();
+    let docs_ok = Command::new("cargo")
+        .args(["test", "--workspace", "--locked", "--doc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    eprintln!(
+        "test-lanes: machine lane {machine_secs:.0} s, the rest {rest_secs:.0} s, both {:.0} s; doc tests {:.0} s",
+        began.elapsed().as_secs_f64() - doc_began.elapsed().as_secs_f64(),
+        doc_began.elapsed().as_secs_f64()
+    );
+    let failed: Vec<&Ran> = ran.iter().filter(|r| !r.ok).collect();
+    for r in &failed {
+        eprintln!("\n==== {} failed; its output ({}):", r.label, r.log.display());
+        eprintln!("{}", std::fs::read_to_string(&r.log).unwrap_or_default());
+    }
+    if !failed.is_empty() || !docs_ok {
+        eprintln!(
+            "test-lanes: {} of {} binaries failed{}",
+            failed.len(),
+            ran.len(),
+            if docs_ok { "" } else { "; the doc tests failed" }
+        );
+        std::process::exit(1);
+    }
+    eprintln!(
+        "test-lanes: all {} binaries ({} tests) and the doc tests passed",
+        ran.len(),
+        ran.iter().map(|r| r.passed).sum::<u64>()
+    );
+}

@@ -1,0 +1,177 @@
+//! The suite's test binaries in two lanes that run side by side (issue 30
+//! item 7: the suite's wall time). `cargo test` runs one test binary after
+//! another, and most of them spend their time waiting on real processes (a
+//! kubelet, an agent, a browser) with a core idle. Two lanes halve that:
+//!
+//! - **the machine lane**: binaries that take one of the machine's single
+//!   resources: the real node (one per machine, [`crate::testenv::real_node`]),
+//!   podman and its storage, the container node. They run one after
+//!   another, as before.
+//! - **the rest**, everything else, one after another beside it. Tests in a
+//!   binary already run side by side on their own threads; what each uses
+//!   is its own (temp dirs, loopback ports of its own).
+//!
+//! A binary's lane is read from its source ([`MACHINE_MARKERS`]), so a new
+//! test that starts the real node lands in the machine lane without a list
+//! to keep. Pure: cargo's JSON messages and the sources in, the plan out.
+//! The runner is `src/bin/test-lanes.rs`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Words in a test's source that put it in the machine lane.
+pub const MACHINE_MARKERS: &[&str] = &[
+    "RealNode",
+    "real_node_support",
+    "testenv::real_node",
+    "local-cluster",
+    "podman",
+    "ContainerNode",
+];
+
+/// One test executable cargo built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestBinary {
+    pub package: String,
+    /// The target's name (`e2e_real_node`; the package's own for unit tests).
+    pub target: String,
+    /// `lib`, `bin` or `test`.
+    pub kind: String,
+    pub executable: PathBuf,
+    /// The package's directory: cargo runs each test binary there.
+    pub manifest_dir: PathBuf,
+    /// The target's root source file.
+    pub src_path: PathBuf,
+}
+
+impl TestBinary {
+    /// `package/target`, as the runner prints it.
+    pub fn label(&self) -> String {
+        if self.kind == "test" {
+            format!("{} {}", self.package, self.target)
+        } else {
+            format!("{} ({})", self.package, self.kind)
+        }
+    }
+}
+
+/// The test executables in cargo's `--message-format json` output.
+pub fn test_binaries(json_lines: &str) -> Vec<TestBinary> {
+    let mut out = Vec::new();
+    for line in json_lines.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = v["executable"].as_str() else {
+            continue;
+        };
+        let manifest = v["manifest_path"].as_str().map(PathBuf::from).unwrap_or_default();
+        let kind = v["target"]["kind"][0].as_str().unwrap_or_default().to_string();
+        out.push(TestBinary {
+            package: package_name(v["package_id"].as_str().unwrap_or_default()),
+            target: v["target"]["name"].as_str().unwrap_or_default().to_string(),
+            kind,
+            executable: PathBuf::from(exe),
+            manifest_dir: manifest.parent().map(Path::to_path_buf).unwrap_or_default(),
+            src_path: v["target"]["src_path"]
+                .as_str()
+                .map(PathBuf::from)
+                .unwrap_or_default(),
+        });
+    }
+    out
+}
+
+/// The package name of a cargo package id (`path+file:///…/conformance#buzz-conformance@0.1.0`
+/// or the older `buzz-conformance 0.1.0 (path+file://…)`).
+fn package_name(id: &str) -> String {
+    if let Some((url, rest)) = id.rsplit_once('#') {
+        return match rest.split_once('@') {
+            Some((name, _)) => name.to_string(),
+            // `…/buzz-acp#0.1.0`: the name is the directory's.
+            None => url.rsplit('/').next().unwrap_or(url).to_string(),
+        };
+    }
+    id.split_whitespace().next().unwrap_or(id).to_string()
+}
+
+/// Whether a binary whose sources read `source` belongs in the machine lane.
+pub fn needs_the_machine(source: &str) -> bool {
+    MACHINE_MARKERS.iter().any(|m| source.contains(m))
+}
+
+/// The two lanes: the machine's, then the rest's; each in the order given.
+pub fn plan(binaries: Vec<TestBinary>, source_of: &dyn Fn(&TestBinary) -> String) -> [Vec<TestBinary>; 2] {
+    let (machine, rest): (Vec<_>, Vec<_>) = binaries
+        .into_iter()
+        .partition(|b| b.kind == "test" && needs_the_machine(&source_of(b)));
+    [machine, rest]
+}
+
+/// The source a lane is read from: a test's root file, or every `.rs` file
+/// of its directory when it is a `tests/<name>/main.rs`.
+pub fn read_sources(b: &TestBinary) -> String {
+    let mut text = std::fs::read_to_string(&b.src_path).unwrap_or_default();
+    if b.src_path.file_name().is_some_and(|n| n == "main.rs")
+        && let Some(dir) = b.src_path.parent()
+        && let Ok(entries) = std::fs::read_dir(dir)
+    {
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "rs") {
+                text.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two lines as cargo 1.95 writes them (`cargo test --no-run
+    /// --message-format json`), and one that is no test.
+    const CARGO_JSON: &str = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/conformance#buzz-conformance@0.1.0","manifest_path":"/w/conformance/Cargo.toml","target":{"kind":["test"],"crate_types":["bin"],"name":"e2e_real_node","src_path":"/w/conformance/tests/e2e_real_node.rs","edition":"2024","doc":false,"doctest":false,"test":true},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":true},"features":[],"filenames":["/t/debug/deps/e2e_real_node-1"],"executable":"/t/debug/deps/e2e_real_node-1","fresh":true}
+{"reason":"compiler-artifact","package_id":"path+file:///w/buzz-acp#0.1.0","manifest_path":"/w/buzz-acp/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"buzz_acp","src_path":"/w/buzz-acp/src/lib.rs","edition":"2024","doc":true,"doctest":true,"test":true},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":true},"features":[],"filenames":["/t/debug/deps/buzz_acp-2"],"executable":"/t/debug/deps/buzz_acp-2","fresh":true}
+{"reason":"compiler-artifact","package_id":"path+file:///w/buzz-acp#0.1.0","manifest_path":"/w/buzz-acp/Cargo.toml","target":{"kind":["bin"],"crate_types":["bin"],"name":"buzz-acp","src_path":"/w/buzz-acp/src/main.rs","edition":"2024","doc":true,"doctest":false,"test":true},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":false},"features":[],"filenames":["/t/debug/buzz-acp"],"executable":"/t/debug/buzz-acp","fresh":true}
+{"reason":"build-finished","success":true}"#;
+
+    #[test]
+    fn cargo_s_test_executables_are_read_with_their_package_and_directory() {
+        let b = test_binaries(CARGO_JSON);
+        assert_eq!(b.len(), 2, "the plain binary is no test: {b:?}");
+        assert_eq!(b[0].package, "buzz-conformance");
+        assert_eq!(b[0].target, "e2e_real_node");
+        assert_eq!(b[0].manifest_dir, PathBuf::from("/w/conformance"));
+        assert_eq!(b[0].executable, PathBuf::from("/t/debug/deps/e2e_real_node-1"));
+        assert_eq!(
+            b[1].package, "buzz-acp",
+            "an id without a name after # names the directory's package"
+        );
+        assert_eq!(b[1].kind, "lib");
+    }
+
+    #[test]
+    fn a_test_that_starts_the_real_node_or_podman_runs_in_the_machine_lane() {
+        let b = test_binaries(CARGO_JSON);
+        let [machine, rest] = plan(b, &|b| {
+            if b.target == "e2e_real_node" {
+                "let node = RealNode::shared().await;".into()
+            } else {
+                "fn unit() {}".into()
+            }
+        });
+        assert_eq!(
+            machine.iter().map(|b| b.target.as_str()).collect::<Vec<_>>(),
+            ["e2e_real_node"]
+        );
+        assert_eq!(rest.len(), 1);
+        assert!(needs_the_machine("Command::new(\"podman\")"));
+        // The node's own binary, started as a user would start it.
+        assert!(needs_the_machine("env!(\"CARGO_BIN_EXE_local-cluster\")"));
+        assert!(!needs_the_machine("TestEnv::start()"));
+    }
+}
