@@ -67,7 +67,7 @@ pub use forms::{Adapter, AgentInfo, connection_lost, failure_text, new_session_r
 pub use handlers::PermissionAsk;
 
 use session::{Fate, Sessions};
-pub use session::{MAX_SESSIONS, Memory};
+pub use session::{HISTORY_WAIT, HistorySource, MAX_SESSIONS, Memory};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -103,6 +103,7 @@ fn memory(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<acp::Mem
         owner: cfg.identity.owner.clone(),
         agent: cfg.identity.pubkey.clone(),
         load_works,
+        history: None,
     })
 }
 

@@ -7,7 +7,9 @@
 //! and the gate), [`events`] (tag shapes), [`schedule`] (turn queueing and the
 //! inactivity rule), [`exit`] (the pinned exit-code table), [`replies`]
 //! (what an unanswered asker is told), [`scrub`] (the one scrub of every
-//! published text), [`asks`] (the
+//! published text), [`receipts`] (which saved session a conversation may
+//! use after a restart, and how it comes back), [`history`] (the channel's
+//! history for a new session of a known conversation), [`asks`] (the
 //! owner's open permission questions), and inside [`acp`]: `setup` (model
 //! and mode), `permission` (the policy's answers), `launch` (presets'
 //! extras, command resolution).
@@ -33,6 +35,7 @@ pub mod echo_agent;
 pub mod entry;
 pub mod events;
 pub mod exit;
+pub mod history;
 pub mod inbound;
 pub mod pid1;
 pub mod procs;

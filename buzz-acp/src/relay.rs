@@ -56,6 +56,18 @@ pub enum RelayCmd {
     /// The inbound gate accepted an event created at this time (it moves
     /// the re-subscription `since`).
     Accepted(Timestamp),
+    /// The channel's kind 9 events that mention the agent or are the
+    /// agent's own, created in `[since, until]`, at most `limit` of each
+    /// (issue 32: a new session's history). Answered with what the relay
+    /// sent before its EOSE, signatures verified; with nothing when no
+    /// session is live.
+    History {
+        channel: String,
+        since: u64,
+        until: u64,
+        limit: usize,
+        reply: oneshot::Sender<Vec<Event>>,
+    },
     /// Publish `offline` (bounded), close (bounded), then acknowledge.
     Stop {
         offline_bound: Duration,
@@ -252,6 +264,11 @@ impl Task {
                 self.accepted(t);
                 Idle::Continue
             }
+            // Not live: nothing to ask; the sender gets none.
+            Some(RelayCmd::History { reply, .. }) => {
+                let _ = reply.send(Vec::new());
+                Idle::Continue
+            }
             Some(RelayCmd::Stop {
                 offline_bound,
                 close_bound,
@@ -356,6 +373,17 @@ impl Task {
             tracing::warn!("relay outbox full; dropped the oldest pending event");
         }
         self.outbox.push_back(e);
+    }
+
+    /// The filters of a history request (see [`RelayCmd::History`]).
+    fn history_filters(&self, channel: &str, since: u64, until: u64, limit: usize) -> Vec<Filter> {
+        let base = Filter::new()
+            .kind(Kind::from(KIND_CHANNEL_MESSAGE))
+            .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel.to_string())
+            .since(Timestamp::from_secs(since))
+            .until(Timestamp::from_secs(until))
+            .limit(limit);
+        vec![base.clone().pubkey(self.s.agent), base.author(self.s.agent)]
     }
 
     fn filters(&self) -> Vec<Filter> {

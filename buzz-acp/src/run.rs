@@ -602,7 +602,6 @@ pub async fn run(cfg: Config) -> Exit {
         live_timeout: cfg.subscribe_timeout,
     });
     let (slot_tx, mut slot_rx) = mpsc::unbounded_channel();
-    let spec = Arc::new(agent_spec(&cfg, system_prompt(&cfg)));
     let policy = Policy {
         agent: cfg.identity.pubkey.clone(),
         owner: cfg.identity.owner.clone(),
@@ -611,6 +610,16 @@ pub async fn run(cfg: Config) -> Exit {
         channels: cfg.channels.clone(),
         run_start: start.as_secs(),
     };
+    let mut spec = agent_spec(&cfg, system_prompt(&cfg));
+    // A known conversation that cannot be brought back asks the relay for
+    // its history, under the gate this run decides mentions by (issue 32).
+    if let Some(m) = &mut spec.memory {
+        m.history = Some(acp::HistorySource {
+            relay: relay_tx.clone(),
+            policy: policy.clone(),
+        });
+    }
+    let spec = Arc::new(spec);
     let n = cfg.agents;
     let mut h = Harness {
         keys,

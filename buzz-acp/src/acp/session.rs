@@ -8,8 +8,10 @@
 //!
 //! A resume or load that fails removes the receipt if it still names that
 //! session (a newer one survives), says why in the log, and the turn goes
-//! on in a new session given the channel's recent history when the
-//! dispatcher fetched it: the asker is answered either way. A restored
+//! on in a new session given the channel's recent history
+//! ([`crate::history`], asked of the relay, bounded by
+//! [`HISTORY_WAIT`]), as does a known conversation whose agent offers no
+//! way back: the asker is answered either way. A restored
 //! session's replay (`session/load` streams the history as updates) is
 //! never published: updates count only for the session a prompt runs in.
 //!
@@ -18,8 +20,11 @@
 
 use super::setup::{self, Offered, Unapplied};
 use super::{AgentInfo, AgentSpec, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text, forms};
+use crate::history;
+use crate::inbound::{InboundEvent, Policy};
 use crate::receipts::store::Receipts;
 use crate::receipts::{Conversation, Receipt, Scope, Step, first_step};
+use crate::relay::RelayCmd;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::SessionId;
 use agent_client_protocol::{Agent, UntypedMessage};
@@ -27,8 +32,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
-use tokio::sync::{mpsc, watch};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The most sessions one slot keeps open.
 pub const MAX_SESSIONS: usize = 64;
@@ -53,6 +58,43 @@ pub struct Memory {
     pub agent: String,
     /// The preset's `session/load` works ([`buzz_contract::agents::Continuity`]).
     pub load_works: bool,
+    /// Where a new session of a known conversation gets the channel's
+    /// history; `None` before the relay runs (and in tests).
+    pub history: Option<HistorySource>,
+}
+
+/// How a new session asks the relay for the channel's history.
+#[derive(Debug, Clone)]
+pub struct HistorySource {
+    pub relay: mpsc::UnboundedSender<RelayCmd>,
+    /// The gate, as the run decides mentions (its start bounds the history).
+    pub policy: Policy,
+}
+
+/// How long a new session waits for the relay's history.
+pub const HISTORY_WAIT: Duration = Duration::from_secs(3);
+
+impl HistorySource {
+    /// The context block for `channel`'s conversation of `owner_class`
+    /// turns ([`history::context`]), or `None` (nothing there, no live
+    /// relay, or no answer within [`HISTORY_WAIT`]).
+    pub async fn context(&self, channel: &str, owner_class: bool) -> Option<String> {
+        let (reply, got) = oneshot::channel();
+        let start = self.policy.run_start;
+        self.relay
+            .send(RelayCmd::History {
+                channel: channel.to_string(),
+                since: start.saturating_sub(history::BOUNDS.age.as_secs()),
+                until: start.saturating_sub(1),
+                // Mentions the gate refuses come too: ask for more than are kept.
+                limit: 4 * history::BOUNDS.count,
+                reply,
+            })
+            .ok()?;
+        let events = tokio::time::timeout(HISTORY_WAIT, got).await.ok()?.ok()?;
+        let inbound: Vec<InboundEvent> = events.iter().map(InboundEvent::from_event).collect();
+        history::context(&inbound, &self.policy, channel, owner_class, history::BOUNDS)
+    }
 }
 
 impl Memory {
@@ -125,8 +167,10 @@ pub(super) struct Link<'a> {
 pub(super) struct Got {
     pub id: SessionId,
     /// A new session: the first prompt leads with what the agent could not
-    /// take on `session/new` (the system prompt, the channel's history).
+    /// take on `session/new` (the system prompt).
     pub fresh: bool,
+    /// The channel's history, for a new session of a known conversation.
+    pub context: Option<String>,
 }
 
 /// The session for `job` (see the module doc).
@@ -137,7 +181,11 @@ pub(super) async fn session_for(
 ) -> Result<Got, Ended> {
     let key = (job.channel.clone(), job.asker.is_owner());
     if let Some(id) = sessions.get(&key) {
-        return Ok(Got { id, fresh: false });
+        return Ok(Got {
+            id,
+            fresh: false,
+            context: None,
+        });
     }
     let spec = link.spec;
     let mode = spec.mode_for(&job.asker);
@@ -146,9 +194,13 @@ pub(super) async fn session_for(
         owner: job.asker.is_owner(),
     };
     let remembered = spec.memory.as_ref().map(|m| (m, m.scope(spec, mode)));
+    // A conversation known from its receipt that is not brought back gets
+    // the channel's history instead.
+    let mut known = false;
     if let Some((memory, scope)) = &remembered
         && let Some(receipt) = memory.receipts.find(&conv, scope, &spec.cwd)
     {
+        known = true;
         match first_step(link.info.offers, memory.load_works) {
             Step::History => tracing::info!(
                 "the agent offers no way to bring a session back here; a new session gets the channel's history"
@@ -157,7 +209,11 @@ pub(super) async fn session_for(
                 Ok(id) => {
                     tracing::info!(step = step.as_str(), "conversation brought back");
                     keep(link, sessions, key, id.clone()).await;
-                    return Ok(Got { id, fresh: false });
+                    return Ok(Got {
+                        id,
+                        fresh: false,
+                        context: None,
+                    });
                 }
                 Err((outcome, fate)) => {
                     let why = match &outcome {
@@ -179,14 +235,42 @@ pub(super) async fn session_for(
         }
     }
     let id = open_new(link, mode).await?;
-    if let Some((memory, scope)) = remembered {
-        let receipt = Receipt::new(scope, &conv, id.0.to_string(), spec.cwd.clone(), unix_now());
+    if let Some((memory, scope)) = &remembered {
+        let receipt = Receipt::new(
+            scope.clone(),
+            &conv,
+            id.0.to_string(),
+            spec.cwd.clone(),
+            unix_now(),
+        );
         if let Err(e) = memory.receipts.save(&receipt) {
             tracing::warn!(error = %e, "cannot save the conversation's receipt; a restart will start it anew");
         }
     }
     keep(link, sessions, key, id.clone()).await;
-    Ok(Got { id, fresh: true })
+    let source = remembered
+        .as_ref()
+        .and_then(|(m, _)| m.history.as_ref())
+        .filter(|_| known);
+    let context = match source {
+        Some(h) => h.context(&conv.channel, conv.owner).await,
+        None => None,
+    };
+    if known {
+        let messages = context
+            .as_ref()
+            .map_or(0, |c| c.lines().count().saturating_sub(1));
+        tracing::info!(
+            step = Step::History.as_str(),
+            messages,
+            "conversation brought back"
+        );
+    }
+    Ok(Got {
+        id,
+        fresh: true,
+        context,
+    })
 }
 
 /// Keeps a session; closes the one evicted for it when the agent offers `session/close`.

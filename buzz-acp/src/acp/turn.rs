@@ -67,9 +67,13 @@ pub(super) async fn run_turn(
     };
     let (cmds, exited) = (link.cmds, link.exited);
     let session = got.id;
-    let lead = (got.fresh && !spec.adapter.system_prompt_on_new_session(info))
+    let system = (got.fresh && !spec.adapter.system_prompt_on_new_session(info))
         .then_some(spec.system_prompt.as_deref())
         .flatten();
+    let lead = match (system, got.context.as_deref()) {
+        (Some(p), Some(h)) => Some(format!("{p}\n\n{h}")),
+        (p, h) => p.or(h).map(str::to_string),
+    };
     let started = Instant::now();
     {
         let mut sink = shared.lock();
@@ -80,7 +84,7 @@ pub(super) async fn run_turn(
             ..Sink::default()
         };
     }
-    let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead, &job.text));
+    let prompt = PromptRequest::new(session.clone(), prompt_blocks(lead.as_deref(), &job.text));
     let response = cx.send_request(prompt).block_task();
     tokio::pin!(response);
     let hard_deadline = started + spec.max_turn;

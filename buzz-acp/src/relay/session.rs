@@ -1,7 +1,8 @@
 //! One connected relay session (wire-facts §2, §3; spec I3): the REQ, the
 //! NIP-42 answer, `auth-required:` resends, EOSE as the moment presence
 //! `online` goes out and the outbox drains, the presence interval, the live
-//! deadline, de-duplicated inbound events and the bounded stop.
+//! deadline, de-duplicated inbound events, the one-off history requests of
+//! a new session (issue 32) and the bounded stop.
 
 use super::rules::{AuthOutcome, classify_auth_ok};
 use super::{OUTBOX_CAP, RelayCmd, RelayEvent, SUB_ID, SessionEnd, StopReq, Task, requeue_unacknowledged};
@@ -11,6 +12,12 @@ use buzz_contract::presence::{OFFLINE, ONLINE};
 use nostr_sdk::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// History requests one session answers at once; more get nothing.
+const MAX_HISTORIES: usize = 8;
+/// Events kept per history request.
+const HISTORY_CAP: usize = 200;
 
 impl Task {
     /// One connected session. Events sent but not acknowledged when it ends
@@ -53,6 +60,10 @@ impl Task {
         let mut auth_id: Option<EventId> = None;
         let mut resub_after_auth = false;
         let mut live = false;
+        // History requests in flight (RelayCmd::History): what each got so far.
+        let mut histories: HashMap<SubscriptionId, (oneshot::Sender<Vec<Event>>, Vec<Event>)> =
+            HashMap::new();
+        let mut history_n = 0u64;
         if relay
             .send_msg(ClientMessage::req(sub.clone(), self.filters()))
             .is_err()
@@ -148,6 +159,26 @@ impl Task {
                                 }
                                 let _ = self.out.send(RelayEvent::Live);
                             }
+                            RelayMessage::Event { subscription_id, event } if histories.contains_key(subscription_id.as_ref()) => {
+                                let event = event.into_owned();
+                                if let Some((_, got)) = histories.get_mut(subscription_id.as_ref())
+                                    && got.len() < HISTORY_CAP
+                                    && event.verify().is_ok()
+                                {
+                                    got.push(event);
+                                }
+                            }
+                            RelayMessage::EndOfStoredEvents(id) if histories.contains_key(id.as_ref()) => {
+                                if let Some((reply, got)) = histories.remove(id.as_ref()) {
+                                    let _ = reply.send(got);
+                                }
+                                let _ = relay.send_msg(ClientMessage::close(id.into_owned()));
+                            }
+                            RelayMessage::Closed { subscription_id, .. } if histories.contains_key(subscription_id.as_ref()) => {
+                                if let Some((reply, got)) = histories.remove(subscription_id.as_ref()) {
+                                    let _ = reply.send(got);
+                                }
+                            }
                             RelayMessage::Event { subscription_id, event } if *subscription_id == sub => {
                                 let event = event.into_owned();
                                 if self.seen.insert(&event.id.to_hex()) {
@@ -182,6 +213,20 @@ impl Task {
                 }
                 cmd = self.cmds.recv() => match cmd {
                     Some(RelayCmd::Accepted(t)) => self.accepted(t),
+                    Some(RelayCmd::History { channel, since, until, limit, reply }) => {
+                        if !live || histories.len() >= MAX_HISTORIES {
+                            let _ = reply.send(Vec::new());
+                        } else {
+                            history_n += 1;
+                            let id = SubscriptionId::new(format!("{SUB_ID}-history-{history_n}"));
+                            let req = ClientMessage::req(id.clone(), self.history_filters(&channel, since, until, limit));
+                            if relay.send_msg(req).is_ok() {
+                                histories.insert(id, (reply, Vec::new()));
+                            } else {
+                                let _ = reply.send(Vec::new());
+                            }
+                        }
+                    }
                     Some(RelayCmd::Stop { offline_bound, close_bound, done }) if !live => {
                         return SessionEnd::StopNotLive(StopReq { offline_bound, close_bound, done });
                     }
