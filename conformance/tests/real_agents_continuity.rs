@@ -62,6 +62,14 @@ async fn start(w: &AgentWorld, env: &HashMap<String, String>) -> HarnessProc {
     h
 }
 
+/// The first run: mention 1 in C asks the agent to keep [`WORD`], then a stop.
+async fn first_run(w: &AgentWorld, env: &HashMap<String, String>) {
+    let mut h = start(w, env).await;
+    let m1 = w.mention("C", &format!("please remember the word {WORD}")).await;
+    w.wait_reply(&m1, WAIT).await;
+    stop(&mut h).await;
+}
+
 /// Mention 1 in C, stop, start, mention 2 in C, then a mention in D.
 async fn a_conversation_survives_a_restart(agent: RealAgent, way: &str) {
     let _g = SERIAL.lock().await;
@@ -71,10 +79,7 @@ async fn a_conversation_survives_a_restart(agent: RealAgent, way: &str) {
         .turn(Turn::text("This channel is new to me."));
     let w = AgentWorld::new(script).await;
     let env = w.env(agent);
-    let mut h = start(&w, &env).await;
-    let m1 = w.mention("C", &format!("please remember the word {WORD}")).await;
-    w.wait_reply(&m1, WAIT).await;
-    stop(&mut h).await;
+    first_run(&w, &env).await;
 
     let mut h = start(&w, &env).await;
     let m2 = w
@@ -123,10 +128,7 @@ async fn a_receipt_of_another_model_is_never_used() {
     let w = AgentWorld::new(script).await;
     let mut env = w.env(RealAgent::Claude);
     env.insert("BUZZ_ACP_MODEL".into(), "haiku".into());
-    let mut h = start(&w, &env).await;
-    let m1 = w.mention("C", &format!("please remember the word {WORD}")).await;
-    w.wait_reply(&m1, WAIT).await;
-    stop(&mut h).await;
+    first_run(&w, &env).await;
 
     env.insert("BUZZ_ACP_MODEL".into(), "sonnet".into());
     let mut h = start(&w, &env).await;
