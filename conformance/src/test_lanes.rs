@@ -45,13 +45,27 @@ pub struct TestBinary {
 }
 
 impl TestBinary {
-    /// `package/target`, as the runner prints it.
+    /// `package target`, as the runner prints it; unique in a workspace
+    /// (a package has one lib but may have many bins).
     pub fn label(&self) -> String {
-        if self.kind == "test" {
-            format!("{} {}", self.package, self.target)
-        } else {
-            format!("{} ({})", self.package, self.kind)
+        match self.kind.as_str() {
+            "test" => format!("{} {}", self.package, self.target),
+            "bin" => format!("{} (bin {})", self.package, self.target),
+            kind => format!("{} ({kind})", self.package),
         }
+    }
+
+    /// The line cargo prints before it runs this binary
+    /// (`     Running tests/e2e.rs (/t/debug/deps/e2e-1)`), so that the
+    /// suite's log reads as `cargo test`'s does.
+    pub fn running_line(&self) -> String {
+        let src = self
+            .src_path
+            .strip_prefix(&self.manifest_dir)
+            .unwrap_or(&self.src_path)
+            .display();
+        let unit = if self.kind == "test" { "" } else { "unittests " };
+        format!("     Running {unit}{src} ({})", self.executable.display())
     }
 }
 
@@ -152,6 +166,28 @@ mod tests {
             "an id without a name after # names the directory's package"
         );
         assert_eq!(b[1].kind, "lib");
+        assert_eq!(
+            b[0].running_line(),
+            "     Running tests/e2e_real_node.rs (/t/debug/deps/e2e_real_node-1)"
+        );
+        assert_eq!(
+            b[1].running_line(),
+            "     Running unittests src/lib.rs (/t/debug/deps/buzz_acp-2)"
+        );
+    }
+
+    #[test]
+    fn two_bins_of_one_package_have_labels_of_their_own() {
+        let bin = |target: &str| TestBinary {
+            package: "buzz-conformance".into(),
+            target: target.into(),
+            kind: "bin".into(),
+            executable: PathBuf::from("/t/x"),
+            manifest_dir: PathBuf::from("/w"),
+            src_path: PathBuf::from("/w/src/bin/x.rs"),
+        };
+        assert_ne!(bin("bench").label(), bin("local-cluster").label());
+        assert_eq!(bin("bench").label(), "buzz-conformance (bin bench)");
     }
 
     #[test]

@@ -4,13 +4,17 @@
 //!
 //! Each binary runs as cargo would run it: in its package's directory, with
 //! `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, its output in
-//! `<target>/test-lanes/<label>.log`. A line per binary says how it ended
-//! and how long it took; a failed binary's log is printed whole at the end.
+//! `<target>/test-lanes/<label>.log`. When a binary ends, its output goes to
+//! stdout whole, after cargo's own `Running` line, one binary's block at a
+//! time: the suite's log reads as `cargo test`'s, with every test's line and
+//! every `test result:`. A line per binary on stderr says how it ended and
+//! how long it took; the failed ones are named again at the end.
 //! Every binary runs (no fail-fast), then the doc tests; the exit code is
 //! 1 when any of them failed. `test-lanes --plan` prints the two lanes
 //! and runs nothing.
 
 use buzz_conformance::test_lanes::{TestBinary, plan, read_sources, test_binaries};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -64,7 +68,12 @@ fn run_one(b: &TestBinary, logs: &Path) -> Ran {
         })
         .is_ok_and(|s| s.success());
     let secs = began.elapsed().as_secs_f64();
-    let passed = std::fs::read_to_string(&log).map_or(0, |t| passed_in(&t));
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let passed = passed_in(&output);
+    // The lock holds stdout for the whole block: the other lane's waits.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}\n{output}", b.running_line());
+    let _ = out.flush();
     eprintln!(
         "{} {label}: {passed} passed ({secs:.0} s)",
         if ok { "ok    " } else { "FAILED" }
@@ -140,8 +149,11 @@ fn main() {
     );
     let failed: Vec<&Ran> = ran.iter().filter(|r| !r.ok).collect();
     for r in &failed {
-        eprintln!("\n==== {} failed; its output ({}):", r.label, r.log.display());
-        eprintln!("{}", std::fs::read_to_string(&r.log).unwrap_or_default());
+        eprintln!(
+            "test-lanes: FAILED {} (its output above, and in {})",
+            r.label,
+            r.log.display()
+        );
     }
     if !failed.is_empty() || !docs_ok {
         eprintln!(
