@@ -6,8 +6,11 @@
 #   control plane: kube-apiserver and etcd (conformance/kube-testenv)
 #   real node:     kubelet, kube-scheduler, kube-controller-manager (the same
 #                  pinned k8s.io/kubernetes module), containerd with its runc
-#                  shim and ctr (Go modules, version below), and a pause image
-#                  built from conformance/images/pause/pause.c
+#                  shim and ctr (Go modules, version below), a pause image
+#                  built from conformance/images/pause/pause.c, and the node's
+#                  storage: rancher's local-path-provisioner (its Go module,
+#                  version below) and its helper image, built from
+#                  conformance/images/volume-helper/helper.c
 #
 # Every Kubernetes binary is stamped with its version (component-base ldflags),
 # so the apiserver and the node report e.g. v1.36.3, not v0.0.0-master.
@@ -21,6 +24,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mod="$here/conformance/kube-testenv"
 # containerd 2.3.x from Go modules (measured: ../shared/kubelet.md).
 containerd_version="v2.3.4"
+# The real node's dynamic provisioner (issue 32 item 3), as kind and k3s ship it.
+local_path_version="v0.0.30"
 
 k8s_version="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
@@ -34,12 +39,26 @@ root="${BUZZ_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-testenv}"
 pause_src="$here/conformance/images/pause/pause.c"
 pause_sum="$(sha256sum "$pause_src" | cut -c1-12)"
 out="$root/${k8s_version}-${etcd_version}-containerd${containerd_version}-pause${pause_sum}"
+# The storage parts are keyed by their own inputs inside that dir, so a new
+# provisioner or helper rebuilds only itself; the node reads the stable names
+# linked to them.
+helper_src="$here/conformance/images/volume-helper/helper.c"
+helper_sum="$(sha256sum "$helper_src" | cut -c1-12)"
+local_path_bin="local-path-provisioner-${local_path_version}"
+helper_archive="volume-helper-${helper_sum}.oci.tar"
 
 bins=(kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr)
 complete=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
 [[ -f "$out/pause.oci.tar" ]] || complete=0
+[[ -x "$out/$local_path_bin" && -f "$out/$helper_archive" ]] || complete=0
+# The stable names the node reads, pointed at this checkout's keyed builds.
+link_storage() {
+  ln -sfn "$local_path_bin" "$out/local-path-provisioner"
+  ln -sfn "$helper_archive" "$out/volume-helper.oci.tar"
+}
 if (( complete )); then
+  link_storage
   echo "testenv-build: cached binaries in $out" >&2
   echo "$out"
   exit 0
@@ -107,15 +126,35 @@ if (( ${#want[@]} )); then
   (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$tmp/go/" "${pkgs[@]}")
   for b in "${want[@]}"; do mv "$tmp/go/${go_names[$b]:-$b}" "$out/$b"; done
 fi
+local_path_pid=""
+if [[ ! -x "$out/$local_path_bin" ]]; then
+  echo "testenv-build: building local-path-provisioner $local_path_version (beside the rest)" >&2
+  mkdir -p "$tmp/local-path"
+  GOBIN="$tmp/local-path" go install -trimpath \
+    "github.com/rancher/local-path-provisioner@$local_path_version" &
+  local_path_pid=$!
+fi
 if [[ -n $containerd_pid ]]; then
   wait "$containerd_pid" || { echo "testenv-build: the containerd build failed" >&2; exit 1; }
   for b in containerd containerd-shim-runc-v2 ctr; do mv "$tmp/containerd/$b" "$out/$b"; done
 fi
 
+if [[ -n $local_path_pid ]]; then
+  wait "$local_path_pid" || { echo "testenv-build: the local-path-provisioner build failed" >&2; exit 1; }
+  mv "$tmp/local-path/local-path-provisioner" "$out/$local_path_bin"
+fi
+
 if [[ ! -f "$out/pause.oci.tar" ]]; then
   echo "testenv-build: building the pause image" >&2
-  "$here/scripts/pause-image.sh" "$pause_src" "$tmp/pause.oci.tar"
+  "$here/scripts/static-image.sh" "$pause_src" "$tmp/pause.oci.tar" pause 65535:65535
   mv "$tmp/pause.oci.tar" "$out/pause.oci.tar"
 fi
+if [[ ! -f "$out/$helper_archive" ]]; then
+  echo "testenv-build: building the volume helper image" >&2
+  # Root in its helper pod: it makes and removes directories the node owns.
+  "$here/scripts/static-image.sh" "$helper_src" "$tmp/$helper_archive" helper 0:0
+  mv "$tmp/$helper_archive" "$out/$helper_archive"
+fi
+link_storage
 echo "testenv-build: built in $(( $(date +%s) - start )) s into $out" >&2
 echo "$out"

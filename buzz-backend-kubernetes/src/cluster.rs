@@ -17,6 +17,7 @@
 use crate::gc::Fenced;
 use futures::StreamExt;
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Secret};
 use kube::api::{
     DeleteParams, ListParams, ObjectList, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
@@ -92,9 +93,13 @@ pub enum NamespaceCreate {
     Forbidden,
 }
 
-/// What the reconciler needs from a cluster, scoped to one namespace.
+mod claims;
+pub use claims::Claims;
+
+/// What the reconciler needs from a cluster, scoped to one namespace; the
+/// workspace claim's part is [`Claims`].
 #[allow(async_fn_in_trait)]
-pub trait Cluster {
+pub trait Cluster: Claims {
     async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ClusterError>;
     async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>, ClusterError>;
     /// Lists Secrets and returns the response's `Date` (None when absent or unparseable).
@@ -162,6 +167,7 @@ pub struct KubeCluster {
     namespace: String,
     pods: Api<Pod>,
     secrets: Api<Secret>,
+    claims: Api<PersistentVolumeClaim>,
 }
 
 impl KubeCluster {
@@ -169,6 +175,7 @@ impl KubeCluster {
         KubeCluster {
             pods: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client.clone(), namespace),
+            claims: Api::namespaced(client.clone(), namespace),
             namespace: namespace.to_string(),
             client,
         }

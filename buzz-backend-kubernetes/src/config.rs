@@ -11,7 +11,12 @@
 //!   subdomain) and the image reference are validated; `:latest` and untagged
 //!   references (which mean `:latest`) are refused;
 //! - the pod knobs `runtime_class_name`, `node_selector` and `tolerations`
-//!   (issue 30 item 4) are strings (I2) validated by [`crate::placement`].
+//!   (issue 30 item 4) are strings (I2) validated by [`crate::placement`];
+//! - `workspace_size` and `workspace_storage_class` (issue 32 item 2) ask for
+//!   a workspace that outlives the pod ([`crate::workspace`]): a storage
+//!   quantity of at least 1Mi in whole bytes, and a StorageClass name (an
+//!   RFC 1123 subdomain); a class without a size is refused, since it would
+//!   otherwise be silently unused.
 
 use crate::consts::*;
 use crate::error::{ConfigError, ConfigErrorKind, ConfigErrorKind as K, DeployError};
@@ -20,8 +25,9 @@ use crate::quantity::Quantity;
 use serde_json::{Map, Value};
 
 /// The v1 field names, in schema order (the nine original ones, then the additive
-/// `telemetry_url` and the pod knobs of [`crate::placement`]).
-pub const FIELDS: [&str; 13] = [
+/// `telemetry_url`, the pod knobs of [`crate::placement`] and the workspace
+/// of [`crate::workspace`]).
+pub const FIELDS: [&str; 15] = [
     "context",
     "namespace",
     "image",
@@ -35,6 +41,8 @@ pub const FIELDS: [&str; 13] = [
     "runtime_class_name",
     "node_selector",
     "tolerations",
+    "workspace_size",
+    "workspace_storage_class",
 ];
 
 /// Validated provider configuration.
@@ -62,6 +70,9 @@ pub struct ProviderConfig {
     pub node_selector: std::collections::BTreeMap<String, String>,
     /// The pod's `tolerations`; empty = none.
     pub tolerations: Vec<crate::placement::Toleration>,
+    /// A PersistentVolumeClaim for the workspace ([`crate::workspace`]);
+    /// `None` = an `emptyDir`, gone with the pod.
+    pub workspace: Option<crate::workspace::WorkspaceSpec>,
 }
 
 fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
@@ -267,6 +278,10 @@ impl ProviderConfig {
             Some(s) => crate::placement::tolerations(&s)?,
             None => Vec::new(),
         };
+        let workspace = crate::workspace::WorkspaceSpec::parse(
+            string_field(m, "workspace_size")?,
+            string_field(m, "workspace_storage_class")?,
+        )?;
         Ok(ProviderConfig {
             context,
             namespace,
@@ -281,6 +296,7 @@ impl ProviderConfig {
             runtime_class_name,
             node_selector,
             tolerations,
+            workspace,
         })
     }
 

@@ -43,8 +43,17 @@ pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// The longest harness termination message shown, in characters (the
 /// kubelet keeps at most 4096 bytes of it anyway).
 pub const MAX_TERMINATION_MESSAGE_CHARS: usize = 4096;
-/// The workspace `emptyDir` volume name.
+/// The workspace volume's name: an `emptyDir`, or the agent's claim
+/// ([`crate::workspace`]).
 pub const WORKSPACE_VOLUME: &str = "workspace";
+/// How long a deploy's pod may wait for its workspace claim to bind before
+/// the Start fails naming why ([`crate::workspace`], issue 32 item 2): cloud
+/// disks provision in seconds to a minute; a claim still unbound after two
+/// has no provisioner, an unknown class or no capacity, and the claim's
+/// events say which.
+pub const WORKSPACE_BIND_BOUND: Duration = Duration::from_secs(120);
+/// Overrides [`WORKSPACE_BIND_BOUND`], in seconds (tests).
+pub const WORKSPACE_BIND_ENV: &str = "BUZZ_K8S_WORKSPACE_BIND_SECS";
 /// `HOME` and working directory inside the pod (§Entrypoint "Working directory").
 pub const HOME: &str = "/home/agent";
 /// The collector's spool directory: on the workspace `emptyDir`, so unshipped

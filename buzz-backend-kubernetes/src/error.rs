@@ -25,6 +25,9 @@ pub enum DeployError {
     /// The attempt this call made (or the pod it found) failed deterministically.
     #[error(transparent)]
     StartupFailed(#[from] StartupFailure),
+    /// The workspace claim could not be used ([`crate::workspace`]).
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
     /// The deadline expired while startup was still progressing; nothing was cleaned up.
     #[error(
         "startup of pod {agent_id} was not confirmed within {deadline_secs} s (latest: {latest}); nothing was cleaned up, and a later Start adopts the pod once it runs"

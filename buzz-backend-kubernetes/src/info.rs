@@ -1,7 +1,8 @@
 //! `info` (spec §info; wire-facts §7): name, version, `protocol_version: 1`,
 //! description and the JSON Schema of the v1 `provider_config` fields (the nine
 //! original ones, the optional `telemetry_url` and the pod knobs
-//! `runtime_class_name`, `node_selector`, `tolerations`: all strings, so
+//! `runtime_class_name`, `node_selector`, `tolerations`, and the workspace's
+//! `workspace_size` and `workspace_storage_class`: all strings, so
 //! invariant I2's flat-scalar rule holds), and the optional
 //! `operations` list (`deploy`, `undeploy`; issue 21).
 //! Answered with no cluster contact and no kube client construction.
@@ -111,6 +112,19 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
                 "description": "Taints the pod tolerates, in the Kubernetes JSON form of spec.tolerations, for example [{\"key\":\"dedicated\",\"operator\":\"Equal\",\"value\":\"agents\",\"effect\":\"NoSchedule\"}]. Empty means none.",
                 "default": "",
             },
+            "workspace_size": {
+                "type": "string",
+                "title": "Workspace size",
+                "description": "A workspace that outlives the pod: a PersistentVolumeClaim of this size (a Kubernetes quantity, for example 10Gi) holds the agent's home and working directory, so its files and conversations survive a restart, a stop and Start, and a pod replacement. Undeploy deletes it unless asked to keep it. Empty means a scratch workspace that goes with the pod.",
+                "default": "",
+            },
+            "workspace_storage_class": {
+                "type": "string",
+                "title": "Workspace storage class",
+                "description": "The StorageClass of the workspace claim (kubectl get storageclass). Empty means the cluster's default class. Needs a workspace size.",
+                "default": "",
+                "maxLength": 253,
+            },
         },
     })
 }
@@ -134,7 +148,7 @@ mod tests {
     use crate::config::FIELDS;
 
     #[test]
-    fn schema_has_the_thirteen_fields_with_titles_types_and_defaults() {
+    fn schema_has_the_fifteen_fields_with_titles_types_and_defaults() {
         let s = config_schema(None);
         let props = s["properties"].as_object().unwrap();
         assert_eq!(props.len(), FIELDS.len());

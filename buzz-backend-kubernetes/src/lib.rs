@@ -3,7 +3,8 @@
 //!
 //! Pure core (no I/O, clock or randomness inside): [`config`], [`image`],
 //! [`quantity`], [`placement`], [`envtiers`], [`podspec`] (shape and fingerprint),
-//! [`classify`] (the state-machine rows), [`gc`] (the GC plan), [`undeploy`]
+//! [`classify`] (the state-machine rows), [`gc`] (the GC plan), [`workspace`]
+//! (the workspace claim and its judgement), [`undeploy`]
 //! (the undeploy plan; its loop is [`undeploy::run`]).
 //! Shell: [`cluster`] (the one narrow trait over the API and its kube
 //! implementation), [`reconcile`] (the loop), [`protocol`] (the process contract).
@@ -30,3 +31,4 @@ pub mod reconcile;
 pub mod telemetry;
 pub mod timing;
 pub mod undeploy;
+pub mod workspace;

@@ -10,8 +10,9 @@
 use crate::config::ProviderConfig;
 use crate::consts::*;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, Pod, PodSecurityContext, PodSpec,
-    ResourceRequirements, SeccompProfile, Secret, SecretEnvSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource,
+    Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
@@ -38,11 +39,15 @@ pub struct PodIntent {
     pub runtime_class_name: Option<String>,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<crate::placement::Toleration>,
+    /// The agent's workspace claim ([`crate::workspace::claim_name`]);
+    /// `None` = an `emptyDir`. Only the name is pod spec: the claim's size
+    /// and class are the claim's, so a changed size never replaces a pod.
+    pub workspace_claim: Option<String>,
 }
 
 impl PodIntent {
-    /// The intent of `config`.
-    pub fn from_config(c: &ProviderConfig) -> Self {
+    /// The intent of `config` for the agent `pubkey`.
+    pub fn from_config(c: &ProviderConfig, pubkey: &str) -> Self {
         PodIntent {
             image: c.image.reference.clone(),
             cpu_request: c.cpu_request.clone(),
@@ -55,6 +60,7 @@ impl PodIntent {
             runtime_class_name: c.runtime_class_name.clone(),
             node_selector: c.node_selector.clone(),
             tolerations: c.tolerations.clone(),
+            workspace_claim: c.workspace.as_ref().map(|_| crate::workspace::claim_name(pubkey)),
         }
     }
 }
@@ -164,12 +170,29 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
             }),
             ..Default::default()
         }],
-        volumes: Some(vec![Volume {
+        volumes: Some(vec![workspace_volume(intent.workspace_claim.as_deref())]),
+        ..Default::default()
+    }
+}
+
+/// The workspace volume: the agent's claim, else an `emptyDir` (spec §Pod
+/// shape "Workspace"). One mount either way, at `HOME`, which is also the
+/// working directory: the agent's files and its own transcripts live there.
+fn workspace_volume(claim: Option<&str>) -> Volume {
+    match claim {
+        Some(claim) => Volume {
+            name: WORKSPACE_VOLUME.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: Some(false),
+            }),
+            ..Default::default()
+        },
+        None => Volume {
             name: WORKSPACE_VOLUME.into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
             ..Default::default()
-        }]),
-        ..Default::default()
+        },
     }
 }
 
@@ -247,6 +270,7 @@ pub(crate) fn sample_intent() -> PodIntent {
         runtime_class_name: None,
         node_selector: BTreeMap::new(),
         tolerations: Vec::new(),
+        workspace_claim: None,
     }
 }
 
@@ -315,7 +339,7 @@ mod tests {
 
         /// Every fingerprinted field changes it.
         #[test]
-        fn every_fingerprinted_field_changes_it(field in 0usize..11, v in "[a-z0-9]{1,8}") {
+        fn every_fingerprinted_field_changes_it(field in 0usize..12, v in "[a-z0-9]{1,8}") {
             let base = intent();
             let mut changed = base.clone();
             match field {
@@ -330,6 +354,7 @@ mod tests {
                 8 => changed.node_selector = BTreeMap::from([("pool".to_string(), v.clone())]),
                 9 => changed.tolerations = crate::placement::tolerations(
                     &format!(r#"[{{"key":"k","value":"{v}"}}]"#)).unwrap(),
+                10 => changed.workspace_claim = Some(format!("buzz-agent-{v}-workspace")),
                 _ => changed.restart_policy = "OnFailure".into(),
             }
             prop_assert_ne!(fingerprint(&base), fingerprint(&changed));
@@ -439,8 +464,50 @@ mod tests {
             crate::config::ProviderConfig::parse(&serde_json::json!({"namespace": "ns"}), Some(d)).unwrap()
         };
         assert_ne!(
-            fingerprint(&PodIntent::from_config(&cfg(&d1))),
-            fingerprint(&PodIntent::from_config(&cfg(&d2)))
+            fingerprint(&PodIntent::from_config(&cfg(&d1), PK)),
+            fingerprint(&PodIntent::from_config(&cfg(&d2), PK))
+        );
+    }
+
+    #[test]
+    fn a_workspace_size_mounts_the_agent_s_claim_at_home_and_nothing_else_changes() {
+        let cfg = |extra: serde_json::Value| {
+            let mut c = serde_json::json!({"namespace": "ns", "image": "registry.test/sprig:v1"});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            crate::config::ProviderConfig::parse(&c, None).unwrap()
+        };
+        let plain = PodIntent::from_config(&cfg(serde_json::json!({})), PK);
+        let kept = PodIntent::from_config(&cfg(serde_json::json!({"workspace_size": "10Gi"})), PK);
+        let bigger = PodIntent::from_config(&cfg(serde_json::json!({"workspace_size": "20Gi"})), PK);
+        let spec = pod_spec(&kept, "s");
+        let volume = &spec.volumes.as_ref().unwrap()[0];
+        assert_eq!(
+            volume
+                .persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.as_str()),
+            Some("buzz-agent-0123456789ab-workspace")
+        );
+        assert!(volume.empty_dir.is_none());
+        let mount = &spec.containers[0].volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (mount.name.as_str(), mount.mount_path.as_str()),
+            (WORKSPACE_VOLUME, HOME)
+        );
+        assert_eq!(spec.containers[0].working_dir.as_deref(), Some(HOME));
+        let plain_spec = pod_spec(&plain, "s");
+        assert!(plain_spec.volumes.as_ref().unwrap()[0].empty_dir.is_some());
+        assert_ne!(
+            fingerprint(&plain),
+            fingerprint(&kept),
+            "emptyDir → claim replaces the pod"
+        );
+        assert_eq!(
+            fingerprint(&kept),
+            fingerprint(&bigger),
+            "the size is the claim's, not the pod's: a new size never replaces the pod"
         );
     }
 }

@@ -32,9 +32,11 @@ pub enum Request {
         provider_config: Value,
     },
     /// `agent` is `{name, pubkey}`: no secret crosses ([`crate::undeploy`]).
+    /// `keep_workspace` leaves the workspace claim ([`crate::workspace`]).
     Undeploy {
         agent: Value,
         provider_config: Value,
+        keep_workspace: bool,
     },
 }
 
@@ -143,9 +145,21 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
                     provider_config,
                 }
             } else {
+                let keep_workspace = match o.get(buzz_contract::wire::KEEP_WORKSPACE) {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => {
+                        return Err(req(
+                            RK::WrongType,
+                            Some("keep_workspace"),
+                            "keep_workspace must be true or false; nothing was deleted",
+                        ));
+                    }
+                };
                 Request::Undeploy {
                     agent,
                     provider_config,
+                    keep_workspace,
                 }
             })
         }
@@ -264,7 +278,8 @@ pub fn handle(bytes: &[u8], started: Instant) -> Value {
         Request::Undeploy {
             agent,
             provider_config,
-        } => crate::undeploy::run::handle(&agent, &provider_config, started),
+            keep_workspace,
+        } => crate::undeploy::run::handle(&agent, &provider_config, keep_workspace, started),
     }
 }
 

@@ -31,6 +31,10 @@
 //!    its pod, the watch is the wait, the GET is success on a quorum
 //!    read, and the events are the Start progress a user sees.
 //!
+//! With `workspace_size` set, the agent's claim is created or adopted after
+//! the preflight GC and before the attempt ([`workspace`], issue 32 item 2):
+//! one GET, and one create the first time.
+//!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
 //! its own Secret and adopts the winner, while a create whose committed
 //! reply was lost recognises its own object; deadline expiry reports
@@ -57,6 +61,8 @@ use tokio::time::Instant;
 
 mod attempt;
 pub mod progress;
+mod workspace;
+pub use workspace::bind_bound;
 
 /// Everything a deploy needs, validated before any cluster contact.
 #[derive(Debug, Clone)]
@@ -71,6 +77,8 @@ pub struct Plan {
     pub agent: AgentPayload,
     /// Tier-3 values; `generation` is filled per attempt.
     pub authoritative: Authoritative,
+    /// The workspace claim asked for ([`crate::workspace`]); `None` = `emptyDir`.
+    pub workspace: Option<crate::workspace::WorkspaceSpec>,
 }
 
 /// A local clock further than this from the apiserver's is reported.
@@ -311,6 +319,8 @@ impl<'a, C: Cluster> Loop<'a, C> {
 
     async fn run(&self) -> Result<Started, DeployError> {
         let listed = self.preflight_gc().await?;
+        // Before the attempt: the pod never names a claim that is not there.
+        let mut claim = self.ensure_workspace().await?;
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
         let mut latest = String::from("no observation yet");
@@ -419,6 +429,9 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     }
                 }
                 Action::Observe { condition } => {
+                    if let Some(c) = claim.as_mut() {
+                        self.check_bound(c).await?;
+                    }
                     diag::line(&format!("waiting for {id}: {condition}"));
                     latest = condition;
                     let uid = uid.unwrap_or_default();

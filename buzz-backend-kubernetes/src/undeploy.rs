@@ -28,7 +28,16 @@
 //!    item 5: a pod deleted by other hands dooms its Secret). A young
 //!    unreferenced Secret may belong to a Start between its Secret create and
 //!    its pod create, so it is left and reported, exactly as GC leaves it.
-//! 5. **Wait** until a quorum list shows nothing of this agent left to act
+//! 5. **Then the workspace claim** ([`crate::workspace`], issue 32 item 2),
+//!    unless the request says `"keep_workspace": true`: a verified claim is
+//!    deleted (fenced) once a pass lists no pod of the agent at all, so no
+//!    pod of ours is still using it ([`plan_claims`]). While this undeploy
+//!    removes pods, the claim waits for the next pass; a pod it may not touch
+//!    keeps the claim too, reported as left. The claims are listed whatever
+//!    the config says, so a workspace_size cleared since the Start still
+//!    has its claim removed; a user whose RBAC has no claim rights, with no
+//!    workspace_size, is told once on stderr and the claim (if any) is left.
+//! 6. **Wait** until a quorum list shows nothing of this agent left to act
 //!    on, within the bound ([`crate::consts::UNDEPLOY_DEADLINE`]: the pods'
 //!    60 s grace plus a 30 s margin, from process start).
 //!
@@ -65,12 +74,18 @@
 //! unschedulable, image pull failing — is a verified pod like any other, so
 //! U removes it and its Secret; the next Start finds no instance and creates
 //! afresh.
+//!
+//! The workspace claim is deleted only in a pass that lists no pod of the
+//! agent. A deploy that adopted the claim just before and creates its pod
+//! after that list finds its pod unable to start (the scheduler refuses a
+//! claim being deleted), so it fails and never reports a success; the next
+//! Start names the claim being deleted, and an undeploy clears both.
 
 use crate::config::ProviderConfig;
 use crate::error::{DeployError, RequestError, RequestErrorKind as RK};
 use crate::gc::Fenced;
 use crate::ownership::{Mismatch, Ownership, ownership};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::ObjectMeta;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -89,6 +104,8 @@ pub struct Target {
     /// The agent's public key, 64 lowercase hex.
     pub pubkey: String,
     pub config: ProviderConfig,
+    /// `"keep_workspace": true`: the workspace claim is left, and named.
+    pub keep_workspace: bool,
 }
 
 /// The longest record name echoed in a message.
@@ -106,7 +123,12 @@ pub fn is_pubkey_hex(s: &str) -> bool {
 }
 
 /// Parses `agent` and `provider_config` strictly; never echoes a value.
-pub fn parse(agent: &Value, config: &Value, default_image: Option<&str>) -> Result<Target, DeployError> {
+pub fn parse(
+    agent: &Value,
+    config: &Value,
+    keep_workspace: bool,
+    default_image: Option<&str>,
+) -> Result<Target, DeployError> {
     let Some(o) = agent.as_object() else {
         return Err(bad(
             "agent",
@@ -140,7 +162,12 @@ pub fn parse(agent: &Value, config: &Value, default_image: Option<&str>) -> Resu
         None => return Err(bad("agent", RK::Missing, "undeploy needs agent.pubkey")),
     };
     let config = ProviderConfig::parse(config, default_image)?;
-    Ok(Target { name, pubkey, config })
+    Ok(Target {
+        name,
+        pubkey,
+        config,
+        keep_workspace,
+    })
 }
 
 /// A pod marked for deletion that this undeploy waits on.
@@ -163,6 +190,11 @@ pub struct Plan {
     pub secrets: Vec<Fenced>,
     /// Verified Secrets already marked for deletion (finalizers): waited on.
     pub secrets_terminating: usize,
+    /// Verified workspace claims to delete (fenced): only in a pass that
+    /// lists no pod of the agent ([`plan_claims`]).
+    pub claims: Vec<Fenced>,
+    /// Verified claims marked for deletion: waited on.
+    pub claims_terminating: usize,
     /// Objects this undeploy may not touch, with the reason.
     pub left: Vec<Left>,
 }
@@ -174,6 +206,8 @@ impl Plan {
             && self.terminating.is_empty()
             && self.secrets.is_empty()
             && self.secrets_terminating == 0
+            && self.claims.is_empty()
+            && self.claims_terminating == 0
     }
 }
 
@@ -285,6 +319,36 @@ pub fn plan(
         }
     }
     out
+}
+
+/// Adds the workspace claims to a pass's plan (rule 5). `pods` is the
+/// pass's pod list: a claim is deleted only when it is empty. While this
+/// undeploy still removes or waits on pods, the claim waits for a later
+/// pass; when only pods it may not touch remain, the claim is left with
+/// them.
+pub fn plan_claims(p: &mut Plan, pubkey: &str, pods: &[Pod], claims: &[PersistentVolumeClaim]) {
+    let removing_pods = !p.pods.is_empty() || !p.terminating.is_empty();
+    for c in claims {
+        let name = name_of(&c.metadata);
+        if let Some(why) = left_why(ownership(&c.metadata, pubkey)) {
+            p.left.push(Left::claim(name, why));
+            continue;
+        }
+        if c.metadata.deletion_timestamp.is_some() {
+            p.claims_terminating += 1;
+            continue;
+        }
+        if !pods.is_empty() {
+            if !removing_pods {
+                p.left.push(Left::claim(name, LeftWhy::ReferencedByUntouchedPod));
+            }
+            continue;
+        }
+        match fenced(&c.metadata) {
+            Some(f) => p.claims.push(f),
+            None => p.left.push(Left::claim(name, LeftWhy::Unfenceable)),
+        }
+    }
 }
 
 #[cfg(test)]

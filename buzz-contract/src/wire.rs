@@ -131,13 +131,44 @@ pub struct UndeployRequest {
     pub request_id: Option<String>,
     pub agent: UndeployAgent,
     pub provider_config: Map<String, Value>,
+    /// Leave the agent's workspace volume (its files and the agent's own
+    /// conversations) in place; the answer names it under `kept`. Sent only
+    /// when true, so a provider that predates it sees the request unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_workspace: bool,
 }
 
-/// What an `undeploy` removed: `{"ok":true,"removed":{"pods":N,"secrets":M}}`.
+/// The request field of [`UndeployRequest::keep_workspace`].
+pub const KEEP_WORKSPACE: &str = "keep_workspace";
+
+/// What an `undeploy` removed:
+/// `{"ok":true,"removed":{"pods":N,"secrets":M,"workspaces":W}}`, and with
+/// `keep_workspace`, `"kept":{"workspaces":["<name>"]}`. `workspaces` is the
+/// agent's persistent workspace volumes (a Kubernetes PVC); an answer
+/// without it (a provider that has none) reads as 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Removed {
     pub pods: u64,
     pub secrets: u64,
+    #[serde(default)]
+    pub workspaces: u64,
+}
+
+/// "1 pod and 2 Secrets", or "1 pod, 2 Secrets and 1 workspace volume":
+/// what an `undeploy` removed, for people (the provider's errors and the
+/// launcher's lines say it the same way).
+pub fn removed_text(r: &Removed) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let pods = plural(r.pods, "pod", "pods");
+    let secrets = plural(r.secrets, "Secret", "Secrets");
+    if r.workspaces == 0 {
+        format!("{pods} and {secrets}")
+    } else {
+        format!(
+            "{pods}, {secrets} and {}",
+            plural(r.workspaces, "workspace volume", "workspace volumes")
+        )
+    }
 }
 
 /// True when an `info` object lists `op` in its optional `operations`
@@ -362,16 +393,43 @@ mod tests {
                 pubkey: "a".repeat(64),
             },
             provider_config: Map::new(),
+            keep_workspace: false,
         };
         let v = serde_json::to_value(&req).unwrap();
+        assert!(
+            v.get(KEEP_WORKSPACE).is_none(),
+            "sent only when true: an older provider sees the request it knows"
+        );
+        let keep = serde_json::to_value(UndeployRequest {
+            keep_workspace: true,
+            ..req.clone()
+        })
+        .unwrap();
+        assert_eq!(keep[KEEP_WORKSPACE], true);
         assert_eq!(
             v["agent"],
             serde_json::json!({"name": "scout", "pubkey": "a".repeat(64)})
         );
         assert!(v.get("request_id").is_none());
         assert_eq!(
-            serde_json::to_value(Removed { pods: 1, secrets: 2 }).unwrap(),
-            serde_json::json!({"pods": 1, "secrets": 2})
+            serde_json::to_value(Removed {
+                pods: 1,
+                secrets: 2,
+                workspaces: 1
+            })
+            .unwrap(),
+            serde_json::json!({"pods": 1, "secrets": 2, "workspaces": 1})
+        );
+        let older: Removed = serde_json::from_value(serde_json::json!({"pods": 1, "secrets": 2})).unwrap();
+        assert_eq!(older.workspaces, 0, "an answer without workspaces removed none");
+        assert_eq!(removed_text(&older), "1 pod and 2 Secrets");
+        assert_eq!(
+            removed_text(&Removed {
+                pods: 0,
+                secrets: 1,
+                workspaces: 1
+            }),
+            "0 pods, 1 Secret and 1 workspace volume"
         );
     }
 }

@@ -75,8 +75,10 @@ fn a_pod_deleted_by_other_hands_leaves_no_secret_and_undeploy_ends_with_nothing_
     }
     s.wait_pod(&name, "Succeeded after !shutdown", |p| phase(p) == "Succeeded");
     let mut lines = Vec::new();
-    let u = teardown::undeploy(&s.store, NAME, &s.opts, &mut |l| lines.push(l.to_string()))
-        .unwrap_or_else(|e| panic!("undeploy: {e}; status: {lines:?}"));
+    let u = teardown::undeploy(&s.store, NAME, &s.opts, teardown::Workspace::Remove, &mut |l| {
+        lines.push(l.to_string())
+    })
+    .unwrap_or_else(|e| panic!("undeploy: {e}; status: {lines:?}"));
     assert!(u.removed.pods >= 1, "{lines:?}");
     assert!(s.rt.block_on(s.pods.get_opt(&name)).expect("get").is_none());
     assert_eq!(agent_secrets(&s), Vec::<String>::new(), "nothing left");

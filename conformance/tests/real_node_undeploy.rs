@@ -34,8 +34,10 @@ fn undeploy_stops_the_live_harness_and_leaves_nothing_then_delete_removes_the_re
     let run = secret_of(&pod).rsplit('-').next().unwrap_or_default().to_string();
 
     let mut lines = Vec::new();
-    let u = teardown::undeploy(&s.store, NAME, &s.opts, &mut |l| lines.push(l.to_string()))
-        .unwrap_or_else(|e| panic!("undeploy: {e}; status: {lines:?}"));
+    let u = teardown::undeploy(&s.store, NAME, &s.opts, teardown::Workspace::Remove, &mut |l| {
+        lines.push(l.to_string())
+    })
+    .unwrap_or_else(|e| panic!("undeploy: {e}; status: {lines:?}"));
     assert_eq!((u.removed.pods, u.removed.secrets), (1, 1), "{lines:?}");
     // The kubelet's SIGTERM reached the harness: it said offline for its run.
     s.wait_presence("offline", t0, |e| {
@@ -62,13 +64,22 @@ fn undeploy_stops_the_live_harness_and_leaves_nothing_then_delete_removes_the_re
         "the record no longer says deployed"
     );
 
-    let again = teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {}).expect("a second undeploy");
+    let again = teardown::undeploy(&s.store, NAME, &s.opts, teardown::Workspace::Remove, &mut |_| {})
+        .expect("a second undeploy");
     assert_eq!((again.removed.pods, again.removed.secrets), (0, 0));
 
     // A Start after an undeploy deploys afresh; delete undeploys and forgets.
     let (pod2, _) = s.start();
     assert_ne!(pod2.metadata.uid, pod.metadata.uid, "a new pod");
-    let d = teardown::delete(&s.store, NAME, &s.opts, false, &mut |_| {}).expect("delete");
+    let d = teardown::delete(
+        &s.store,
+        NAME,
+        &s.opts,
+        false,
+        teardown::Workspace::Remove,
+        &mut |_| {},
+    )
+    .expect("delete");
     let removed = d
         .undeployed
         .expect("delete of a deployed agent undeploys first")

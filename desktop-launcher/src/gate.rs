@@ -359,6 +359,8 @@ impl Negotiated {
 pub struct Undeployed {
     /// What the provider says it removed.
     pub removed: Removed,
+    /// The workspace volumes it kept, by name (`keep_workspace`).
+    pub kept: Vec<String>,
     /// The binary that ran: discovered path and staged digest.
     pub path: PathBuf,
     pub sha256: String,
@@ -401,9 +403,11 @@ pub fn undeploy(
     limits.drain_grace = cfg.drain_grace;
     let resp = call(&staged, workdir, &body, limits, redactor, on_status).map_err(fail)?;
     let removed = response::parse_removed(&resp).map_err(|e| fail(e.to_string()))?;
+    let kept = response::parse_kept(&resp).map_err(|e| fail(e.to_string()))?;
     drop(staged);
     Ok(Undeployed {
         removed,
+        kept,
         path,
         sha256: digest,
     })

@@ -228,6 +228,7 @@ pub fn build_undeploy_request(
     record: &crate::record::AgentRecord,
     provider_config: Map<String, Value>,
     request_id: &str,
+    keep_workspace: bool,
 ) -> Result<UndeployRequest, PayloadError> {
     if !is_pubkey_hex(&record.pubkey) {
         return Err(PayloadError::BadPubkey(record.name.clone()));
@@ -241,6 +242,7 @@ pub fn build_undeploy_request(
             pubkey: record.pubkey.clone(),
         },
         provider_config,
+        keep_workspace,
     })
 }
 

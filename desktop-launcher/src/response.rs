@@ -115,11 +115,17 @@ pub enum RemovedError {
     MissingCount(&'static str),
     #[error("its `removed.{0}` is not a non-negative integer")]
     NotCount(&'static str),
+    #[error("its `kept.workspaces` is not a list of at most {KEPT_MAX} names")]
+    Kept,
 }
 
+/// The most kept workspace names read from an answer.
+pub const KEPT_MAX: usize = 8;
+
 /// The counts of an `ok:true` `undeploy` answer: `removed` must be an object
-/// whose `pods` and `secrets` are non-negative integers (other fields are
-/// ignored, as in `deploy`'s answer).
+/// whose `pods` and `secrets` are non-negative integers, and `workspaces`
+/// too when present (a provider without workspace volumes leaves it out;
+/// other fields are ignored, as in `deploy`'s answer).
 pub fn parse_removed(resp: &Map<String, Value>) -> Result<Removed, RemovedError> {
     let Some(Value::Object(removed)) = resp.get("removed") else {
         return Err(RemovedError::Missing);
@@ -132,7 +138,29 @@ pub fn parse_removed(resp: &Map<String, Value>) -> Result<Removed, RemovedError>
     Ok(Removed {
         pods: count("pods")?,
         secrets: count("secrets")?,
+        workspaces: match removed.get("workspaces") {
+            None => 0,
+            Some(_) => count("workspaces")?,
+        },
     })
+}
+
+/// The workspace volumes an `undeploy` with `keep_workspace` left in place
+/// (`"kept":{"workspaces":[names]}`): provider text, so each name is one
+/// sanitized, bounded line. Absent is none.
+pub fn parse_kept(resp: &Map<String, Value>) -> Result<Vec<String>, RemovedError> {
+    let Some(kept) = resp.get("kept") else {
+        return Ok(Vec::new());
+    };
+    let names = kept
+        .get("workspaces")
+        .and_then(Value::as_array)
+        .filter(|a| a.len() <= KEPT_MAX)
+        .ok_or(RemovedError::Kept)?;
+    names
+        .iter()
+        .map(|n| n.as_str().map(sanitize_agent_id).ok_or(RemovedError::Kept))
+        .collect()
 }
 
 /// Cuts `s` to at most `max` characters on a char boundary (never panics).
@@ -259,7 +287,35 @@ mod tests {
         let m = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(
             parse_removed(&m(json!({"ok":true,"removed":{"pods":1,"secrets":2}}))),
-            Ok(Removed { pods: 1, secrets: 2 })
+            Ok(Removed {
+                pods: 1,
+                secrets: 2,
+                workspaces: 0
+            })
+        );
+        assert_eq!(
+            parse_removed(&m(
+                json!({"ok":true,"removed":{"pods":0,"secrets":1,"workspaces":1}})
+            ))
+            .map(|r| r.workspaces),
+            Ok(1)
+        );
+        assert_eq!(
+            parse_removed(&m(
+                json!({"ok":true,"removed":{"pods":0,"secrets":1,"workspaces":"1"}})
+            )),
+            Err(RemovedError::NotCount("workspaces"))
+        );
+        assert_eq!(parse_kept(&m(json!({"ok":true}))), Ok(vec![]));
+        assert_eq!(
+            parse_kept(&m(
+                json!({"ok":true,"kept":{"workspaces":["buzz-agent-0123-workspace\u{1b}[2J"]}})
+            )),
+            Ok(vec!["buzz-agent-0123-workspace\u{fffd}[2J".to_string()])
+        );
+        assert_eq!(
+            parse_kept(&m(json!({"ok":true,"kept":{"workspaces":"w"}}))),
+            Err(RemovedError::Kept)
         );
         assert_eq!(parse_removed(&m(json!({"ok":true}))), Err(RemovedError::Missing));
         assert_eq!(

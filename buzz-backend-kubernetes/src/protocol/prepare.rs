@@ -137,9 +137,10 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
             ),
         ));
     }
-    let intent = PodIntent::from_config(&config);
+    let intent = PodIntent::from_config(&config, &pubkey);
     Ok(Plan {
         namespace: config.namespace.clone(),
+        workspace: config.workspace.clone(),
         agent_id: podspec::pod_name(&pubkey),
         fingerprint: podspec::fingerprint(&intent),
         pubkey,

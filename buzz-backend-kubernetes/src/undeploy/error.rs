@@ -13,6 +13,8 @@ use std::time::SystemTime;
 pub enum Kind {
     Pod,
     Secret,
+    /// The workspace PersistentVolumeClaim ([`crate::workspace`]).
+    Claim,
 }
 
 /// Why an object that carries the agent label was not removed.
@@ -70,6 +72,14 @@ impl Left {
             removable_at: None,
         }
     }
+    pub fn claim(name: String, why: LeftWhy) -> Left {
+        Left {
+            kind: Kind::Claim,
+            name,
+            why,
+            removable_at: None,
+        }
+    }
     pub fn secret(name: String, why: LeftWhy) -> Left {
         Left {
             kind: Kind::Secret,
@@ -92,6 +102,7 @@ impl fmt::Display for Left {
         let kind = match self.kind {
             Kind::Pod => "pod",
             Kind::Secret => "Secret",
+            Kind::Claim => "PersistentVolumeClaim",
         };
         let why = match self.why {
             LeftWhy::Unmarked => format!(
@@ -121,7 +132,7 @@ impl fmt::Display for Left {
 }
 
 fn counts(r: &Removed) -> String {
-    format!("{} pod(s) and {} Secret(s)", r.pods, r.secrets)
+    buzz_contract::wire::removed_text(r)
 }
 
 fn list(items: &[String]) -> String {
@@ -143,7 +154,7 @@ fn advice(left: &[Left], namespace: &str) -> String {
     }
     if left.iter().any(|l| !l.why.is_ours()) {
         out.push_str(&format!(
-            " The others are not provably this provider's objects for this agent; delete them yourself if they are stale (kubectl delete pod|secret <name> -n {namespace})."
+            " The others are not provably this provider's objects for this agent; delete them yourself if they are stale (kubectl delete pod|secret|pvc <name> -n {namespace})."
         ));
     }
     out
@@ -157,7 +168,7 @@ pub enum UndeployError {
     Invalid(#[from] DeployError),
     /// RBAC refused a verb the undeploy needs.
     #[error(
-        "your kubeconfig user may not {verb} {resource} in namespace {namespace} ({message}); removed {removed} so far. Ask a cluster admin to apply deploy/kubernetes/provider-rbac.yaml for namespace {namespace}, or to run `kubectl create role buzz-provider -n {namespace} --verb=get,list,watch,create,delete,patch --resource=pods,secrets` and `kubectl create rolebinding buzz-provider -n {namespace} --role=buzz-provider --user=<you>`; check with `kubectl auth can-i {verb} {resource} -n {namespace}`",
+        "your kubeconfig user may not {verb} {resource} in namespace {namespace} ({message}); removed {removed} so far. Ask a cluster admin to apply deploy/kubernetes/provider-rbac.yaml for namespace {namespace}, or to run `kubectl create role buzz-provider -n {namespace} --verb=get,list,watch,create,delete,patch --resource=pods,secrets,persistentvolumeclaims` and `kubectl create rolebinding buzz-provider -n {namespace} --role=buzz-provider --user=<you>`; check with `kubectl auth can-i {verb} {resource} -n {namespace}`",
         removed = counts(.removed)
     )]
     Forbidden {

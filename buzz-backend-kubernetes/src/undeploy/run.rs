@@ -9,9 +9,16 @@
 //! loop ends when a pass has nothing left to delete or wait for, or at the
 //! bound ([`UNDEPLOY_DEADLINE`] from process start, less the stop margin).
 //!
-//! A running pod so costs 9 requests: two lists, the pod and Secret
-//! deletes; two lists and a watch while the pod stops; the two lists that
-//! show it gone. A second undeploy costs the two lists and one namespace GET.
+//! The workspace claims are listed third ([`super::plan_claims`], rule 5):
+//! deleted in the pass that lists no pod, then waited on like a Secret
+//! being finalized (the claim goes once the cluster's protection controller
+//! sees no pod using it). With `keep_workspace` they are listed only to be
+//! named in the answer.
+//!
+//! A running pod so costs 12 requests: three lists, the pod and Secret
+//! deletes; three lists and a watch while the pod stops; the three lists that
+//! show it gone (and a claim's delete and re-list when there is one). A second
+//! undeploy costs the three lists and one namespace GET.
 
 use super::{Plan, Target, UndeployError, plan};
 use crate::cluster::{Cluster, ClusterError, Deleted, classify_error};
@@ -20,7 +27,7 @@ use crate::diag;
 use crate::podspec;
 use crate::timing::Timing;
 use buzz_contract::wire::Removed;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -70,6 +77,18 @@ struct Run<'a, C: Cluster, N: NamespaceProbe> {
     timing: Timing,
     until: Instant,
     removed: Removed,
+    /// The claims kept (`keep_workspace`), by name.
+    kept: Vec<String>,
+    /// Said once: the user may not list claims and asked for none.
+    claims_unlisted: bool,
+}
+
+/// A finished undeploy: what went, and what was kept on request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Undeployed {
+    pub removed: Removed,
+    /// The workspace claims left by `keep_workspace`.
+    pub kept: Vec<String>,
 }
 
 impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
@@ -96,6 +115,8 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                     ("get", "pods") => "read the pod that owns a Secret",
                     ("delete", "pods") => "delete the agent's pod",
                     ("delete", "secrets") => "delete the agent's Secret",
+                    ("list", "persistentvolumeclaims") => "list the agent's workspace claims",
+                    ("delete", "persistentvolumeclaims") => "delete the agent's workspace claim",
                     ("watch", _) => "watch the agent's pod stop",
                     _ => "read the namespace",
                 },
@@ -136,13 +157,36 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
         }
     }
 
-    async fn observe(&self, doomed: &BTreeSet<String>) -> Result<(Plan, bool), UndeployError> {
+    /// This agent's claims. A user without claim rights who asked for no
+    /// workspace is told once and has none listed; one who asked for a
+    /// workspace gets the Forbidden error.
+    async fn list_claims(&mut self, sel: &str) -> Result<Vec<PersistentVolumeClaim>, UndeployError> {
+        if self.claims_unlisted {
+            return Ok(Vec::new());
+        }
+        match self
+            .call("list", "persistentvolumeclaims", || self.cluster.list_claims(sel))
+            .await
+        {
+            Err(UndeployError::Forbidden { .. }) if self.target.config.workspace.is_none() => {
+                diag::line(
+                    "undeploy: may not list persistentvolumeclaims here; a workspace claim of this agent, if there is one, is left (deploy/kubernetes/provider-rbac.yaml grants it)",
+                );
+                self.claims_unlisted = true;
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
+    async fn observe(&mut self, doomed: &BTreeSet<String>) -> Result<(Plan, bool), UndeployError> {
         let sel = podspec::selector(&self.target.pubkey);
         let pods = self.call("list", "pods", || self.cluster.list_pods(&sel)).await?;
         let (secrets, date) = self
             .call("list", "secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
-        let empty = pods.is_empty() && secrets.is_empty();
+        let claims = self.list_claims(&sel).await?;
+        let empty = pods.is_empty() && secrets.is_empty() && claims.is_empty();
         // Owners read after the Secret list: only such a read proves one gone.
         let mut gone = BTreeSet::new();
         for (name, uid) in crate::gc::owners_to_check(&self.target.pubkey, &pods, &secrets) {
@@ -151,7 +195,7 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                 gone.insert(uid);
             }
         }
-        let p = plan(
+        let mut p = plan(
             &self.target.pubkey,
             &pods,
             &secrets,
@@ -160,6 +204,18 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
             date,
             self.timing.orphan_min_age,
         );
+        if self.target.keep_workspace {
+            self.kept = claims
+                .iter()
+                .filter(|c| {
+                    crate::ownership::ownership(&c.metadata, &self.target.pubkey)
+                        == crate::ownership::Ownership::Ours
+                })
+                .filter_map(|c| c.metadata.name.clone())
+                .collect();
+        } else {
+            super::plan_claims(&mut p, &self.target.pubkey, &pods, &claims);
+        }
         Ok((p, empty))
     }
 
@@ -174,6 +230,13 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
         if p.secrets_terminating > 0 {
             waiting.push(format!("{} Secret(s) being finalized", p.secrets_terminating));
         }
+        waiting.extend(p.claims.iter().map(|f| format!("workspace claim {}", f.name)));
+        if p.claims_terminating > 0 {
+            waiting.push(format!(
+                "{} workspace claim(s) being deleted (a claim goes once no pod uses it)",
+                p.claims_terminating
+            ));
+        }
         UndeployError::OutOfTime {
             name: self.target.name.clone(),
             namespace: self.namespace(),
@@ -183,7 +246,7 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
         }
     }
 
-    async fn run(&mut self) -> Result<Removed, UndeployError> {
+    async fn run(&mut self) -> Result<Undeployed, UndeployError> {
         let mut doomed = BTreeSet::new();
         let mut first = true;
         loop {
@@ -206,7 +269,10 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
             doomed.clone_from(&p.doomed);
             if p.settled() {
                 if p.left.is_empty() {
-                    return Ok(self.removed);
+                    return Ok(Undeployed {
+                        removed: self.removed,
+                        kept: std::mem::take(&mut self.kept),
+                    });
                 }
                 return Err(UndeployError::Left {
                     name: self.target.name.clone(),
@@ -250,15 +316,30 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                         Deleted::NotFound | Deleted::Conflict => {}
                     }
                 }
+                for f in &p.claims {
+                    match self
+                        .call("delete", "persistentvolumeclaims", || {
+                            self.cluster.delete_claim(f)
+                        })
+                        .await?
+                    {
+                        Deleted::Deleted => {
+                            self.removed.workspaces += 1;
+                            diag::line(&format!(
+                                "undeploy: workspace claim {} deleted (its files go with it)",
+                                f.name
+                            ));
+                        }
+                        Deleted::NotFound | Deleted::Conflict => {}
+                    }
+                }
             }
             // One pod name per agent key (spec §Kubernetes Binding), so at
             // most one pod of the agent is terminating: waiting on the first
             // waits on it. Were there more, the next round of the loop would
             // find the rest and wait on each in turn.
-            if p.pods.is_empty()
-                && p.secrets.is_empty()
-                && let Some(t) = p.terminating.first()
-            {
+            let nothing_to_delete = p.pods.is_empty() && p.secrets.is_empty() && p.claims.is_empty();
+            if nothing_to_delete && let Some(t) = p.terminating.first() {
                 diag::line(&format!("undeploy: waiting for pod {} to stop", t.name));
                 let wait = self
                     .timing
@@ -269,8 +350,8 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                         .wait_for_change(&t.name, t.resource_version.as_deref(), wait, &|_| true)
                 })
                 .await?;
-            } else if p.pods.is_empty() && p.secrets.is_empty() {
-                // Secrets being finalized: a short re-list interval.
+            } else if nothing_to_delete {
+                // Secrets or claims being finalized: a short re-list interval.
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -283,7 +364,7 @@ pub async fn undeploy<C: Cluster, N: NamespaceProbe>(
     ns: &N,
     target: &Target,
     timing: Timing,
-) -> Result<Removed, UndeployError> {
+) -> Result<Undeployed, UndeployError> {
     let mut r = Run {
         cluster,
         ns,
@@ -291,6 +372,8 @@ pub async fn undeploy<C: Cluster, N: NamespaceProbe>(
         timing,
         until: Instant::from_std(timing.act_until()),
         removed: Removed::default(),
+        kept: Vec::new(),
+        claims_unlisted: false,
     };
     r.run().await
 }
@@ -298,9 +381,15 @@ pub async fn undeploy<C: Cluster, N: NamespaceProbe>(
 async fn undeploy_request(
     agent: &serde_json::Value,
     provider_config: &serde_json::Value,
+    keep_workspace: bool,
     started: std::time::Instant,
-) -> Result<Removed, UndeployError> {
-    let target = super::parse(agent, provider_config, crate::config::default_image().as_deref())?;
+) -> Result<Undeployed, UndeployError> {
+    let target = super::parse(
+        agent,
+        provider_config,
+        keep_workspace,
+        crate::config::default_image().as_deref(),
+    )?;
     let context = target.config.context.clone();
     let connected = crate::kubeconfig::connect(context.as_deref()).await?;
     let client = connected.client;
@@ -318,12 +407,15 @@ async fn undeploy_request(
         })
 }
 
-/// Handles an `undeploy` request: `{"ok":true,"removed":{"pods":N,"secrets":M}}`
-/// or the in-band failure. A stray secret in the request is redacted from
-/// every output (it is never read otherwise).
+/// Handles an `undeploy` request:
+/// `{"ok":true,"removed":{"pods":N,"secrets":M,"workspaces":W}}`, with
+/// `"kept":{"workspaces":[…]}` when `keep_workspace` left one, or the in-band
+/// failure. A stray secret in the request is redacted from every output (it
+/// is never read otherwise).
 pub fn handle(
     agent: &serde_json::Value,
     provider_config: &serde_json::Value,
+    keep_workspace: bool,
     started: std::time::Instant,
 ) -> serde_json::Value {
     let redactor = crate::protocol::output_redactor(agent);
@@ -333,8 +425,9 @@ pub fn handle(
         Ok(rt) => rt,
         Err(e) => return crate::protocol::failure(&format!("could not start the async runtime: {e}")),
     };
-    match rt.block_on(undeploy_request(agent, provider_config, started)) {
-        Ok(removed) => serde_json::json!({ "ok": true, "removed": removed }),
+    match rt.block_on(undeploy_request(agent, provider_config, keep_workspace, started)) {
+        Ok(u) if u.kept.is_empty() => serde_json::json!({ "ok": true, "removed": u.removed }),
+        Ok(u) => serde_json::json!({ "ok": true, "removed": u.removed, "kept": { "workspaces": u.kept } }),
         Err(e) => crate::protocol::failure(&redactor.scrub(&e.to_string())),
     }
 }

@@ -182,14 +182,17 @@ fn nothing_listed_is_settled_with_nothing_left() {
 #[test]
 fn the_request_is_parsed_strictly_and_never_echoed() {
     let cfg = json!({ "namespace": "ns", "image": "registry.test/s:v1" });
-    let t = parse(&json!({"name": "scout", "pubkey": PK}), &cfg, None).unwrap();
+    let t = parse(&json!({"name": "scout", "pubkey": PK}), &cfg, false, None).unwrap();
     assert_eq!(
         (t.name.as_str(), t.pubkey.as_str(), t.config.namespace.as_str()),
         ("scout", PK, "ns")
     );
     let canary = "nsec1canarycanarycanarycanarycanarycanarycanarycanarycanary";
     let with_nsec = json!({"name": "scout", "pubkey": PK, "private_key_nsec": canary});
-    assert!(parse(&with_nsec, &cfg, None).is_ok(), "a stray key is ignored");
+    assert!(
+        parse(&with_nsec, &cfg, false, None).is_ok(),
+        "a stray key is ignored"
+    );
     for bad_key in [
         PK.to_uppercase(),
         PK[..63].to_string(),
@@ -197,16 +200,17 @@ fn the_request_is_parsed_strictly_and_never_echoed() {
         canary.to_string(),
         format!("g{}", &PK[1..]),
     ] {
-        let e = parse(&json!({"name": "scout", "pubkey": bad_key}), &cfg, None).unwrap_err();
+        let e = parse(&json!({"name": "scout", "pubkey": bad_key}), &cfg, false, None).unwrap_err();
         let shown = e.to_string();
         assert!(shown.contains("64 lowercase hex"), "{shown}");
         assert!(!shown.contains(&bad_key), "the value is never echoed: {shown}");
     }
-    assert!(parse(&json!({"name": "scout"}), &cfg, None).is_err());
-    assert!(parse(&json!({"pubkey": PK}), &cfg, None).is_err());
+    assert!(parse(&json!({"name": "scout"}), &cfg, false, None).is_err());
+    assert!(parse(&json!({"pubkey": PK}), &cfg, false, None).is_err());
     let e = parse(
         &json!({"name": "s", "pubkey": PK}),
         &json!({"namespace": "Bad_NS", "image": "r.test/s:v1"}),
+        false,
         None,
     )
     .unwrap_err();
@@ -221,12 +225,16 @@ fn errors_name_what_is_left_and_why() {
     let e = UndeployError::Left {
         name: "scout".into(),
         namespace: "ns".into(),
-        removed: buzz_contract::wire::Removed { pods: 1, secrets: 2 },
+        removed: buzz_contract::wire::Removed {
+            pods: 1,
+            secrets: 2,
+            workspaces: 0,
+        },
         left: vec![Left::pod("buzz-agent-0123456789ab".into(), LeftWhy::Unmarked)],
     };
     let s = e.to_string();
     assert!(
-        s.contains("removed 1 pod(s) and 2 Secret(s)") && s.contains("left: 1 object(s)"),
+        s.contains("removed 1 pod and 2 Secrets") && s.contains("left: 1 object(s)"),
         "{s}"
     );
     assert!(
@@ -248,4 +256,81 @@ fn errors_name_what_is_left_and_why() {
         f.to_string().contains("`kubectl auth can-i delete pods -n ns`"),
         "{f}"
     );
+}
+
+/// `PK`'s workspace claim as the apiserver stores it.
+fn claim() -> PersistentVolumeClaim {
+    let spec = crate::workspace::WorkspaceSpec {
+        size: "1Gi".into(),
+        storage_class: None,
+    };
+    let mut c = crate::workspace::claim(PK, &spec);
+    c.metadata.uid = Some("claim-uid".into());
+    c.metadata.resource_version = Some("7".into());
+    c
+}
+
+#[test]
+fn the_claim_is_deleted_only_in_a_pass_that_lists_no_pod() {
+    let now = SystemTime::now();
+    let running = [pd(&g(1), "Running")];
+    let mut p = plan(PK, &running, &[], &none(), &none(), Some(now), GATE);
+    plan_claims(&mut p, PK, &running, &[claim()]);
+    assert!(
+        p.claims.is_empty(),
+        "a pod this undeploy removes may still use it"
+    );
+    assert!(p.left.is_empty(), "and it is not left: the next pass deletes it");
+    assert!(!p.settled());
+
+    let mut p = plan(PK, &[], &[], &none(), &none(), Some(now), GATE);
+    plan_claims(&mut p, PK, &[], &[claim()]);
+    assert_eq!(names(&p.claims), ["buzz-agent-0123456789ab-workspace"]);
+    assert_eq!(p.claims[0].uid, "claim-uid", "fenced on what was listed");
+    assert!(!p.settled());
+}
+
+#[test]
+fn a_claim_a_pod_we_may_not_touch_keeps_is_left_and_a_foreign_one_is_never_touched() {
+    let now = SystemTime::now();
+    let mut unmarked = pd(&g(1), "Running");
+    unlabel(&mut unmarked.metadata, LABEL_MANAGED_BY);
+    let foreign_pod = [unmarked];
+    let mut p = plan(PK, &foreign_pod, &[], &none(), &none(), Some(now), GATE);
+    plan_claims(&mut p, PK, &foreign_pod, &[claim()]);
+    assert!(p.claims.is_empty());
+    assert!(
+        p.left
+            .iter()
+            .any(|l| l.kind == error::Kind::Claim && l.why == LeftWhy::ReferencedByUntouchedPod),
+        "{:?}",
+        p.left
+    );
+
+    let mut other = claim();
+    other
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANN_PUBKEY_FULL.into(), "f".repeat(64));
+    let mut p = plan(PK, &[], &[], &none(), &none(), Some(now), GATE);
+    plan_claims(&mut p, PK, &[], &[other]);
+    assert!(p.claims.is_empty());
+    assert_eq!(p.left[0].why, LeftWhy::ForeignAnnotation);
+    assert!(
+        p.left[0]
+            .to_string()
+            .starts_with("PersistentVolumeClaim buzz-agent-0123456789ab-workspace")
+    );
+}
+
+#[test]
+fn a_claim_being_deleted_is_waited_on() {
+    let mut going = claim();
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let mut p = plan(PK, &[], &[], &none(), &none(), Some(SystemTime::now()), GATE);
+    plan_claims(&mut p, PK, &[], &[going]);
+    assert_eq!(p.claims_terminating, 1);
+    assert!(!p.settled(), "the undeploy waits until it is gone");
 }

@@ -266,8 +266,14 @@ fn starts(s: &Scenario, n: usize, before: Before, image: &str) -> anyhow::Result
     for _ in 0..n {
         let deployed = s.store.deploy_state(NAME)?.agent_id.is_some();
         if before != Before::Restart && deployed {
-            desktop_launcher::app::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
-                .map_err(|e| anyhow!("undeploy before a Start: {e}"))?;
+            desktop_launcher::app::teardown::undeploy(
+                &s.store,
+                NAME,
+                &s.opts,
+                desktop_launcher::app::teardown::Workspace::Remove,
+                &mut |_| {},
+            )
+            .map_err(|e| anyhow!("undeploy before a Start: {e}"))?;
         }
         if before == Before::Cold {
             s.node.ctr().remove_with_content(&[image])?;
@@ -344,12 +350,19 @@ fn undeploy_ms(s: &Scenario) -> anyhow::Result<Value> {
     desktop_launcher::app::start_provider(&s.store, NAME, &s.opts, &mut |_| {})
         .map_err(|e| anyhow!("start: {e}"))?;
     let t0 = std::time::Instant::now();
-    let u = desktop_launcher::app::teardown::undeploy(&s.store, NAME, &s.opts, &mut |_| {})
-        .map_err(|e| anyhow!("undeploy: {e}"))?;
+    let u = desktop_launcher::app::teardown::undeploy(
+        &s.store,
+        NAME,
+        &s.opts,
+        desktop_launcher::app::teardown::Workspace::Remove,
+        &mut |_| {},
+    )
+    .map_err(|e| anyhow!("undeploy: {e}"))?;
     Ok(json!({
         "ms": ms(t0.elapsed()),
         "removed_pods": u.removed.pods,
         "removed_secrets": u.removed.secrets,
+        "removed_workspaces": u.removed.workspaces,
     }))
 }
 
@@ -376,6 +389,13 @@ pub fn run() -> anyhow::Result<Value> {
     let cold = starts(&s, 5, Before::Cold, &pinned)?;
     let warm = starts(&s, 5, Before::Warm, &pinned)?;
     let restart = starts(&s, 5, Before::Restart, &pinned)?;
+    // A workspace claim (issue 32): the first Start creates it and waits for
+    // the provisioner to bind it; the next ones mount the bound claim.
+    s.edit(|_, c| {
+        c.insert("workspace_size".into(), "64Mi".into());
+    });
+    let claim_new = starts(&s, 1, Before::Restart, &pinned)?;
+    let claim_bound = starts(&s, 5, Before::Restart, &pinned)?;
     let event_to_line = event_latency(&s)?;
     let undeploy = undeploy_ms(&s)?;
     let (sli_sum, sli_count) = rt.block_on(node.pod_start_sli())?;
@@ -389,7 +409,11 @@ pub fn run() -> anyhow::Result<Value> {
     Ok(json!({
         "real_node_cold_start_ms": ms(cold_start),
         "pod_create_to_running_ms": { "median": median(creates.clone()), "samples": creates },
-        "start_to_online_ms": { "cold": cold, "warm": warm, "restart": restart, "goal": "warm median ≤ 2000 ms; pod-startup SLO 5 s at p99" },
+        "start_to_online_ms": {
+            "cold": cold, "warm": warm, "restart": restart,
+            "workspace_claim_new": claim_new, "workspace_claim_bound": claim_bound,
+            "goal": "warm median ≤ 2000 ms; pod-startup SLO 5 s at p99; a bound claim next to restart (emptyDir)",
+        },
         "event_to_status_line_ms": event_to_line,
         "undeploy_ms": undeploy,
         "kubelet_pod_start_sli_s": {

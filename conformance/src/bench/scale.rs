@@ -406,7 +406,7 @@ impl Bench<'_> {
 async fn populate_one(client: kube::Client, ns: &str) -> anyhow::Result<(String, String)> {
     let agent = TestAgent::new();
     let cfg = ProviderConfig::parse(&Value::Object(provider_config(ns)), None).map_err(|e| anyhow!("{e}"))?;
-    let intent = podspec::PodIntent::from_config(&cfg);
+    let intent = podspec::PodIntent::from_config(&cfg, &agent.pubkey);
     let generation = podspec::new_generation();
     let env = envtiers::lower_tiers(&agent.payload()).map_err(|e| anyhow!("{e}"))?;
     let pp = PostParams::default();

@@ -31,7 +31,11 @@
 //! Directives in any mode: `[env:NAME]` is replaced by the value of env
 //! `NAME` (as an agent that prints its environment would: the harness's
 //! scrub tests); `[fail]` fails the prompt with an error whose message is the
-//! prompt; `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
+//! prompt; `[write:NAME=TEXT]` writes TEXT to the file NAME in the agent's
+//! working directory and `[read:NAME]` is replaced by that file's text (or
+//! `(no NAME)`), as an agent at work in its workspace would (the workspace
+//! survival tests; NAME is one plain file name);
+//! `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
 //! silence, then a `tool_call_update` `completed`, then the answer.
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
@@ -156,6 +160,38 @@ fn expand_env(text: &str) -> String {
         let Some(j) = rest[i..].find(']') else { break };
         out.push_str(&rest[..i]);
         out.push_str(&std::env::var(&rest[i + 5..i + j]).unwrap_or_default());
+        rest = &rest[i + j + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Runs every `[write:NAME=TEXT]` and `[read:NAME]` in the working
+/// directory, each replaced by what it did.
+fn expand_files(text: &str) -> String {
+    let plain = |n: &str| !n.is_empty() && !n.contains('/') && n != "." && n != "..";
+    let mut out = String::new();
+    let mut rest = text;
+    loop {
+        let next = [("[write:", true), ("[read:", false)]
+            .into_iter()
+            .filter_map(|(tag, write)| rest.find(tag).map(|i| (i, tag, write)))
+            .min();
+        let Some((i, tag, write)) = next else { break };
+        let Some(j) = rest[i..].find(']') else { break };
+        let body = &rest[i + tag.len()..i + j];
+        out.push_str(&rest[..i]);
+        let done = match (write, body.split_once('=')) {
+            (true, Some((name, content))) if plain(name) => match std::fs::write(name, content) {
+                Ok(()) => format!("wrote {name}"),
+                Err(e) => format!("cannot write {name}: {e}"),
+            },
+            (false, _) if plain(body) => {
+                std::fs::read_to_string(body).unwrap_or_else(|_| format!("(no {body})"))
+            }
+            _ => format!("(bad {tag}{body}])"),
+        };
+        out.push_str(&done);
         rest = &rest[i + j + 1..];
     }
     out.push_str(rest);
@@ -307,7 +343,7 @@ async fn main() -> agent_client_protocol::Result<()> {
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
-                let text = expand_env(&buzz_acp::echo_agent::prompt_text(&req.prompt));
+                let text = expand_files(&expand_env(&buzz_acp::echo_agent::prompt_text(&req.prompt)));
                 let session = req.session_id.clone();
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if text.contains("[fail]") {

@@ -359,7 +359,16 @@ impl TestEnv {
                     "--kubelet-preferred-address-types=Hostname,InternalIP".to_string(),
                 ]
             } else {
-                vec!["--authorization-mode=RBAC".to_string()]
+                // No controller-manager runs here, so nothing would ever
+                // lift the `kubernetes.io/pvc-protection` finalizer this
+                // admission plugin puts on every claim: a deleted claim
+                // would stay Terminating for good. A cluster without the
+                // protection controller has the plugin off; the real node
+                // runs both.
+                vec![
+                    "--authorization-mode=RBAC".to_string(),
+                    "--disable-admission-plugins=StorageObjectInUseProtection".to_string(),
+                ]
             })
             .stdin(Stdio::null())
             .stdout(fs::File::create(&api_log)?)

@@ -12,7 +12,7 @@
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::{Map, Value};
@@ -204,11 +204,16 @@ pub struct ProviderRbac {
     pub service_account: ServiceAccount,
     pub role: Role,
     pub binding: RoleBinding,
+    /// The optional cluster-scoped read of StorageClasses.
+    pub cluster_role: Option<ClusterRole>,
+    pub cluster_binding: Option<ClusterRoleBinding>,
 }
 
-/// Reads the shipped file into its four objects (exactly one of each kind).
+/// Reads the shipped file into its objects (exactly one of each kind; the
+/// cluster-scoped pair is optional).
 pub fn provider_rbac() -> Result<ProviderRbac> {
     let (mut ns, mut sa, mut role, mut rb) = (None, None, None, None);
+    let (mut cr, mut crb) = (None, None);
     for doc in parse_documents(PROVIDER_RBAC_YAML)? {
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
         let dup = || anyhow::anyhow!("provider-rbac.yaml has two {kind} documents");
@@ -225,6 +230,12 @@ pub fn provider_rbac() -> Result<ProviderRbac> {
             "RoleBinding" => rb
                 .replace(serde_json::from_value(doc)?)
                 .map_or(Ok(()), |_| Err(dup()))?,
+            "ClusterRole" => cr
+                .replace(serde_json::from_value(doc)?)
+                .map_or(Ok(()), |_| Err(dup()))?,
+            "ClusterRoleBinding" => crb
+                .replace(serde_json::from_value(doc)?)
+                .map_or(Ok(()), |_| Err(dup()))?,
             other => bail!("provider-rbac.yaml: unexpected kind {other:?}"),
         }
     }
@@ -233,6 +244,8 @@ pub fn provider_rbac() -> Result<ProviderRbac> {
         service_account: sa.context("provider-rbac.yaml has no ServiceAccount")?,
         role: role.context("provider-rbac.yaml has no Role")?,
         binding: rb.context("provider-rbac.yaml has no RoleBinding")?,
+        cluster_role: cr,
+        cluster_binding: crb,
     })
 }
 
@@ -245,7 +258,7 @@ pub async fn apply_provider_rbac(client: &Client, namespace: &str, subjects: Vec
     f.service_account.metadata.namespace = ns.clone();
     f.role.metadata.namespace = ns.clone();
     f.binding.metadata.namespace = ns.clone();
-    f.binding.subjects = Some(subjects);
+    f.binding.subjects = Some(subjects.clone());
     let pp = PostParams::default();
     Api::<Namespace>::all(client.clone())
         .create(&pp, &f.namespace)
@@ -259,6 +272,13 @@ pub async fn apply_provider_rbac(client: &Client, namespace: &str, subjects: Vec
     Api::<RoleBinding>::namespaced(client.clone(), namespace)
         .create(&pp, &f.binding)
         .await?;
+    if let (Some(role), Some(mut binding)) = (f.cluster_role, f.cluster_binding) {
+        binding.subjects = Some(subjects);
+        Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await?;
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .create(&pp, &binding)
+            .await?;
+    }
     Ok(())
 }
 
@@ -267,7 +287,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shipped_file_parses_into_its_four_objects() {
+    fn the_shipped_file_parses_into_its_objects() {
         let f = provider_rbac().unwrap();
         assert_eq!(f.namespace.metadata.name.as_deref(), Some("buzz-agents"));
         let rules = f.role.rules.unwrap();
@@ -284,7 +304,26 @@ mod tests {
         );
         assert_eq!(verbs("secrets"), ["get", "list", "create", "delete", "patch"]);
         assert_eq!(verbs("events"), ["list", "watch"]);
+        assert_eq!(
+            verbs("persistentvolumeclaims"),
+            ["get", "list", "create", "delete"]
+        );
         assert_eq!(f.binding.role_ref.name, "buzz-provider");
+        let classes = f.cluster_role.unwrap().rules.unwrap();
+        assert_eq!(
+            classes.len(),
+            1,
+            "the cluster-scoped role reads StorageClasses only"
+        );
+        assert_eq!(classes[0].verbs, ["get"]);
+        assert_eq!(
+            classes[0].resources.as_deref(),
+            Some(&["storageclasses".to_string()][..])
+        );
+        assert_eq!(
+            f.cluster_binding.unwrap().role_ref.name,
+            "buzz-provider-storageclasses"
+        );
         let s = &f.binding.subjects.unwrap()[0];
         assert_eq!(
             (s.kind.as_str(), s.name.as_str()),

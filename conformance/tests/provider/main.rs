@@ -23,6 +23,7 @@ mod lost_reply;
 mod ownership;
 mod pod_knobs;
 mod undeploy;
+mod workspace;
 
 /// The kubelet's usual pace here: bind, then run 100 ms later.
 const QUICK_START: Behavior = Behavior::StartAfter(Duration::from_millis(100));

@@ -15,6 +15,7 @@ fn undeploy_request(agent: &TestAgent, provider_config: serde_json::Map<String, 
             pubkey: agent.pubkey.clone(),
         },
         provider_config,
+        keep_workspace: false,
     })
     .expect("serialize")
 }
@@ -89,6 +90,7 @@ async fn unmarked_or_foreign_objects_are_untouched_and_reported() {
         &c.agent.pubkey,
         &buzz_backend_kubernetes::podspec::PodIntent::from_config(
             &buzz_backend_kubernetes::config::ProviderConfig::parse(&json!(config(&c.ns)), None).unwrap(),
+            &c.agent.pubkey,
         ),
         &"cc".repeat(16),
     );

@@ -35,6 +35,15 @@
 //!   reached): the record and its keys go, and no provider is run.
 //!
 //! [`plan_delete`] says the same three cases in the confirmation.
+//!
+//! **The workspace volume** (issue 32 item 2): a provider agent whose
+//! `provider_config` asked for a persistent workspace (Kubernetes'
+//! `workspace_size`) has its files and its conversations on a volume that
+//! outlives the pod. Both teardowns remove it unless told
+//! [`Workspace::Keep`], which the provider answers by naming what it kept;
+//! the lines a front end prints say both ([`workspace_text`]). Decision:
+//! `delete` removes it by default too, since the key that could reuse it
+//! goes with the record; `--keep-workspace` is there for copying files out.
 
 use super::agent::{StartOptions, agent_lock, workdir};
 use super::delete::delete_locked;
@@ -59,16 +68,43 @@ pub struct Deleted {
     pub orphan_warning: Option<String>,
 }
 
+/// Whether a teardown removes the agent's workspace volume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Workspace {
+    /// The volume goes with the pod (the default).
+    #[default]
+    Remove,
+    /// The volume stays, and the provider names it.
+    Keep,
+}
+
 /// `undeploy`: tears the agent down on its provider and keeps the record
 /// (see the module doc).
 pub fn undeploy(
     store: &Store,
     name: &str,
     opts: &StartOptions,
+    workspace: Workspace,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Undeployed, AppError> {
     let _held = hold(store, name)?;
-    undeploy_locked(store, name, opts, on_status)
+    undeploy_locked(store, name, opts, workspace, on_status)
+}
+
+/// What happened to the workspace volume, for people: `None` when the
+/// provider kept none and removed none.
+pub fn workspace_text(u: &Undeployed) -> Option<String> {
+    match (u.kept.as_slice(), u.removed.workspaces) {
+        ([], 0) => None,
+        ([], n) => Some(format!(
+            "the workspace volume{} (the agent's files and conversations) went with it",
+            if n == 1 { "" } else { "s" }
+        )),
+        (kept, _) => Some(format!(
+            "kept the workspace volume {} (the agent's files and conversations); a Start of this agent mounts it again, and an undeploy without --keep-workspace removes it",
+            kept.join(", ")
+        )),
+    }
 }
 
 /// What a record says is on its provider (see the module doc).
@@ -111,6 +147,7 @@ pub fn delete(
     name: &str,
     opts: &StartOptions,
     force_remote_delete: bool,
+    workspace: Workspace,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deleted, AppError> {
     let _held = hold(store, name)?;
@@ -125,7 +162,8 @@ pub fn delete(
             });
         }
         Remote::MayHaveLeft => {
-            let (undeployed, orphan_warning) = match undeploy_locked(store, name, opts, on_status) {
+            let (undeployed, orphan_warning) = match undeploy_locked(store, name, opts, workspace, on_status)
+            {
                 Ok(u) => (Some(u), None),
                 Err(e) => (
                     None,
@@ -146,7 +184,7 @@ pub fn delete(
     if !force_remote_delete && let Some(r) = crate::local::running_from(name, &state) {
         return Err(AppError::LiveLocal(r));
     }
-    match undeploy_locked(store, name, opts, on_status) {
+    match undeploy_locked(store, name, opts, workspace, on_status) {
         Ok(u) => {
             store.delete_agent(name)?;
             Ok(Deleted {
@@ -187,6 +225,7 @@ fn undeploy_locked(
     store: &Store,
     name: &str,
     opts: &StartOptions,
+    workspace: Workspace,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Undeployed, AppError> {
     let rec = store.agent(name)?;
@@ -214,7 +253,7 @@ fn undeploy_locked(
             let schema = info.get("config_schema");
             let cfg = payload::normalize_provider_config(&config, schema).map_err(PayloadError::from)?;
             let request_id = hex::encode(rand::random::<[u8; 16]>());
-            payload::build_undeploy_request(&rec, cfg, &request_id)
+            payload::build_undeploy_request(&rec, cfg, &request_id, workspace == Workspace::Keep)
         },
         on_status,
     );
@@ -246,15 +285,7 @@ fn undeploy_locked(
     }
 }
 
-/// "1 pod and 2 Secrets": what an `undeploy` removed, for people.
-pub fn removed_text(r: &buzz_contract::wire::Removed) -> String {
-    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    format!(
-        "{} and {}",
-        plural(r.pods, "pod", "pods"),
-        plural(r.secrets, "Secret", "Secrets")
-    )
-}
+pub use buzz_contract::wire::removed_text;
 
 /// What a Delete of `name` will do, as its confirmation says it (issue 21:
 /// "the confirmation naming what will be removed").
@@ -266,6 +297,8 @@ pub enum DeletePlan {
     Undeploy {
         provider: String,
         namespace: Option<String>,
+        /// Its `provider_config` asks for a workspace volume, which goes too.
+        workspace: bool,
     },
     /// Deployed, and the provider cannot undeploy (`why`): deleting orphans
     /// the remote agent, so only a forced delete goes through.
@@ -276,12 +309,29 @@ pub enum DeletePlan {
     Leftover {
         provider: String,
         namespace: Option<String>,
+        workspace: bool,
         cannot: Option<String>,
     },
 }
 
-fn scope_text(namespace: Option<&str>) -> String {
-    namespace.map_or_else(|| "in its namespace".to_string(), |n| format!("in namespace {n}"))
+/// "its pod and Secrets in namespace n", with the workspace volume when
+/// the record asks for one.
+fn scope_text(namespace: Option<&str>, workspace: bool) -> String {
+    let place = namespace.map_or_else(|| "in its namespace".to_string(), |n| format!("in namespace {n}"));
+    if workspace {
+        format!("its pod, Secrets and workspace volume {place}; the agent's files and conversations go too")
+    } else {
+        format!("its pod and Secrets {place}")
+    }
+}
+
+/// Whether a record's `provider_config` asks for a workspace volume that
+/// outlives the pod (Kubernetes' `workspace_size`).
+pub fn has_workspace_volume(config: &serde_json::Map<String, serde_json::Value>) -> bool {
+    config
+        .get("workspace_size")
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.trim().is_empty())
 }
 
 impl DeletePlan {
@@ -289,9 +339,13 @@ impl DeletePlan {
     pub fn confirmation(&self, name: &str) -> String {
         match self {
             DeletePlan::RecordOnly => format!("Delete {name} and its keys?"),
-            DeletePlan::Undeploy { provider, namespace } => format!(
-                "Delete {name}: undeploys it from provider {provider} (its pod and Secrets {}) and removes the record and its keys.",
-                scope_text(namespace.as_deref())
+            DeletePlan::Undeploy {
+                provider,
+                namespace,
+                workspace,
+            } => format!(
+                "Delete {name}: undeploys it from provider {provider} ({}) and removes the record and its keys.",
+                scope_text(namespace.as_deref(), *workspace)
             ),
             DeletePlan::Orphan { agent_id, why } => format!(
                 "{name} is deployed (agent_id {agent_id}) and {why}. Deleting its record orphans the remote agent: stop it first unless you mean it."
@@ -299,10 +353,11 @@ impl DeletePlan {
             DeletePlan::Leftover {
                 provider,
                 namespace,
+                workspace,
                 cannot: None,
             } => format!(
-                "Delete {name}: its last Start ended without an agent_id and may have left a pod; undeploys it from provider {provider} (its pod and Secrets {}) and removes the record and its keys.",
-                scope_text(namespace.as_deref())
+                "Delete {name}: its last Start ended without an agent_id and may have left a pod; undeploys it from provider {provider} ({}) and removes the record and its keys.",
+                scope_text(namespace.as_deref(), *workspace)
             ),
             DeletePlan::Leftover {
                 cannot: Some(why), ..
@@ -372,15 +427,18 @@ pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<Del
         .get("namespace")
         .and_then(|v| v.as_str())
         .map(str::to_string);
+    let workspace = has_workspace_volume(config);
     Ok(match (remote, cannot) {
         (Remote::Deployed(_), None) => DeletePlan::Undeploy {
             provider: id.clone(),
             namespace,
+            workspace,
         },
         (Remote::Deployed(agent_id), Some(why)) => DeletePlan::Orphan { agent_id, why },
         (_, cannot) => DeletePlan::Leftover {
             provider: id.clone(),
             namespace,
+            workspace,
             cannot,
         },
     })
@@ -396,11 +454,31 @@ mod tests {
         let p = DeletePlan::Undeploy {
             provider: "kubernetes".into(),
             namespace: Some("buzz-x".into()),
+            workspace: false,
         };
         assert_eq!(
             p.confirmation("scout"),
             "Delete scout: undeploys it from provider kubernetes (its pod and Secrets in namespace buzz-x) and removes the record and its keys."
         );
+        let kept = DeletePlan::Undeploy {
+            provider: "kubernetes".into(),
+            namespace: Some("buzz-x".into()),
+            workspace: true,
+        };
+        assert!(
+            kept.confirmation("scout")
+                .contains("its pod, Secrets and workspace volume in namespace buzz-x; the agent's files and conversations go too"),
+            "{}",
+            kept.confirmation("scout")
+        );
+        let cfg = |v: serde_json::Value| v.as_object().unwrap().clone();
+        assert!(has_workspace_volume(&cfg(
+            serde_json::json!({"workspace_size": "10Gi"})
+        )));
+        assert!(!has_workspace_volume(&cfg(
+            serde_json::json!({"workspace_size": " "})
+        )));
+        assert!(!has_workspace_volume(&cfg(serde_json::json!({}))));
         assert!(!p.needs_force());
         let o = DeletePlan::Orphan {
             agent_id: "pod-1".into(),
@@ -455,6 +533,7 @@ mod tests {
         let undeploys = DeletePlan::Leftover {
             provider: "kubernetes".into(),
             namespace: Some("buzz-x".into()),
+            workspace: false,
             cannot: None,
         };
         let text = undeploys.confirmation("scout");
@@ -469,6 +548,7 @@ mod tests {
         let cannot = DeletePlan::Leftover {
             provider: "k".into(),
             namespace: Some("buzz-x".into()),
+            workspace: false,
             cannot: Some("provider k does not offer undeploy".into()),
         };
         let text = cannot.confirmation("scout");
@@ -483,11 +563,19 @@ mod tests {
     #[test]
     fn removed_text_counts_in_words() {
         assert_eq!(
-            removed_text(&Removed { pods: 1, secrets: 1 }),
+            removed_text(&Removed {
+                pods: 1,
+                secrets: 1,
+                workspaces: 0
+            }),
             "1 pod and 1 Secret"
         );
         assert_eq!(
-            removed_text(&Removed { pods: 0, secrets: 2 }),
+            removed_text(&Removed {
+                pods: 0,
+                secrets: 2,
+                workspaces: 0
+            }),
             "0 pods and 2 Secrets"
         );
     }

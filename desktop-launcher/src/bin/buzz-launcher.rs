@@ -113,6 +113,9 @@ enum Cmd {
     Undeploy {
         /// The agent's name (see `agent list`).
         agent: String,
+        /// Keep the agent's workspace volume (its files and conversations; Kubernetes: workspace_size) for its next Start.
+        #[arg(long)]
+        keep_workspace: bool,
     },
     /// Delete an agent record and its keys (a deployed agent is undeployed first).
     Delete {
@@ -121,6 +124,9 @@ enum Cmd {
         /// Delete the record even when its provider cannot undeploy (its remote objects may remain).
         #[arg(long)]
         force_remote_delete: bool,
+        /// Leave the agent's workspace volume on the provider (to copy its files out); nothing reuses it.
+        #[arg(long)]
+        keep_workspace: bool,
     },
     /// Run the embedded relay in the foreground (`relay stop` ends a background one).
     Relay(Box<RelayArgs>),
@@ -186,6 +192,9 @@ enum AgentCmd {
         /// Delete the record even when its provider cannot undeploy (its remote objects may remain).
         #[arg(long)]
         force_remote_delete: bool,
+        /// Leave the agent's workspace volume on the provider (to copy its files out); nothing reuses it.
+        #[arg(long)]
+        keep_workspace: bool,
     },
     /// Re-mint the agent's auth tag with the current owner key.
     Retag {
@@ -307,14 +316,19 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Agent(AgentCmd::Delete {
             name,
             force_remote_delete,
+            keep_workspace,
         })
         | Cmd::Delete {
             agent: name,
             force_remote_delete,
+            keep_workspace,
         } => {
-            teardown::delete(&store, &name, force_remote_delete)?;
+            teardown::delete(&store, &name, force_remote_delete, keep_workspace)?;
         }
-        Cmd::Undeploy { agent } => teardown::undeploy(&store, &agent)?,
+        Cmd::Undeploy {
+            agent,
+            keep_workspace,
+        } => teardown::undeploy(&store, &agent, keep_workspace)?,
         Cmd::Providers { cmd } => providers::run(&store, cmd.unwrap_or(ProvidersCmd::List))?,
         Cmd::Start { agent, wait_online } => {
             relay_cli::ensure_embedded(&store, &[store.agent(&agent)?])?;

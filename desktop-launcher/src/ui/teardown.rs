@@ -7,11 +7,15 @@
 //!   `plan` is `record`, `undeploy`, `orphan` (needs force) or `leftover`
 //!   (a Start may have left a pod the provider cannot undeploy).
 //!   Only `info` runs; no secret is involved.
-//! - `DELETE /api/agents/{name}[?force=true]` → [`teardown::delete`]: a
+//! - `DELETE /api/agents/{name}[?force=true][&keep_workspace=true]` → [`teardown::delete`]: a
 //!   deployed agent, or one whose Start may have left a pod, is undeployed
 //!   first (409 `needs_force` when its provider cannot undeploy a deployed
 //!   one), the provider's progress streamed as events.
-//! - `POST /api/agents/{name}/undeploy` → [`teardown::undeploy`]: keeps the record.
+//! - `POST /api/agents/{name}/undeploy[?keep_workspace=true]` → [`teardown::undeploy`]: keeps the record.
+//!
+//! Both answers say what happened to the agent's workspace volume
+//! (`removed.workspaces`, `removed.kept`, and the sentence in `text`,
+//! [`teardown::workspace_text`]).
 //!
 //! Both claim the agent ([`Op::Undeploy`]): no Start or Stop of it on this
 //! page meanwhile, and none of them while one of those runs.
@@ -29,6 +33,32 @@ use serde_json::{Value, json};
 pub(super) struct DeleteQuery {
     #[serde(default)]
     force: bool,
+    #[serde(default)]
+    keep_workspace: bool,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct UndeployQuery {
+    #[serde(default)]
+    keep_workspace: bool,
+}
+
+fn workspace(keep: bool) -> teardown::Workspace {
+    if keep {
+        teardown::Workspace::Keep
+    } else {
+        teardown::Workspace::Remove
+    }
+}
+
+/// "removed 1 pod and 1 Secret", and what happened to the workspace volume.
+fn undeployed_text(u: &Undeployed) -> String {
+    let mut text = format!("removed {}", teardown::removed_text(&u.removed));
+    if let Some(w) = teardown::workspace_text(u) {
+        text.push_str("; ");
+        text.push_str(&w);
+    }
+    text
 }
 
 /// The status of a failed teardown: a provider that failed is a bad gateway.
@@ -54,7 +84,8 @@ fn refused(s: &Shared, e: &AppError) -> Response {
 
 fn removed_json(u: &Undeployed) -> Value {
     json!({"pods": u.removed.pods, "secrets": u.removed.secrets,
-           "text": format!("removed {}", teardown::removed_text(&u.removed)),
+           "workspaces": u.removed.workspaces, "kept": u.kept,
+           "text": undeployed_text(u),
            "provider": format!("{} (sha256 {})", u.path.display(), u.sha256)})
 }
 
@@ -99,16 +130,20 @@ pub(super) async fn delete_agent(
     }
     let n = name.clone();
     let out = off(&s, move |s| {
-        let r = StartOptions::from_env(&s.store)
-            .and_then(|o| teardown::delete(&s.store, &n, &o, q.force, &mut |line| progress(s, &n, line)));
+        let r = StartOptions::from_env(&s.store).and_then(|o| {
+            teardown::delete(
+                &s.store,
+                &n,
+                &o,
+                q.force,
+                workspace(q.keep_workspace),
+                &mut |line| progress(s, &n, line),
+            )
+        });
         match r {
             Ok(d) => {
                 if let Some(u) = &d.undeployed {
-                    progress(
-                        s,
-                        &n,
-                        &format!("undeployed: removed {}", teardown::removed_text(&u.removed)),
-                    );
+                    progress(s, &n, &format!("undeployed: {}", undeployed_text(u)));
                 }
                 agents_changed(s);
                 reply(
@@ -131,7 +166,11 @@ pub(super) async fn delete_agent(
 }
 
 /// `POST …/undeploy`: tears the agent down on its provider, keeps the record.
-pub(super) async fn undeploy_agent(State(s): State<S>, Path(name): Path<String>) -> Response {
+pub(super) async fn undeploy_agent(
+    State(s): State<S>,
+    Path(name): Path<String>,
+    Query(q): Query<UndeployQuery>,
+) -> Response {
     if let Err(r) = claim_or_busy(&s, &name) {
         return *r;
     }
@@ -143,9 +182,13 @@ pub(super) async fn undeploy_agent(State(s): State<S>, Path(name): Path<String>)
     let n = name.clone();
     let out = off(&s, move |s| {
         let r = StartOptions::from_env(&s.store)
-            .and_then(|o| teardown::undeploy(&s.store, &n, &o, &mut |line| progress(s, &n, line)));
+            .and_then(|o| {
+                teardown::undeploy(&s.store, &n, &o, workspace(q.keep_workspace), &mut |line| {
+                    progress(s, &n, line)
+                })
+            });
         let (ok, message) = match &r {
-            Ok(u) => (true, format!("undeployed: removed {}", teardown::removed_text(&u.removed))),
+            Ok(u) => (true, format!("undeployed: {}", undeployed_text(u))),
             Err(e) => (false, e.to_string()),
         };
         emit(

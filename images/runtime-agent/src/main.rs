@@ -10,7 +10,10 @@
 //! polls ends the moment one arrives. Then one final poll writes the last snapshot (or
 //! window), coverage and changed peaks, fsyncs them and writes `state/clean`, all on a
 //! helper thread given [`FINAL_FLUSH_BUDGET`] (an interrupted write leaves only a
-//! `.tmp` behind, removed at the next start).
+//! `.tmp` behind, removed at the next start). A shipping round in progress at the
+//! signal ends at its next request boundary; the flush waits for that, within the
+//! same budget, so the coverage it writes holds the last answer the ingest gave
+//! (a 401 that halted shipping, a 413), not the state before it.
 //!
 //! With `RUNTIME_AGENT_INGEST_URL` set, a second thread ships the spool
 //! ([`runtime_agent::ship`] over [`runtime_agent::http`], through the egress proxy
@@ -48,6 +51,9 @@ use runtime_agent::time::{ClockReading, NANOS_PER_SEC};
 
 /// Bound on the final poll and spool flush after a stop signal (design §9: ≤ 1 s).
 const FINAL_FLUSH_BUDGET: Duration = Duration::from_secs(1);
+/// The part of [`FINAL_FLUSH_BUDGET`] the flush waits for a shipping round in
+/// progress to end; a request that hangs past it is left to the final round.
+const ROUND_END_WAIT: Duration = Duration::from_millis(500);
 /// Spool bound sweep cadence (design §5: a 60 s ticker).
 const SWEEP_EVERY_SECS: u64 = 60;
 
@@ -100,6 +106,8 @@ struct ShipperHandle {
     control: mpsc::Sender<Control>,
     done: mpsc::Receiver<()>,
     stopping: Arc<AtomicBool>,
+    /// True while a normal round runs (its coverage not yet published).
+    in_round: Arc<AtomicBool>,
 }
 
 /// Start the shipping thread (design §6).
@@ -122,6 +130,8 @@ fn start_shipper(
     let (done_tx, done) = mpsc::channel();
     let stopping = Arc::new(AtomicBool::new(false));
     let stop_flag = Arc::clone(&stopping);
+    let in_round = Arc::new(AtomicBool::new(false));
+    let round_flag = Arc::clone(&in_round);
     let seed = ClockReading::now().monotonic_ns ^ u64::from(std::process::id()).rotate_left(32);
     let backoff = Backoff::new(
         BACKOFF_FIRST.min(ship_interval),
@@ -148,8 +158,10 @@ fn start_shipper(
             // A normal round has no deadline of its own: each request is bounded
             // by the request timeout and a stop ends it between requests.
             let far = Instant::now() + Duration::from_secs(24 * 3600);
+            round_flag.store(true, Ordering::SeqCst);
             let end = shipper.round(&spool, &mut transport, far, &stop);
             *lock(&coverage) = shipper.coverage().clone();
+            round_flag.store(false, Ordering::SeqCst);
             wait = match end {
                 RoundEnd::Deferred(d) => d,
                 RoundEnd::Halted => Duration::from_secs(24 * 3600),
@@ -162,6 +174,7 @@ fn start_shipper(
             control,
             done,
             stopping,
+            in_round,
         }),
         Err(e) => {
             eprintln!("runtime-agent: shipping disabled: cannot start its thread: {e}");
@@ -303,8 +316,14 @@ fn main() -> ExitCode {
         }
     }
 
+    let flush_began = Instant::now();
     if let Some(s) = &shipper {
-        s.stopping.store(true, Ordering::Relaxed);
+        s.stopping.store(true, Ordering::SeqCst);
+        // The round in progress ends at its next request boundary (a request in
+        // flight runs on); its coverage then goes into the flush.
+        while s.in_round.load(Ordering::SeqCst) && flush_began.elapsed() < ROUND_END_WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     let (done, finished) = mpsc::channel();
     let flush = std::thread::Builder::new()
@@ -316,7 +335,8 @@ fn main() -> ExitCode {
             }
             let _ = done.send(());
         });
-    if flush.is_ok() && finished.recv_timeout(FINAL_FLUSH_BUDGET).is_err() {
+    let left = FINAL_FLUSH_BUDGET.saturating_sub(flush_began.elapsed());
+    if flush.is_ok() && finished.recv_timeout(left).is_err() {
         eprintln!("runtime-agent: final flush did not finish within its budget");
     }
     if let Some(s) = shipper {

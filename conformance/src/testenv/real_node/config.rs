@@ -38,10 +38,15 @@ pub const PAUSE_IMAGE: &str = "localhost/pause:local";
 /// A loopback port nothing listens on: where every non-local registry goes.
 pub const DEAD_REGISTRY: &str = "http://127.0.0.1:9";
 /// The trimmed controller-manager: ServiceAccounts, the root CA ConfigMap
-/// (the projected token volume needs it), namespace deletion and GC.
+/// (the projected token volume needs it), namespace deletion and GC, and
+/// the volume controllers a workspace claim needs (issue 32): the binder
+/// that binds a claim to the volume a provisioner made, and the two
+/// protection controllers that let a deleted claim (and its volume) go once
+/// no pod uses it.
 pub const CONTROLLERS: &str = "serviceaccount-controller,root-ca-certificate-publisher-controller,\
 namespace-controller,garbage-collector-controller,pod-garbage-collector-controller,\
-node-lifecycle-controller,taint-eviction-controller";
+node-lifecycle-controller,taint-eviction-controller,persistentvolume-binder-controller,\
+persistentvolumeclaim-protection-controller,persistentvolume-protection-controller";
 
 /// Where one run of the node keeps everything it can keep to itself.
 #[derive(Clone, Debug, PartialEq, Eq)]

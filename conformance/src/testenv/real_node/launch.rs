@@ -85,6 +85,7 @@ impl RealNode {
                     .into(),
             });
         }
+        Self::import_helper(&ctr, bins)?;
         let reg_dir = l.run.join("registry");
         let registry = LocalRegistry::start(
             Path::new("/usr/bin/docker-registry"),

@@ -31,6 +31,7 @@ pub mod host;
 pub mod images;
 mod launch;
 mod observe;
+pub mod storage;
 
 pub use launch::klog_errors;
 pub use observe::FrozenKubelet;
@@ -191,6 +192,16 @@ impl RealNode {
             "the pause image",
             "scripts/testenv-build.sh",
         )?;
+        require(
+            &bins.join("local-path-provisioner"),
+            "local-path-provisioner",
+            "scripts/testenv-build.sh",
+        )?;
+        require(
+            &bins.join("volume-helper.oci.tar"),
+            "the volume helper image",
+            "scripts/testenv-build.sh",
+        )?;
         let apt = "apt-get update && apt-get install -y runc containernetworking-plugins iptables docker-registry skopeo";
         require(Path::new("/usr/sbin/runc"), "Debian's runc", apt)?;
         require(Path::new("/usr/lib/cni/bridge"), "Debian's CNI plugins", apt)?;
@@ -274,6 +285,7 @@ impl RealNode {
         let handle = node.env.handle().clone();
         handle.block_on(node.wait_ready())?;
         handle.block_on(async { super::runtime_class::ensure(node.env.admin_client().await?).await })?;
+        handle.block_on(node.start_storage())?;
         node.started_in = t0.elapsed();
         Ok(node)
     }

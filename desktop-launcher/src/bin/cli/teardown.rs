@@ -17,23 +17,47 @@ fn print_undeployed(name: &str, u: &Undeployed) {
         "{name} undeployed: removed {}",
         teardown::removed_text(&u.removed)
     );
+    if let Some(w) = teardown::workspace_text(u) {
+        out!("  {w}");
+    }
     out!("  provider {} (sha256 {})", u.path.display(), u.sha256);
 }
 
-/// `undeploy AGENT`: tears the agent down on its provider, keeps the record.
-pub(crate) fn undeploy(store: &Store, name: &str) -> Result<()> {
+fn workspace(keep: bool) -> teardown::Workspace {
+    if keep {
+        teardown::Workspace::Keep
+    } else {
+        teardown::Workspace::Remove
+    }
+}
+
+/// `undeploy AGENT [--keep-workspace]`: tears the agent down on its
+/// provider, keeps the record.
+pub(crate) fn undeploy(store: &Store, name: &str, keep_workspace: bool) -> Result<()> {
     let opts = StartOptions::from_env(store)?;
     eprintln!("{name}: discovering provider, staging and checking it before `undeploy`");
-    let u = teardown::undeploy(store, name, &opts, &mut progress)?;
+    let u = teardown::undeploy(store, name, &opts, workspace(keep_workspace), &mut progress)?;
     print_undeployed(name, &u);
     Ok(())
 }
 
-/// `delete AGENT [--force-remote-delete]` (and `agent delete`): a deployed
-/// agent is undeployed first.
-pub(crate) fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<()> {
+/// `delete AGENT [--force-remote-delete] [--keep-workspace]` (and `agent
+/// delete`): a deployed agent is undeployed first.
+pub(crate) fn delete(
+    store: &Store,
+    name: &str,
+    force_remote_delete: bool,
+    keep_workspace: bool,
+) -> Result<()> {
     let opts = StartOptions::from_env(store)?;
-    let d = teardown::delete(store, name, &opts, force_remote_delete, &mut progress)?;
+    let d = teardown::delete(
+        store,
+        name,
+        &opts,
+        force_remote_delete,
+        workspace(keep_workspace),
+        &mut progress,
+    )?;
     if let Some(u) = &d.undeployed {
         print_undeployed(name, u);
     }
