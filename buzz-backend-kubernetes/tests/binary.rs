@@ -87,7 +87,14 @@ fn info_answers_without_a_cluster() {
     assert_eq!(v["name"], "kubernetes");
     assert_eq!(v["protocol_version"], 1);
     assert!(v["version"].is_string() && v["description"].is_string());
-    assert_eq!(v["config_schema"]["properties"].as_object().unwrap().len(), 13);
+    assert_eq!(
+        v["config_schema"]["properties"].as_object().unwrap().len(),
+        buzz_backend_kubernetes::config::FIELDS.len()
+    );
+    assert_eq!(
+        v["config_schema"]["properties"]["workspace_size"]["type"],
+        "string"
+    );
     assert_eq!(
         v["config_schema"]["properties"]["telemetry_url"]["type"],
         "string"
