@@ -10,6 +10,12 @@
 //! A mention makes claude write a file with its Bash tool, a second one
 //! makes it read the file back: the tool result the model API receives
 //! comes from inside the pod, from its workspace (`/home/agent`).
+//!
+//! The workspace is a claim (`workspace_size`, issue 32): the pod is then
+//! deleted by other hands and a Start brings up a new one on the same
+//! claim. A third mention is answered in the same conversation, resumed
+//! from the receipt and claude's own transcript on the volume: its model
+//! request carries the first mention's turn.
 
 use buzz_conformance::container::agent_images::build_agent;
 use buzz_conformance::fake_model::{FakeModel, Script, Turn};
@@ -35,7 +41,8 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         node.host_addr().into(),
         Script::new()
             .turn(Turn::say_then_shell(LEAD, "echo proof-ok-42 > proof.txt", DONE))
-            .turn(Turn::shell("cat proof.txt; pwd", "It says proof-ok-42.")),
+            .turn(Turn::shell("cat proof.txt; pwd", "It says proof-ok-42."))
+            .turn(Turn::text("We wrote proof.txt before the restart.")),
     );
     let s = Scenario::new("claude", &[RESTRICTED], Some(&image), Path::new(PROVIDER));
     s.edit(|rec, config| {
@@ -47,6 +54,7 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         rec.env.insert("CLAUDE_CODE_MAX_RETRIES".into(), "0".into());
         // Node and the Claude Code CLI: a few hundred MB (real-agents.md).
         config.insert("memory_request".into(), "256Mi".into());
+        config.insert("workspace_size".into(), "256Mi".into());
     });
     let mut rec = s.store.agent(NAME).expect("the record");
     let changes = [("ANTHROPIC_API_KEY".to_string(), Some(KEY.to_string()))].into();
@@ -95,6 +103,37 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
     );
     let logs = s.logs(&pod);
     assert!(!logs.contains(KEY), "the key is not in the pod's logs");
+
+    // The pod goes; a new one on the same claim resumes the conversation.
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    s.rt.block_on(s.pods.delete(&name, &kube::api::DeleteParams::default()))
+        .expect("the pod deleted");
+    s.wait_gone("the deleted pod", || {
+        s.rt.block_on(s.pods.get_opt(&name)).unwrap().is_some()
+    });
+    let (pod2, _) = s.start();
+    let reply =
+        s.rt.block_on(app::chat(&s.store, NAME, "what did we do before?", WAIT))
+            .unwrap_or_else(|e| panic!("a reply after the restart: {e}; logs: {}", s.logs(&pod2)));
+    assert_eq!(reply, "We wrote proof.txt before the restart.");
+    let asked: Vec<_> = fake
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("what did we do before?"))
+        .collect();
+    assert!(
+        !asked.is_empty()
+            && asked
+                .iter()
+                .all(|r| r.body.to_string().contains("please write proof.txt")),
+        "the request after the restart carries the first mention's turn: {:?}",
+        asked.iter().map(|r| r.body.to_string()).collect::<Vec<_>>()
+    );
+    let logs = s.logs(&pod2);
+    assert!(
+        logs.contains("conversation brought back") && logs.contains("step=\"resume\""),
+        "resumed from the receipt on the claim: {logs}"
+    );
     s.rt.block_on(app::stop(&s.store, NAME, WAIT))
         .expect("stop sees offline");
 }
