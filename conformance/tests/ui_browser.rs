@@ -251,6 +251,33 @@ fn start_page_end_to_end_in_headless_chromium() {
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A provider agent with a workspace volume (issue 32): its Undeploy
+    // asks whether to keep the volume. The fake answers `undeploy` with
+    // counts, and names the volume it kept (`fake-config.json` in its workdir).
+    let vol_work = tmp.path().join("vol-work");
+    std::fs::create_dir_all(&vol_work).expect("vol workdir");
+    std::fs::write(vol_work.join("fake-config.json"), r#"{"undeploy":"counts"}"#).expect("fake config");
+    let args = [
+        "agent",
+        "create",
+        "vol",
+        "--relay",
+        scenario.relay_url.as_str(),
+        "--backend",
+        "provider:schema",
+        "--config",
+        "replicas=1",
+        "--config",
+        "workspace_size=1Gi",
+        "--workdir",
+        vol_work.to_str().expect("utf-8 path"),
+    ];
+    let out = launcher(Path::new(BIN), &home, &args, &envs);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _reaper = Reaper {
         home: home.clone(),
         agent: "echo",
@@ -374,6 +401,7 @@ fn start_page_end_to_end_in_headless_chromium() {
         "i2-error",
         "deployed",
         "delete-confirm",
+        "undeploy-keep-workspace",
         "narrow",
     ] {
         let found = std::fs::read_dir(&shots)

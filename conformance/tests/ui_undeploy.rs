@@ -219,6 +219,53 @@ fn ui_undeploy_keeps_the_record_and_a_second_one_removes_nothing() {
     );
 }
 
+/// An agent with a workspace volume (issue 32): its JSON says so, the
+/// Delete plan offers to keep it, `keep_workspace` reaches the provider
+/// only when asked, and each answer says what happened to the volume.
+#[test]
+fn ui_a_workspace_volume_is_kept_only_when_asked() {
+    let s = created(Some("counts"));
+    s.cli(&["agent", "edit", "scout", "--config", "workspace_size=1Gi"]);
+    s.cli(&["start", "scout"]);
+    let ui = s.ui();
+    let a = ui.call("GET", "/api/agents/scout", None).json();
+    assert_eq!(a["workspace_volume"], true, "{a}");
+    assert_eq!(a["config"]["namespace"], "buzz-x", "the edit kept the rest: {a}");
+    let plan = ui.call("GET", "/api/agents/scout/delete-plan", None).json();
+    assert_eq!(
+        (plan["plan"].clone(), plan["workspace"].clone()),
+        (json!("undeploy"), json!(true))
+    );
+    let confirm = plan["confirm"].as_str().expect("confirm");
+    assert!(confirm.contains("workspace volume"), "{confirm}");
+
+    let r = ui.call("POST", "/api/agents/scout/undeploy?keep_workspace=true", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["removed"]["kept"], json!(["buzz-workspace-fake"]), "{body}");
+    let text = body["removed"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("kept the workspace volume buzz-workspace-fake"),
+        "{text}"
+    );
+    let stdin = s.undeploy_stdin();
+    assert!(stdin.contains(r#""keep_workspace":true"#), "{stdin}");
+
+    s.cli(&["start", "scout"]);
+    let r = ui.call("DELETE", "/api/agents/scout", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["removed"]["workspaces"], 1, "{body}");
+    let text = body["removed"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("workspace volume (the agent's files and conversations) went with it"),
+        "{text}"
+    );
+    let last = s.undeploy_stdin().lines().last().unwrap_or_default().to_string();
+    assert!(!last.contains("keep_workspace"), "sent only when asked: {last}");
+    assert_eq!(ui.call("GET", "/api/agents/scout", None).status, 404);
+}
+
 #[test]
 fn ui_delete_after_a_start_that_left_a_pod_undeploys_it_first() {
     let s = start_left_a_pod(Some("counts"));

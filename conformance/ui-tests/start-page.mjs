@@ -285,6 +285,22 @@ try {
   await page.click(`${card(REMOTE)} .confirm-yes`);
   await page.waitForSelector(card(REMOTE), { state: 'detached', timeout: 30000 });
 
+  // An Undeploy of an agent with a workspace volume asks first; the volume
+  // is kept only when the box is checked, and the outcome says so.
+  const VOL = 'vol';
+  await page.click(`${card(VOL)} button.start`);
+  await page.waitForSelector(`${card(VOL)}[data-deployed="yes"]`, { timeout: 60000 });
+  await page.click(`${card(VOL)} button.undeploy`);
+  await page.waitForSelector(`${card(VOL)} .keep-workspace:not([hidden])`, { timeout: 10000 });
+  check(!(await page.isChecked(`${card(VOL)} .keep-workspace-box`)), 'keeping the workspace is checked by default');
+  const asked = await page.locator(`${card(VOL)} .confirm-text`).textContent();
+  check(asked.includes('workspace volume'), `the Undeploy confirmation: ${asked}`);
+  await page.check(`${card(VOL)} .keep-workspace-box`);
+  await shot(page, 'undeploy-keep-workspace');
+  await page.click(`${card(VOL)} .confirm-yes`);
+  await page.waitForSelector(`${card(VOL)} .progress li:text("kept the workspace volume buzz-workspace-fake")`, { timeout: 30000 });
+  await page.waitForSelector(`${card(VOL)}[data-deployed="no"]`, { timeout: 30000 });
+
   // --- provider diagnostics: approve the digest ---------------------------------------------
   const prov = 'li.provider[data-provider="schema"]';
   await page.waitForSelector(`${prov} p:text("sha256 ")`, { timeout: 10000 });

@@ -6,7 +6,10 @@
 //! harness's own log lines), `first_mention_to_reply_ms` (publish → the
 //! reply seen on the relay, `session/new` included) and
 //! `warm_mention_to_reply_ms` (the same channel again: the session is
-//! reused), `peak_rss_mb` (the summed VmRSS of the agent's process group,
+//! reused), `restart_mention_to_reply_ms` and `restart_step` (a stop, a new
+//! harness on the same HOME and workdir, and a mention in the same channel:
+//! the conversation brought back by the step the agent's preset takes,
+//! issue 32), `peak_rss_mb` (the summed VmRSS of the agent's process group,
 //! sampled every 50 ms from spawn to the second reply), `image_archive_mb`
 //! and `image_mb` (the `buzz-sprig-<agent>` OCI archive, and the image
 //! uncompressed, when `scripts/image-build.sh --agent` has built it: its env
@@ -15,7 +18,7 @@
 use crate::bench::harness::sibling;
 use crate::fake_model::agents::RealAgent;
 use crate::fake_model::{Script, Turn};
-use crate::harness_support::{HarnessProc, harness_command};
+use crate::harness_support::{HarnessProc, harness_command, wait_until};
 use crate::real_agents_support::AgentWorld;
 use anyhow::{Context, anyhow};
 use std::sync::Arc;
@@ -62,6 +65,45 @@ fn logged_ms(h: &HarnessProc, needle: &str, key: &str) -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// The quoted value of `key=` on the first harness log line containing `needle`.
+fn logged_str(h: &HarnessProc, needle: &str, key: &str) -> Option<String> {
+    let lines = h.lines.lock().ok()?;
+    let line = lines.iter().find(|l| l.text.contains(needle))?;
+    let at = line.text.find(&format!("{key}=\""))? + key.len() + 2;
+    Some(line.text[at..].split('"').next()?.to_string())
+}
+
+/// After a stop: a new harness on the same world, its own `online` seen
+/// (one more than `before`), then the first mention in `c1` timed to its
+/// reply. Returns the time and the step that brought the conversation back.
+async fn restarted(
+    harness: &str,
+    w: &AgentWorld,
+    env: &std::collections::HashMap<String, String>,
+) -> anyhow::Result<(f64, String)> {
+    let online = || {
+        w.obs
+            .presence_of(&w.agent)
+            .into_iter()
+            .filter(|s| s.event.content == "online")
+            .count()
+    };
+    let before = online();
+    let mut h = HarnessProc::spawn(harness_command(harness, env));
+    wait_until(WAIT, || (online() > before).then_some(()))
+        .await
+        .context("the restarted harness never came online")?;
+    let t = Instant::now();
+    let m = w.mention("c1", "and after the restart?").await;
+    w.wait_reply(&m, WAIT).await;
+    let took = t.elapsed().as_secs_f64() * 1000.0;
+    let step = logged_str(&h, "conversation brought back", "step")
+        .context("the restarted harness did not bring the conversation back")?;
+    h.signal(libc::SIGTERM);
+    h.wait_exit(WAIT).await;
+    Ok((took.round(), step))
 }
 
 fn agent_pid(h: &HarnessProc) -> Option<i32> {
@@ -136,11 +178,14 @@ async fn one(harness: &str, agent: RealAgent) -> anyhow::Result<serde_json::Valu
     let new = logged_ms(&h, "session opened", "took_ms").context("no session/new figure")?;
     h.signal(libc::SIGTERM);
     h.wait_exit(WAIT).await;
+    let (restart, step) = restarted(harness, &w, &env).await?;
     Ok(serde_json::json!({
         "spawn_to_initialize_ms": init,
         "session_new_ms": new,
         "first_mention_to_reply_ms": first.round(),
         "warm_mention_to_reply_ms": warm.round(),
+        "restart_mention_to_reply_ms": restart,
+        "restart_step": step,
         "peak_rss_mb": (peak.load(Ordering::Relaxed) as f64 / 1024.0).round(),
         "image_archive_mb": image_mb(agent).map(|s| s.0),
         "image_mb": image_mb(agent).map(|s| s.1),

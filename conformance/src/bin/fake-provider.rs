@@ -37,7 +37,10 @@
 //! undeploy), `garbage` (not JSON), `badcounts` (`pods` negative, `secrets`
 //! a string), `noremoved` (`ok:true` without `removed`), `error` (in band,
 //! echoing `fake-agent-hex` if the test planted one), `exit1` (counts, then
-//! exit 1). `"deploy": "unconfirmed"` makes a `deploy` that would succeed
+//! exit 1). With `provider_config.workspace_size` set, `counts` also
+//! removes one workspace volume, or keeps `buzz-workspace-fake` and names
+//! it under `kept` when the request says `keep_workspace`.
+//! `"deploy": "unconfirmed"` makes a `deploy` that would succeed
 //! create the marker and then answer `ok:false` (startup not confirmed): a
 //! Start that left a pod but no `agent_id` (review 9b395e0 finding 6).
 //! `"stale": N` makes the first N successful deploys report the fixed
@@ -236,9 +239,16 @@ fn info_for(behaviour: &str) -> Value {
 }
 
 /// Answers an `undeploy` as the `undeploy` knob says (see the module doc).
-fn undeploy(knob: &str) {
+fn undeploy(knob: &str, req: &Value) {
     let deployed = std::fs::remove_file("fake-deployed").is_ok();
     let n = u64::from(deployed);
+    // A workspace volume while `provider_config.workspace_size` is set:
+    // removed with the pod, or kept and named with `keep_workspace`.
+    let workspace = req["provider_config"]["workspace_size"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty());
+    let keep = req["keep_workspace"] == true;
+    let workspaces = u64::from(workspace && !keep);
     eprintln!("deleting the pods and Secrets of the agent");
     match knob {
         "garbage" => print!("removed everything, trust me"),
@@ -254,7 +264,10 @@ fn undeploy(knob: &str) {
             respond(json!({"ok": true, "removed": {"pods": n, "secrets": n}}));
             std::process::exit(1);
         }
-        _ => respond(json!({"ok": true, "removed": {"pods": n, "secrets": n}})),
+        _ if workspace && keep => respond(json!({"ok": true,
+            "removed": {"pods": n, "secrets": n, "workspaces": 0},
+            "kept": {"workspaces": ["buzz-workspace-fake"]}})),
+        _ => respond(json!({"ok": true, "removed": {"pods": n, "secrets": n, "workspaces": workspaces}})),
     }
 }
 
@@ -306,7 +319,7 @@ fn main() {
     if op == "undeploy"
         && let Some(knob) = &undeploy_knob
     {
-        undeploy(knob);
+        undeploy(knob, &req);
         return;
     }
     match (behaviour.as_str(), op.as_str()) {

@@ -394,6 +394,20 @@ impl DeletePlan {
             _ => None,
         }
     }
+
+    /// Whether the undeploy that runs removes a workspace volume, which
+    /// [`Workspace::Keep`] would leave in place (the page's checkbox).
+    pub fn workspace(&self) -> bool {
+        match self {
+            DeletePlan::Undeploy { workspace, .. }
+            | DeletePlan::Leftover {
+                workspace,
+                cannot: None,
+                ..
+            } => *workspace,
+            _ => false,
+        }
+    }
 }
 
 /// Plans the Delete of `name` ([`remote_side`]): when there may be a

@@ -53,9 +53,13 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         st.record_digest.as_deref(),
     )
     .is_some();
-    let config = match &rec.backend {
-        Backend::Provider { config, .. } => Value::Object(config.clone()),
-        Backend::Local => Value::Object(Map::new()),
+    // A provider workspace volume: an Undeploy on the page asks whether to keep it.
+    let (config, workspace_volume) = match &rec.backend {
+        Backend::Provider { config, .. } => (
+            Value::Object(config.clone()),
+            app::teardown::has_workspace_volume(config),
+        ),
+        Backend::Local => (Value::Object(Map::new()), false),
     };
     let op = op_of(s, &rec.name);
     let running = super::ops::live_local(s, rec, &st).is_some();
@@ -93,6 +97,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "secret_env_names": secret_names,
         "api_key_env": api_key_env,
         "api_key_set": api_key_env.is_some_and(|k| secret_names.iter().any(|n| n == k)),
+        "workspace_volume": workspace_volume,
         "config": config,
         "busy": op.is_some(),
         "op": op.map(Op::as_str),

@@ -6,6 +6,9 @@
 //!   namespace, or the orphan warning) and whether the delete needs `force`;
 //!   `plan` is `record`, `undeploy`, `orphan` (needs force) or `leftover`
 //!   (a Start may have left a pod the provider cannot undeploy).
+//!   `workspace` says the undeploy would remove a workspace volume: the
+//!   page then offers to keep it (`keep_workspace`), and an Undeploy of
+//!   such an agent (`workspace_volume` in its JSON) asks the same first.
 //!   Only `info` runs; no secret is involved.
 //! - `DELETE /api/agents/{name}[?force=true][&keep_workspace=true]` → [`teardown::delete`]: a
 //!   deployed agent, or one whose Start may have left a pod, is undeployed
@@ -108,7 +111,8 @@ pub(super) async fn delete_plan(State(s): State<S>, Path(name): Path<String>) ->
                 s,
                 StatusCode::OK,
                 json!({"plan": p.kind(), "confirm": sanitize_text(&p.confirmation(&name)),
-                           "needs_force": p.needs_force(), "namespace": p.namespace()}),
+                           "needs_force": p.needs_force(), "namespace": p.namespace(),
+                           "workspace": p.workspace()}),
             ),
             Err(e) => fail(s, app_status(&e), e),
         }

@@ -97,9 +97,9 @@ function makeCard(name) {
   q('.stop').addEventListener('click', () => stop(name));
   q('.edit').addEventListener('click', () => editAgent(name));
   q('.delete').addEventListener('click', () => askDelete(name));
-  q('.undeploy').addEventListener('click', () => undeploy(name));
-  q('.confirm-no').addEventListener('click', () => { q('.confirm').hidden = true; q('.delete').focus(); });
-  q('.confirm-yes').addEventListener('click', () => doDelete(name));
+  q('.undeploy').addEventListener('click', () => askUndeploy(name));
+  q('.confirm-no').addEventListener('click', () => { q('.confirm').hidden = true; q(`.${card.dataset.confirmFor || 'delete'}`).focus(); });
+  q('.confirm-yes').addEventListener('click', () => (card.dataset.confirmFor === 'undeploy' ? undeploy(name) : doDelete(name)));
   q('.chat').addEventListener('submit', (e) => { e.preventDefault(); chat(name); });
   return card;
 }
@@ -193,17 +193,47 @@ async function askDelete(name) {
   const r = await api('GET', `/api/agents/${encodeURIComponent(name)}/delete-plan`);
   const plan = r.ok ? r.data : { confirm: r.data.error || `Delete ${name}?`, needs_force: !!a.deployed, plan: 'orphan' };
   card.dataset.deleteForce = plan.needs_force ? 'yes' : 'no';
-  q('.confirm-text').textContent = plan.confirm;
-  q('.confirm-yes').textContent = plan.plan === 'undeploy' ? 'Undeploy and delete' : (plan.needs_force ? 'Delete anyway' : 'Delete');
+  showConfirm(card, 'delete', plan.confirm,
+    plan.plan === 'undeploy' ? 'Undeploy and delete' : (plan.needs_force ? 'Delete anyway' : 'Delete'), !!plan.workspace);
+}
+
+// One confirmation per card, for a Delete or an Undeploy; the checkbox
+// appears when the teardown would remove a workspace volume, unchecked:
+// the default removes it, as the CLI's does without --keep-workspace.
+function showConfirm(card, what, text, yes, workspace) {
+  const q = (s) => card.querySelector(s);
+  card.dataset.confirmFor = what;
+  q('.confirm-text').textContent = text;
+  q('.confirm-yes').textContent = yes;
+  q('.keep-workspace').hidden = !workspace;
+  q('.keep-workspace-box').checked = false;
   q('.confirm').hidden = false;
   q('.confirm-no').focus();
+}
+
+// `&keep_workspace=true` (or `?…`) when the confirmation's box is checked.
+function keepQuery(card, sep) {
+  const box = card && card.querySelector('.keep-workspace-box');
+  return box && !card.querySelector('.keep-workspace').hidden && box.checked ? `${sep}keep_workspace=true` : '';
+}
+
+// An Undeploy of an agent with a workspace volume asks first; any other
+// runs at once, as it removes nothing a Start does not recreate.
+function askUndeploy(name) {
+  const card = cards.get(name);
+  const a = agentsByName.get(name) || {};
+  if (!a.workspace_volume) { undeploy(name); return; }
+  showConfirm(card, 'undeploy',
+    `Undeploy ${name}: removes its pod and Secrets, and its workspace volume with the agent's files and conversations unless you keep it. The record stays.`,
+    'Undeploy', true);
 }
 
 async function doDelete(name) {
   const card = cards.get(name);
   const force = card && card.dataset.deleteForce === 'yes' ? '?force=true' : '';
+  const keep = keepQuery(card, force ? '&' : '?');
   if (card) { card.querySelector('.confirm').hidden = true; setBusy(card, true); }
-  const r = await api('DELETE', `/api/agents/${encodeURIComponent(name)}${force}`);
+  const r = await api('DELETE', `/api/agents/${encodeURIComponent(name)}${force}${keep}`);
   if (card) setBusy(card, false);
   if (!r.ok && card) progressLine(name, r.data.error || 'delete failed');
   if (r.ok && r.data.warning) notice(r.data.warning);
@@ -213,9 +243,11 @@ async function doDelete(name) {
 
 async function undeploy(name) {
   const card = cards.get(name);
+  const keep = keepQuery(card, '?');
+  card.querySelector('.confirm').hidden = true;
   card.querySelector('.progress').replaceChildren();
   setBusy(card, true);
-  const r = await api('POST', `/api/agents/${encodeURIComponent(name)}/undeploy`);
+  const r = await api('POST', `/api/agents/${encodeURIComponent(name)}/undeploy${keep}`);
   if (!r.ok) progressLine(name, r.data.error || 'undeploy failed');
   setBusy(card, false);
   reloadSoon();
