@@ -91,6 +91,12 @@ pub struct Cli {
     /// I5 self-stop bound in seconds (0 = disabled).
     #[arg(long, env = env::EXIT_AFTER_INACTIVITY, default_value_t = 0)]
     pub exit_after_inactivity: u64,
+    /// The mentions that woke this harness (issue 33): event ids, comma-separated.
+    #[arg(long, env = buzz_contract::wake::EVENTS_ENV, default_value = "")]
+    pub wake_events: String,
+    /// Unix seconds: a woken harness handles nothing created before it.
+    #[arg(long, env = buzz_contract::wake::SINCE_ENV)]
+    pub wake_since: Option<String>,
     /// Suppress presence (never set for a remote agent, I3).
     #[arg(long, env = env::NO_PRESENCE, default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
     pub no_presence: bool,

@@ -68,6 +68,8 @@ pub struct Config {
     pub lazy_pool: bool,
     /// `None` = reaper disabled.
     pub exit_after_inactivity: Option<Duration>,
+    /// The mentions a launcher's waker handed over (issue 33), if woken.
+    pub wake: Option<Wake>,
     pub presence: bool,
     pub mcp_command: Option<String>,
     pub session_title: Option<String>,
@@ -229,6 +231,7 @@ impl Config {
             lazy_pool: cli.lazy_pool,
             exit_after_inactivity: (cli.exit_after_inactivity > 0)
                 .then(|| Duration::from_secs(cli.exit_after_inactivity)),
+            wake: wake_of(&cli.wake_events, cli.wake_since.as_deref())?,
             presence: !cli.no_presence,
             mcp_command: non_empty(Some(&cli.mcp_command)),
             session_title: cli.session_title.as_deref().and_then(sanitize_session_title),
@@ -255,6 +258,32 @@ impl Config {
             cwd,
             state_dir: cli.state_dir.clone().filter(|d| !d.as_os_str().is_empty()),
         })
+    }
+}
+
+/// What a woken harness was handed (issue 33, [`buzz_contract::wake`]):
+/// the mentions to fetch and answer, and the floor below which nothing is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake {
+    /// Event ids, hex, in the waker's order, at most `wake::MAX_EVENTS`.
+    pub events: Vec<String>,
+    /// Unix seconds: when the waker looked; the run's floor.
+    pub since: u64,
+}
+
+/// The wake env: ids need the waker's look (`since`), which places the
+/// run's floor; a look without ids is a wake whose mentions all came while
+/// the agent was started.
+fn wake_of(events: &str, since: Option<&str>) -> Result<Option<Wake>, ConfigError> {
+    use buzz_contract::wake;
+    let events = wake::parse_events(events).map_err(ConfigError::Wake)?;
+    match (events.is_empty(), since.map(str::trim).filter(|s| !s.is_empty())) {
+        (true, None) => Ok(None),
+        (false, None) => Err(ConfigError::Wake(wake::WakeError::NotSeconds)),
+        (_, Some(s)) => Ok(Some(Wake {
+            events,
+            since: wake::parse_since(s).map_err(ConfigError::Wake)?,
+        })),
     }
 }
 

@@ -186,13 +186,20 @@ pub fn sign(keys: &Keys, kind: u16, content: &Published, tags: Vec<Vec<String>>)
 }
 
 /// A presence event (kind 20001, bare content, run/seq tags).
-pub fn presence(keys: &Keys, state: &'static str, run: &str, seq: u64) -> Event {
-    sign(
-        keys,
-        KIND_PRESENCE,
-        &Published::fixed(state),
-        presence_tags(run, seq),
-    )
+/// A presence event; `stop` (the last `offline` of a run) adds the
+/// `["stop", reason]` tag a waker reads (issue 33).
+pub fn presence(
+    keys: &Keys,
+    state: &'static str,
+    run: &str,
+    seq: u64,
+    stop: Option<buzz_contract::wake::StopReason>,
+) -> Event {
+    let mut tags = presence_tags(run, seq);
+    if let Some(r) = stop {
+        tags.push(vec![buzz_contract::wake::TAG_STOP.into(), r.as_str().into()]);
+    }
+    sign(keys, KIND_PRESENCE, &Published::fixed(state), tags)
 }
 
 /// A kind 9 reply to `mention`.
@@ -316,13 +323,18 @@ mod tests {
         );
     }
 
+    use buzz_contract::wake::StopReason;
+
     #[test]
     fn presence_and_auth_shapes() {
         let k = Keys::generate();
-        let e = presence(&k, "online", &"ab".repeat(16), 3);
+        let e = presence(&k, "online", &"ab".repeat(16), 3, None);
         assert_eq!(e.kind, Kind::from(20001));
         assert_eq!(e.content, "online");
         assert_eq!(e.tags.len(), 2);
+        let last = presence(&k, "offline", &"ab".repeat(16), 4, Some(StopReason::Idle));
+        assert_eq!(last.tags.len(), 3);
+        assert_eq!(last.tags.iter().last().unwrap().as_slice(), ["stop", "idle"]);
         let owner = Keys::generate();
         let tag = AuthTag::mint(&owner, &k.public_key().to_hex(), "").unwrap();
         let url = RelayUrl::parse("ws://127.0.0.1:1").unwrap();

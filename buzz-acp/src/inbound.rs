@@ -11,7 +11,11 @@
 //! stored `!shutdown` can never stop this one. The floor is the same instant
 //! the subscription uses, so it adds no clock-skew exposure of its own; an
 //! event created in the start's own second passes (the launcher waits out the
-//! second of its `!shutdown` before the next start).
+//! second of its `!shutdown` before the next start). A run a launcher's
+//! waker started (issue 33) has the waker's look as its floor instead: what
+//! was sent while the agent was being started is this run's, a `!shutdown`
+//! included. The mentions the waker saw before it looked come by id
+//! ([`decide_woken`]): turns only, never a command.
 
 use crate::acp::permission::Grant;
 use buzz_contract::gate::{self, RespondTo};
@@ -102,6 +106,9 @@ pub enum DropReason {
     BeforeRun,
     OtherChannel,
     Gated,
+    /// An owner command a waker handed over: it belonged to the run that
+    /// slept, and is never acted on by this one (issue 33).
+    EarlierCommand,
 }
 
 /// Who asked for a turn (issue 30 item 2: the owner's turns and anyone
@@ -250,6 +257,52 @@ pub fn decide(policy: &Policy, ev: &InboundEvent) -> Decision {
     }
 }
 
+/// Decides a mention a launcher's waker handed over (issue 33): the gate
+/// of [`decide`] with `floor` in place of the run-start floor, and only a
+/// turn goes through: the slept run's `!shutdown`, `!cancel` or permission
+/// answer is never acted on by this one.
+pub fn decide_woken(policy: &Policy, floor: u64, ev: &InboundEvent) -> Decision {
+    let earlier = Policy {
+        run_start: floor,
+        ..policy.clone()
+    };
+    match decide(&earlier, ev) {
+        d @ (Decision::Dispatch { .. } | Decision::Drop(_)) => d,
+        Decision::Shutdown | Decision::Cancel { .. } | Decision::Permission { .. } => {
+            Decision::Drop(DropReason::EarlierCommand)
+        }
+    }
+}
+
+/// When the owner last said `!shutdown` to the agent among `events`.
+pub fn last_shutdown(policy: &Policy, events: &[InboundEvent]) -> Option<u64> {
+    events
+        .iter()
+        .filter(|e| {
+            e.kind == KIND_CHANNEL_MESSAGE
+                && e.author == policy.owner
+                && e.addresses(&policy.agent)
+                && e.content.trim() == SHUTDOWN_COMMAND
+        })
+        .map(|e| e.created_at)
+        .max()
+}
+
+/// The mentions to answer after a wake, in order (oldest first, then the
+/// waker's order): those of `events` the waker named in `ids`, each once.
+pub fn woken_in_order<'a>(ids: &[String], events: &'a [InboundEvent]) -> Vec<&'a InboundEvent> {
+    let mut out: Vec<(usize, &InboundEvent)> = Vec::new();
+    for e in events {
+        if let Some(pos) = ids.iter().position(|i| *i == e.id)
+            && !out.iter().any(|(_, o)| o.id == e.id)
+        {
+            out.push((pos, e));
+        }
+    }
+    out.sort_by_key(|(pos, e)| (e.created_at, *pos));
+    out.into_iter().map(|(_, e)| e).collect()
+}
+
 /// A bounded set of seen event ids (oldest forgotten first).
 #[derive(Debug)]
 pub struct SeenIds {
@@ -312,6 +365,64 @@ mod tests {
             tags: vec![vec!["h".into(), "chan".into()], vec!["p".into(), hex('a')]],
             created_at: 1000,
         }
+    }
+
+    #[test]
+    fn a_woken_harness_answers_mentions_above_its_floor_and_never_an_old_command() {
+        let p = policy(RespondTo::OwnerOnly);
+        let mut old = ev(&hex('0'), "what happened?");
+        old.created_at = 900;
+        assert_eq!(decide(&p, &old), Decision::Drop(DropReason::BeforeRun));
+        assert!(matches!(decide_woken(&p, 800, &old), Decision::Dispatch { .. }));
+        assert_eq!(decide_woken(&p, 901, &old), Decision::Drop(DropReason::BeforeRun));
+        for cmd in ["!shutdown", "!cancel", "!allow abc"] {
+            let mut c = ev(&hex('0'), cmd);
+            c.created_at = 900;
+            assert_eq!(
+                decide_woken(&p, 800, &c),
+                Decision::Drop(DropReason::EarlierCommand),
+                "{cmd}"
+            );
+        }
+        let mut stranger = ev(&hex('5'), "hello");
+        stranger.created_at = 900;
+        assert_eq!(
+            decide_woken(&p, 800, &stranger),
+            Decision::Drop(DropReason::Gated)
+        );
+    }
+
+    #[test]
+    fn the_last_shutdown_and_the_woken_order() {
+        let p = policy(RespondTo::OwnerOnly);
+        let mut a = ev(&hex('0'), "!shutdown");
+        a.created_at = 950;
+        a.id = hex('1');
+        let mut b = ev(&hex('5'), "!shutdown");
+        b.created_at = 990;
+        b.id = hex('2');
+        let mut c = ev(&hex('0'), "first");
+        c.created_at = 940;
+        c.id = hex('3');
+        let mut d = ev(&hex('0'), "second");
+        d.created_at = 940;
+        d.id = hex('4');
+        let all = vec![a.clone(), b.clone(), d.clone(), c.clone(), c.clone()];
+        assert_eq!(
+            last_shutdown(&p, &all),
+            Some(950),
+            "a stranger's !shutdown is no stop"
+        );
+        let ids = vec![hex('3'), hex('4'), hex('9')];
+        let order: Vec<&str> = woken_in_order(&ids, &all)
+            .iter()
+            .map(|e| e.content.as_str())
+            .collect();
+        assert_eq!(
+            order,
+            ["first", "second"],
+            "named ones only, each once, by time then the waker's order"
+        );
     }
 
     #[test]

@@ -68,8 +68,18 @@ pub enum RelayCmd {
         limit: usize,
         reply: oneshot::Sender<Vec<Event>>,
     },
-    /// Publish `offline` (bounded), close (bounded), then acknowledge.
+    /// The mentions a waker named (issue 33): the events with these ids,
+    /// and the owner's messages to the agent since `since` (where a later
+    /// `!shutdown` would be), answered like [`RelayCmd::History`].
+    Wake {
+        ids: Vec<String>,
+        since: u64,
+        reply: oneshot::Sender<Vec<Event>>,
+    },
+    /// Publish `offline` (bounded), tagged with why the harness stops
+    /// (issue 33), close (bounded), then acknowledge.
     Stop {
+        reason: Option<buzz_contract::wake::StopReason>,
         offline_bound: Duration,
         close_bound: Duration,
         done: oneshot::Sender<()>,
@@ -265,7 +275,7 @@ impl Task {
                 Idle::Continue
             }
             // Not live: nothing to ask; the sender gets none.
-            Some(RelayCmd::History { reply, .. }) => {
+            Some(RelayCmd::History { reply, .. } | RelayCmd::Wake { reply, .. }) => {
                 let _ = reply.send(Vec::new());
                 Idle::Continue
             }
@@ -273,6 +283,7 @@ impl Task {
                 offline_bound,
                 close_bound,
                 done,
+                ..
             }) => Idle::Stop(StopReq {
                 offline_bound,
                 close_bound,
@@ -386,6 +397,18 @@ impl Task {
         vec![base.clone().pubkey(self.s.agent), base.author(self.s.agent)]
     }
 
+    fn wake_filters(&self, ids: &[String], since: u64) -> Vec<Filter> {
+        let ids = ids.iter().filter_map(|i| EventId::from_hex(i).ok());
+        vec![
+            Filter::new().ids(ids),
+            Filter::new()
+                .kind(Kind::from(KIND_CHANNEL_MESSAGE))
+                .author(self.s.owner)
+                .pubkey(self.s.agent)
+                .since(Timestamp::from_secs(since)),
+        ]
+    }
+
     fn filters(&self) -> Vec<Filter> {
         let since = resubscribe_since(self.s.start, self.last_accepted, Timestamp::now());
         let base = Filter::new()
@@ -406,7 +429,16 @@ impl Task {
     }
 
     fn presence_event(&mut self, state: &'static str) -> Event {
-        let e = events::presence(&self.s.keys, state, &self.s.run, self.seq);
+        self.presence_event_stopping(state, None)
+    }
+
+    /// A presence event; the last one, `offline`, says why (`stop`).
+    fn presence_event_stopping(
+        &mut self,
+        state: &'static str,
+        reason: Option<buzz_contract::wake::StopReason>,
+    ) -> Event {
+        let e = events::presence(&self.s.keys, state, &self.s.run, self.seq, reason);
         tracing::debug!(state, seq = self.seq, "presence published");
         self.seq += 1;
         e

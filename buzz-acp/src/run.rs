@@ -49,6 +49,7 @@ use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
 use crate::replies::{BUSY_TEXT, error_reply_due, error_reply_text, timeout_text};
 use crate::schedule::{Scheduler, admit, inactivity_expired};
 use crate::scrub::Scrub;
+use buzz_contract::wake::StopReason;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -58,6 +59,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Typing indicator period (wire-facts §4).
 pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
+/// How long a woken run waits for its relay to hand over the mentions.
+const WAKE_FETCH_BOUND: Duration = Duration::from_secs(10);
+/// Events held behind the waking mentions; past it they go through at once.
+const HELD_CAP: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
     Unspawned,
@@ -86,6 +91,19 @@ enum Stop {
     Fail(Exit),
 }
 
+impl Stop {
+    /// What the last presence and log line say (issue 33): an inactivity
+    /// stop sleeps, the others stop; a failure says nothing.
+    fn reason(self) -> Option<StopReason> {
+        match self {
+            Stop::Owner => Some(StopReason::Owner),
+            Stop::Signal => Some(StopReason::Signal),
+            Stop::Reaper => Some(StopReason::Idle),
+            Stop::Fail(_) => None,
+        }
+    }
+}
+
 struct Harness {
     cfg: Config,
     keys: Keys,
@@ -108,6 +126,8 @@ struct Harness {
     asks: Asks,
     /// Slots whose turn stalled during the stop's drain.
     stalled: HashSet<usize>,
+    /// The waker's mentions already answered, by either path (issue 33).
+    woken: HashSet<String>,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -391,8 +411,65 @@ impl Harness {
         }
     }
 
+    /// Asks the relay for the mentions the waker named and the owner's
+    /// messages since the floor; the answer comes back to the main loop.
+    fn ask_woken(&self, back: mpsc::UnboundedSender<Vec<Event>>) {
+        let Some(wake) = self.cfg.wake.as_ref().filter(|w| !w.events.is_empty()) else {
+            return;
+        };
+        let (reply, got) = oneshot::channel();
+        let now = nostr_sdk::prelude::Timestamp::now().as_secs();
+        let _ = self.relay_tx.send(RelayCmd::Wake {
+            ids: wake.events.clone(),
+            since: now.saturating_sub(buzz_contract::wake::WINDOW.as_secs()),
+            reply,
+        });
+        tokio::spawn(async move {
+            let events = tokio::time::timeout(WAKE_FETCH_BOUND, got)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            let _ = back.send(events);
+        });
+    }
+
+    /// The mentions that woke this run, answered in order through the
+    /// gate with the wake floor (issue 33, [`inbound::decide_woken`]).
+    fn on_woken(&mut self, events: &[Event]) {
+        let Some(wake) = self.cfg.wake.clone() else { return };
+        let all: Vec<InboundEvent> = events.iter().map(InboundEvent::from_event).collect();
+        let floor = buzz_contract::wake::floor(
+            nostr_sdk::prelude::Timestamp::now().as_secs(),
+            inbound::last_shutdown(&self.policy, &all),
+        );
+        let order = inbound::woken_in_order(&wake.events, &all);
+        tracing::info!(
+            named = wake.events.len(),
+            found = order.len(),
+            floor,
+            "answering the mentions that woke this run"
+        );
+        for ev in order {
+            if !self.woken.insert(ev.id.clone()) {
+                continue;
+            }
+            match inbound::decide_woken(&self.policy, floor, ev) {
+                Decision::Dispatch { channel, asker } => self.dispatch(ev.clone(), channel, asker),
+                Decision::Drop(reason) => tracing::info!(?reason, "a waking mention is not answered"),
+                _ => {}
+            }
+        }
+    }
+
     fn on_inbound(&mut self, e: &Event) -> Option<Stop> {
         let ev = InboundEvent::from_event(e);
+        if self.cfg.wake.as_ref().is_some_and(|w| w.events.contains(&ev.id))
+            && !self.woken.insert(ev.id.clone())
+        {
+            // Already answered from the waker's list.
+            return None;
+        }
         let decision = inbound::decide(&self.policy, &ev);
         if !matches!(decision, Decision::Drop(_)) {
             // Only accepted events move the re-subscription `since`.
@@ -537,7 +614,7 @@ impl Harness {
         if pid1 {
             procs::reap_orphans(&self.procs);
         }
-        self.finalize(&plan).await;
+        self.finalize(&plan, stop.reason()).await;
         relay_task.abort();
         tracing::info!(
             elapsed_ms = plan.start.elapsed().as_millis() as u64,
@@ -546,10 +623,11 @@ impl Harness {
     }
 
     /// The reserved finalization slice: presence `offline`, relay close.
-    async fn finalize(&self, plan: &ShutdownPlan) {
+    async fn finalize(&self, plan: &ShutdownPlan, reason: Option<StopReason>) {
         let (done_tx, done_rx) = oneshot::channel();
         let now = Instant::now();
         let _ = self.relay_tx.send(RelayCmd::Stop {
+            reason,
             offline_bound: plan.offline_bound(now),
             close_bound: plan.close_bound(now),
             done: done_tx,
@@ -583,8 +661,12 @@ pub async fn run(cfg: Config) -> Exit {
     let mut sigchld = signal(SignalKind::child()).ok();
     let pid1 = pid1::is_pid1();
     // One instant for the subscription's `since` floor and the gate's
-    // run-start floor (review b30b1a0 #3).
-    let start = nostr_sdk::prelude::Timestamp::now();
+    // run-start floor (review b30b1a0 #3): this run's start, or for a woken
+    // run the waker's look (issue 33: what was sent while it was started).
+    let start = nostr_sdk::prelude::Timestamp::from_secs(buzz_contract::wake::run_floor(
+        nostr_sdk::prelude::Timestamp::now().as_secs(),
+        cfg.wake.as_ref().map(|w| w.since),
+    ));
 
     let (relay_tx, mut relay_rx, relay_task) = relay::spawn(RelaySettings {
         url: cfg.relay_url.clone(),
@@ -643,8 +725,20 @@ pub async fn run(cfg: Config) -> Exit {
         error_replies: HashMap::new(),
         asks: Asks::default(),
         stalled: HashSet::new(),
+        woken: HashSet::new(),
         cfg,
     };
+    // Woken by a launcher's waker: once live, fetch the mentions it named.
+    let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<Vec<Event>>();
+    let mut wake_asked = h.cfg.wake.is_none();
+    // Until they are answered, what arrives meanwhile waits behind them, so
+    // one channel's mentions are answered oldest first.
+    let mut held: Option<Vec<Event>> = h
+        .cfg
+        .wake
+        .as_ref()
+        .filter(|w| !w.events.is_empty())
+        .map(|_| Vec::new());
     if !h.cfg.lazy_pool {
         for i in 0..n {
             h.spawn_slot(i);
@@ -660,13 +754,25 @@ pub async fn run(cfg: Config) -> Exit {
             _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break Stop::Signal; }
             _ = sigint.recv() => { tracing::info!("SIGINT received"); break Stop::Signal; }
             ev = relay_rx.recv() => match ev {
-                Some(RelayEvent::Inbound(e)) => if let Some(s) = h.on_inbound(&e) { break s; },
-                Some(RelayEvent::Live) => tracing::info!("relay live"),
+                Some(RelayEvent::Inbound(e)) => match held.as_mut() {
+                    Some(q) if q.len() < HELD_CAP => q.push(*e),
+                    _ => if let Some(s) = h.on_inbound(&e) { break s; },
+                },
+                Some(RelayEvent::Live) => {
+                    tracing::info!("relay live");
+                    if !std::mem::replace(&mut wake_asked, true) {
+                        h.ask_woken(wake_tx.clone());
+                    }
+                }
                 Some(RelayEvent::Down) => tracing::warn!("relay down; reconnecting"),
                 Some(RelayEvent::Fatal(code)) => break Stop::Fail(code),
                 None => break Stop::Fail(Exit::RelayLost),
             },
             Some(ev) = slot_rx.recv() => if let Some(s) = h.on_slot(ev) { break s; },
+            Some(events) = wake_rx.recv() => {
+                h.on_woken(&events);
+                if let Some(s) = held.take().into_iter().flatten().find_map(|e| h.on_inbound(&e)) { break s; }
+            }
             _ = reaper.tick() => {
                 if let Some(bound) = h.cfg.exit_after_inactivity
                     && inactivity_expired(bound, h.last_activity, h.sched.running().next().is_some(), Instant::now())
@@ -686,6 +792,9 @@ pub async fn run(cfg: Config) -> Exit {
         Stop::Fail(e) => e,
     };
     h.shutdown(stop, slot_rx, relay_task).await;
-    tracing::info!(code = exit.code(), "harness exiting");
+    match stop.reason() {
+        Some(r) => tracing::info!(code = exit.code(), stop = r.as_str(), "harness exiting"),
+        None => tracing::info!(code = exit.code(), "harness exiting"),
+    }
     exit
 }

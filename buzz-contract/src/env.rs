@@ -117,6 +117,8 @@ pub const RESERVED_ENV_KEYS: &[&str] = &[
     SETUP_PAYLOAD,
     EXIT_AFTER_INACTIVITY,
     NO_PRESENCE,
+    crate::wake::EVENTS_ENV,
+    crate::wake::SINCE_ENV,
 ];
 
 /// Values resolved on the desktop's filesystem that must never reach a remote

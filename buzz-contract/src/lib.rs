@@ -17,6 +17,8 @@
 //! - [`relay_url`]: the relay URL rule of every front end (issue 24 item 3).
 //! - [`sidecar`]: the sidecars' env allowlist and its deployer-only names,
 //!   shared by the image entrypoint, the collector and the provider.
+//! - [`wake`]: wake on mention (issue 33): why a harness stopped, and the
+//!   mentions and floor a woken harness is handed.
 
 pub mod agents;
 pub mod env;
@@ -29,4 +31,5 @@ pub mod presence;
 pub mod redact;
 pub mod relay_url;
 pub mod sidecar;
+pub mod wake;
 pub mod wire;

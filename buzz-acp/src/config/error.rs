@@ -75,6 +75,9 @@ pub enum ConfigError {
     PermissionPolicy,
     #[error("BUZZ_ACP_PERMISSION_POLICY_OTHERS must be one of allow, reject, ask-owner")]
     PermissionPolicyOthers,
+    /// The wake env a launcher's waker set is malformed (issue 33).
+    #[error("{0}")]
+    Wake(buzz_contract::wake::WakeError),
     /// The agent command cannot run here (issue 30 item 3): the text says
     /// which command and how to get it.
     #[error("{0}")]

@@ -2,7 +2,8 @@
 //! NIP-42 answer, `auth-required:` resends, EOSE as the moment presence
 //! `online` goes out and the outbox drains, the presence interval, the live
 //! deadline, de-duplicated inbound events, the one-off history requests of
-//! a new session (issue 32) and the bounded stop.
+//! a new session (issue 32) and of a woken harness (issue 33), and the
+//! bounded stop.
 
 use super::rules::{AuthOutcome, classify_auth_ok};
 use super::{OUTBOX_CAP, RelayCmd, RelayEvent, SUB_ID, SessionEnd, StopReq, Task, requeue_unacknowledged};
@@ -214,20 +215,14 @@ impl Task {
                 cmd = self.cmds.recv() => match cmd {
                     Some(RelayCmd::Accepted(t)) => self.accepted(t),
                     Some(RelayCmd::History { channel, since, until, limit, reply }) => {
-                        if !live || histories.len() >= MAX_HISTORIES {
-                            let _ = reply.send(Vec::new());
-                        } else {
-                            history_n += 1;
-                            let id = SubscriptionId::new(format!("{SUB_ID}-history-{history_n}"));
-                            let req = ClientMessage::req(id.clone(), self.history_filters(&channel, since, until, limit));
-                            if relay.send_msg(req).is_ok() {
-                                histories.insert(id, (reply, Vec::new()));
-                            } else {
-                                let _ = reply.send(Vec::new());
-                            }
-                        }
+                        let filters = self.history_filters(&channel, since, until, limit);
+                        ask(relay, live, &mut histories, &mut history_n, filters, reply);
                     }
-                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) if !live => {
+                    Some(RelayCmd::Wake { ids, since, reply }) => {
+                        let filters = self.wake_filters(&ids, since);
+                        ask(relay, live, &mut histories, &mut history_n, filters, reply);
+                    }
+                    Some(RelayCmd::Stop { offline_bound, close_bound, done, .. }) if !live => {
                         return SessionEnd::StopNotLive(StopReq { offline_bound, close_bound, done });
                     }
                     Some(RelayCmd::Publish(e)) => {
@@ -238,9 +233,9 @@ impl Task {
                             self.queue(*e);
                         }
                     }
-                    Some(RelayCmd::Stop { offline_bound, close_bound, done }) => {
+                    Some(RelayCmd::Stop { reason, offline_bound, close_bound, done }) => {
                         if self.s.presence && live {
-                            let e = self.presence_event(OFFLINE);
+                            let e = self.presence_event_stopping(OFFLINE, reason);
                             let id = e.id;
                             let sent = relay.send_msg(ClientMessage::event(e)).is_ok();
                             let waited = sent && tokio::time::timeout(offline_bound, wait_ok(&mut notes, id)).await.is_ok();
@@ -267,5 +262,28 @@ async fn wait_ok(notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>
             Ok(RelayNotification::Shutdown) | Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             _ => {}
         }
+    }
+}
+
+/// Sends a one-off REQ whose stored events answer `reply` at its EOSE; with
+/// nothing when no session is live or [`MAX_HISTORIES`] are in flight.
+fn ask(
+    relay: &Relay,
+    live: bool,
+    histories: &mut HashMap<SubscriptionId, (oneshot::Sender<Vec<Event>>, Vec<Event>)>,
+    n: &mut u64,
+    filters: Vec<Filter>,
+    reply: oneshot::Sender<Vec<Event>>,
+) {
+    if !live || histories.len() >= MAX_HISTORIES {
+        let _ = reply.send(Vec::new());
+        return;
+    }
+    *n += 1;
+    let id = SubscriptionId::new(format!("{SUB_ID}-history-{n}"));
+    if relay.send_msg(ClientMessage::req(id.clone(), filters)).is_ok() {
+        histories.insert(id, (reply, Vec::new()));
+    } else {
+        let _ = reply.send(Vec::new());
     }
 }

@@ -158,3 +158,4 @@ mod permissions;
 mod presence;
 mod published;
 mod stop;
+mod wake;
