@@ -771,7 +771,10 @@ pub async fn run(cfg: Config) -> Exit {
             Some(ev) = slot_rx.recv() => if let Some(s) = h.on_slot(ev) { break s; },
             Some(events) = wake_rx.recv() => {
                 h.on_woken(&events);
-                if let Some(s) = held.take().into_iter().flatten().find_map(|e| h.on_inbound(&e)) { break s; }
+                // What came meanwhile, oldest first (a relay sends stored events newest first).
+                let mut meanwhile = held.take().unwrap_or_default();
+                meanwhile.sort_by_key(|e| e.created_at);
+                if let Some(s) = meanwhile.into_iter().find_map(|e| h.on_inbound(&e)) { break s; }
             }
             _ = reaper.tick() => {
                 if let Some(bound) = h.cfg.exit_after_inactivity

@@ -90,6 +90,30 @@ pub fn last_run(store: &Store, name: &str, st: &DeployState) -> Option<String> {
     Some(harness_exit::ended(&refs))
 }
 
+/// How the recorded run of `name`'s local harness ended (issue 33): on
+/// purpose and why, dated by its log's last write, or failed. `None`
+/// without a recorded run or its log lines; a harness that still runs has
+/// no end yet (the caller asks first).
+pub fn local_end(store: &Store, name: &str, st: &DeployState) -> Option<crate::wake::Ended> {
+    use crate::wake::Ended;
+    let run = st.generation.as_deref()?;
+    let lines = run_lines(store, name, run)?;
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    match (harness_exit::logged_exit(&refs), harness_exit::logged_stop(&refs)) {
+        (Some(0), Some(reason)) => {
+            let at = std::fs::metadata(store.log_path(name))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            Some(Ended::Stopped(reason, at))
+        }
+        // An exit 0 that does not say why: a harness older than the tag.
+        (Some(0), None) => None,
+        _ => Some(Ended::Failed),
+    }
+}
+
 /// How the recorded run of `name`'s harness failed, for a harness that no
 /// longer runs and did not stop intentionally (its log shows no exit 0):
 /// what the Start page shows when no failure was recorded.

@@ -130,6 +130,19 @@ pub fn logged_exit(run_lines: &[&str]) -> Option<i32> {
     })
 }
 
+/// Why the harness stopped on purpose, as its exit line says
+/// (`harness exiting code=0 stop="idle"`, issue 33).
+pub fn logged_stop(run_lines: &[&str]) -> Option<buzz_contract::wake::StopReason> {
+    run_lines.iter().rev().find_map(|l| {
+        let (_, rest) = l.split_once("harness exiting")?;
+        let word = rest
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("stop="))?
+            .trim_matches('"');
+        buzz_contract::wake::StopReason::parse(word)
+    })
+}
+
 /// One sentence of quoted lines: `; last log lines: a | b`, or nothing.
 pub fn quote(lines: &[String]) -> String {
     if lines.is_empty() {
@@ -239,5 +252,24 @@ mod tests {
             last_errors(&[long.as_str()])[0].chars().count(),
             LINE_MAX_CHARS + 1
         );
+    }
+
+    #[test]
+    fn the_stop_reason_is_read_off_the_exit_line() {
+        use buzz_contract::wake::StopReason;
+        let idle = [
+            "x",
+            "2026-12-03T07:00:00Z  INFO buzz_acp::run: harness exiting code=0 stop=\"idle\"",
+        ];
+        assert_eq!(logged_stop(&idle), Some(StopReason::Idle));
+        assert_eq!(logged_exit(&idle), Some(0));
+        let old = ["INFO buzz_acp::run: harness exiting code=0"];
+        assert_eq!(
+            logged_stop(&old),
+            None,
+            "a harness that predates the tag says nothing"
+        );
+        let odd = ["INFO buzz_acp::run: harness exiting code=0 stop=\"nap\""];
+        assert_eq!(logged_stop(&odd), None);
     }
 }

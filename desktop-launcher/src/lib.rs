@@ -55,6 +55,7 @@
 //! - [`envfile`]: the strict `KEY=VALUE` format of `--env-file`/`--env-stdin` (secrets never on argv).
 //! - [`status_lines`]: the provider's stderr split into status lines as they arrive.
 //! - [`waits`]: what `chat`, `stop` and `status` know before a wait and say during one (issue 24).
+//! - [`wake`]: wake on mention: sleeping or stopped, what wakes an agent, how often (issue 33).
 
 pub mod app;
 pub(crate) mod child_watch;
@@ -87,3 +88,4 @@ pub(crate) mod status_lines;
 pub mod store;
 pub mod ui;
 pub(crate) mod waits;
+pub mod wake;

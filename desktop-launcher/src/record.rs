@@ -136,6 +136,11 @@ pub struct AgentRecord {
     pub max_turn_duration_seconds: Option<u64>,
     #[serde(default)]
     pub parallelism: Option<u64>,
+    /// The harness's inactivity bound in seconds (`agent create|edit
+    /// --inactivity`; 0 = none). Unset: the launcher's wake rule decides
+    /// at each start (issue 33).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactivity_seconds: Option<u64>,
     /// Respond-to gate mode (wire-facts §4).
     #[serde(default = "default_respond_to")]
     pub respond_to: String,
@@ -190,6 +195,7 @@ impl AgentRecord {
             idle_timeout_seconds: None,
             max_turn_duration_seconds: None,
             parallelism: None,
+            inactivity_seconds: None,
             respond_to: default_respond_to(),
             respond_to_allowlist: Vec::new(),
             env: BTreeMap::new(),
@@ -253,6 +259,26 @@ pub struct DeployState {
     /// what decides whether it still runs (see [`crate::procid`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_process: Option<crate::procid::ProcessId>,
+    /// Unix seconds of the owner's last stop through a launcher (`stop`,
+    /// the page's Stop, `undeploy`): an agent stopped so is never woken
+    /// (issue 33, spec I5), until its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<u64>,
+    /// How a run ended as its last presence said (its `stop` tag), seen by
+    /// a launcher watching: the only record of a provider agent's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<EndedSeen>,
+}
+
+/// A run's end as its last presence said (`["stop", reason]`, issue 33).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedSeen {
+    /// The run's generation (its presence `run` tag).
+    pub run: String,
+    /// `buzz_contract::wake::StopReason`'s word.
+    pub reason: String,
+    /// The presence's `created_at`, unix seconds.
+    pub at: u64,
 }
 
 /// True for a record name usable as a file name.

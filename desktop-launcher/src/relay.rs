@@ -272,6 +272,49 @@ pub async fn subscribe_presence(
     Ok(PresenceFeed { notes })
 }
 
+/// A live subscription to agents' mentions and presence: what the waker
+/// watches (issue 33). Events come verified by the client library.
+pub struct WakeFeed {
+    notes: tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+}
+
+/// Subscribes to kind 9 events that mention `agents` (their `p` tags),
+/// created at or after `since`, and to the agents' presence from now on.
+pub async fn subscribe_wake(
+    client: &Client,
+    url: &str,
+    agents: &[String],
+    since: u64,
+) -> Result<WakeFeed, RelayError> {
+    let pks: Vec<PublicKey> = agents.iter().map(|a| pubkey(a)).collect::<Result<_, _>>()?;
+    let notes = client.notifications();
+    let mentions = Filter::new()
+        .kind(Kind::from(buzz_contract::presence::KIND_CHANNEL_MESSAGE))
+        .pubkeys(pks.clone())
+        .since(Timestamp::from(since));
+    let presence = Filter::new()
+        .kind(Kind::from(KIND_PRESENCE))
+        .authors(pks)
+        .since(Timestamp::from(unix_now()));
+    subscribe_live(client, url, presence, SUBSCRIPTION_LIVE_BOUND).await?;
+    subscribe_live(client, url, mentions, SUBSCRIPTION_LIVE_BOUND).await?;
+    Ok(WakeFeed { notes })
+}
+
+impl WakeFeed {
+    /// The next event, or `None` when `wait` passes or the client closed.
+    pub async fn next(&mut self, wait: Duration) -> Option<Event> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.notes.recv()).await {
+                Ok(Ok(RelayPoolNotification::Event { event, .. })) => return Some(*event),
+                Ok(Ok(_)) | Ok(Err(RecvError::Lagged(_))) => {}
+                Ok(Err(RecvError::Closed)) | Err(_) => return None,
+            }
+        }
+    }
+}
+
 /// How long a presence subscription may take to go live before the caller
 /// goes on anyway (a relay that never sends EOSE still gets its chance).
 pub const SUBSCRIPTION_LIVE_BOUND: Duration = Duration::from_secs(5);

@@ -92,6 +92,18 @@ pub fn stop_refusal(name: &str, live: &Liveness) -> Option<String> {
     Some(nothing_to_stop(&why))
 }
 
+/// [`stop_refusal`] of an agent asleep (issue 33): the stop still holds,
+/// so it says that nothing wakes the agent now.
+pub fn stop_of_sleeping(name: &str, live: &Liveness) -> Option<String> {
+    let why = match live {
+        Liveness::NotRunning(why) => why.clone(),
+        _ => return stop_refusal(name, live),
+    };
+    Some(nothing_to_stop(&format!(
+        "{why}; it was asleep and is stopped now: a mention no longer wakes it"
+    )))
+}
+
 /// A stop's refusal: why, and the way to wait anyway.
 pub fn nothing_to_stop(why: &str) -> String {
     format!("{why} (nothing to stop; --force sends !shutdown and waits anyway, for a harness run elsewhere)")

@@ -184,7 +184,11 @@ fn a_dead_harness_is_named_by_chat_stop_and_status_at_once() {
     assert!(o.status.success(), "{}", stderr(&o));
     let row = status_row(&o);
     assert!(row.starts_with(&format!("scout\toffline\t{ended}")), "{row}");
-    assert!(row.ends_with("\tnot deployed\tlocal"), "{row}");
+    // The `stop` above stopped it for good: the row says so (issue 33).
+    assert!(
+        row.ends_with("\tnot deployed\tlocal  (stopped: nothing wakes it; press Start)"),
+        "{row}"
+    );
     assert!(!row.contains("never seen"), "{row}");
     assert_eq!(last_line(&stdout(&o)), "0 deployed, 0 online");
     assert!(took < AT_ONCE, "{took:?}");

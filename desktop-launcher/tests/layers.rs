@@ -29,6 +29,7 @@ const ORDER: &[&str] = &[
     "envfile",
     "status_lines",
     "waits",
+    "wake",
     // the state dir: records and keys
     "lock",
     "store",
@@ -68,6 +69,7 @@ const APP_ORDER: &[&str] = &[
     "presence_feed",
     "status_watch",
     "teardown",
+    "waker",
 ];
 
 /// `ui/`'s submodules, bottom first: the guard and the form rules, the

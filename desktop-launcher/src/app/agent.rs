@@ -84,3 +84,50 @@ pub fn is_deployed(state: &DeployState) -> bool {
 pub fn is_live(name: &str, state: &DeployState) -> bool {
     is_deployed(state) || crate::local::running_from(name, state).is_some()
 }
+
+/// The lock a waker (`ui` or `serve`, issue 33) holds while it runs: one
+/// waker per state dir, so two launchers never wake one agent twice.
+pub(crate) fn waker_lock(store: &Store) -> PathBuf {
+    store.lock_path("waker")
+}
+
+/// Where the running waker writes its pid.
+pub(crate) fn waker_pid_path(store: &Store) -> PathBuf {
+    store.root().join("waker.pid")
+}
+
+/// The pid of the waker this state dir runs, if one runs: whatever holds
+/// [`waker_lock`] (its pid file says which process).
+pub fn waker_running(store: &Store) -> Option<u32> {
+    match crate::lock::try_lock(&waker_lock(store)) {
+        Ok(Some(_free)) => None,
+        Ok(None) => Some(
+            std::fs::read_to_string(waker_pid_path(store))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+                .unwrap_or(0),
+        ),
+        Err(_) => None,
+    }
+}
+
+/// What `agent create`, `status` and the page say about waking (issue 33).
+pub fn waker_text(store: &Store) -> String {
+    match waker_running(store) {
+        Some(pid) => format!(
+            "a waker runs (pid {pid}): a sleeping agent wakes on a mention its gate accepts"
+        ),
+        None => "no waker runs: nothing wakes a sleeping agent; run `buzz-launcher serve` or `buzz-launcher ui` to wake agents on a mention".to_string(),
+    }
+}
+
+/// What `agent create` says of the agent's idle stop and its waking.
+pub fn inactivity_text(store: &Store, rec: &AgentRecord) -> String {
+    let waker = waker_running(store).is_some();
+    let bound = match crate::wake::inactivity(rec.inactivity_seconds, waker) {
+        Some(0) => "never stops when idle".to_string(),
+        Some(n) => format!("sleeps after {n} s idle"),
+        None => "stops when idle only as its backend's default says".to_string(),
+    };
+    format!("{}: {bound}; {}", rec.name, waker_text(store))
+}

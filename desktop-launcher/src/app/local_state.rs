@@ -7,11 +7,14 @@
 //! run decides only for a record without one (an older launcher's bare
 //! pid), since presence lags a crash by up to a TTL.
 
+use super::error::AppError;
 use crate::child_watch;
 use crate::local::{self, Running};
 use crate::presence::Derived;
 use crate::record::{AgentRecord, Backend, DeployState};
 use crate::store::Store;
+use crate::wake::{self, Ended, Known, Rest};
+use buzz_contract::wake::StopReason;
 
 /// The live local harness of `rec`, if any. `heard` is the presence last
 /// heard from it: the derived state and the run it was tagged with.
@@ -62,4 +65,31 @@ pub fn terminate_local(store: &Store, name: &str, grace: std::time::Duration) ->
         }
         _ => false,
     }
+}
+
+/// `rec`'s rest for `status` and the page, `live` as they know it.
+pub fn rest_now(store: &Store, rec: &AgentRecord, live: bool) -> Result<Rest, AppError> {
+    let st = store.deploy_state(&rec.name)?;
+    let ended = match rec.backend {
+        Backend::Local => (!live)
+            .then(|| child_watch::local_end(store, &rec.name, &st))
+            .flatten(),
+        Backend::Provider { .. } => seen_end(&st),
+    };
+    Ok(wake::rest(&Known {
+        live,
+        started_at: st.started_at,
+        stopped_at: st.stopped_at,
+        ended,
+        deployed: st.agent_id.is_some(),
+    }))
+}
+
+/// The recorded end of the current run, when its last presence said it.
+pub(crate) fn seen_end(st: &DeployState) -> Option<Ended> {
+    let e = st.ended.as_ref()?;
+    if st.generation.as_deref() != Some(e.run.as_str()) {
+        return None;
+    }
+    Some(Ended::Stopped(StopReason::parse(&e.reason)?, e.at))
 }

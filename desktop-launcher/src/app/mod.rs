@@ -24,7 +24,8 @@
 //! at the bottom, then `agents` (creating and editing records), `start`
 //! and `delete`, `providers` and `embedded_relay`, then the commands that
 //! wait on a running agent (`relay_ops`, `presence_feed`, `status_watch`)
-//! and the deployed agent's teardown (`teardown`). This file only names
+//! and the deployed agent's teardown (`teardown`), then the [`waker`] that
+//! starts sleeping agents on a mention (issue 33). This file only names
 //! them.
 //!
 //! Every refusal the spec requires before anything is invoked (I1, owner,
@@ -45,11 +46,15 @@ pub mod relay_ops;
 mod start;
 pub mod status_watch;
 pub mod teardown;
+pub mod waker;
 
-pub use agent::{StartOptions, is_deployed, is_live, presence_ttl, set_config_field};
+pub use agent::{
+    StartOptions, inactivity_text, is_deployed, is_live, presence_ttl, set_config_field, waker_running,
+    waker_text,
+};
 pub use delete::delete;
 pub use error::AppError;
-pub use local_state::{last_error, live_local, terminate_local};
+pub use local_state::{last_error, live_local, rest_now, terminate_local};
 pub use relay_ops::{
     StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, start_local_watched, stop,
     stop_with, until_after_second, wait_online,

@@ -143,6 +143,16 @@ pub async fn stop_with(
     if !opts.force
         && let Some(why) = waits::stop_refusal(name, &live)
     {
+        // Stopped all the same: no waker wakes it now (issue 33).
+        let asleep = super::local_state::rest_now(store, &rec, false)?
+            .asleep_since()
+            .is_some();
+        store.update_deploy_state(name, |state| state.stopped_at = Some(began))?;
+        let why = if asleep {
+            waits::stop_of_sleeping(name, &live).unwrap_or(why)
+        } else {
+            why
+        };
         return Err(AppError::NotRunning(why));
     }
     let run = store.deploy_state(name)?.generation;
@@ -160,6 +170,8 @@ pub async fn stop_with(
     relay::send_shutdown(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref()).await?;
     // The second the `!shutdown` is dated in (it was signed before this read).
     let shutdown_second = relay::unix_now();
+    // The owner's stop: final, whatever the agent says next (issue 33, I5).
+    store.update_deploy_state(name, |state| state.stopped_at = Some(shutdown_second))?;
     on_line(&format!(
         "sent !shutdown to {name}; waiting up to {}s for its presence offline",
         opts.wait.as_secs()

@@ -6,7 +6,7 @@
 //! ([`crate::presets::missing_binary`]) before the harness is spawned; a
 //! deploy never does (the image resolves the name).
 
-use super::agent::{StartOptions, agent_lock, workdir};
+use super::agent::{StartOptions, agent_lock, waker_running, workdir};
 use super::error::AppError;
 use crate::discovery::{self, Discovery};
 use crate::gate::{self, Deployed, GateError};
@@ -18,6 +18,7 @@ use crate::relay;
 use crate::resolve::{self, Target};
 use crate::restart::{self, After};
 use crate::store::Store;
+use crate::wake;
 use std::collections::BTreeMap;
 use std::process::Child;
 
@@ -79,7 +80,18 @@ pub fn start_provider(
             loop {
                 let schema = negotiated.info().get("config_schema");
                 // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
-                let cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
+                let mut cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
+                // The record's inactivity bound, or the short one while a
+                // waker runs, where the provider's schema has the field (issue 33).
+                let offered = schema
+                    .and_then(|s| s.get("properties"))
+                    .and_then(|p| p.get(INACTIVITY_FIELD))
+                    .is_some();
+                if offered
+                    && let Some(n) = wake::inactivity(rec.inactivity_seconds, waker_running(store).is_some())
+                {
+                    cfg.insert(INACTIVITY_FIELD.into(), serde_json::json!(n));
+                }
                 let request_id = hex::encode(rand::random::<[u8; 16]>());
                 let req = payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)?;
                 let d = negotiated.deploy(&req, &opts.gate, on_status)?;
@@ -201,10 +213,20 @@ pub(crate) fn local_launch_env(
     let settings = store.settings()?;
     let ident = store.identity(&rec.name)?;
     let resolved = resolve::resolve_launch(rec, &settings, &ident, Target::Local)?;
-    let env = resolve::local_env(rec, &resolved, &ident, nonce);
+    let mut env = resolve::local_env(rec, &resolved, &ident, nonce);
     refuse_missing_agent(&rec.name, &resolved.launch.command, &env)?;
+    // The inactivity bound (issue 33): the record's, or the short one while
+    // a waker runs; 0 and none leave the reaper off.
+    if let Some(n) = wake::inactivity(rec.inactivity_seconds, waker_running(store).is_some())
+        && n > 0
+    {
+        env.insert(buzz_contract::env::EXIT_AFTER_INACTIVITY.into(), n.to_string());
+    }
     Ok(env)
 }
+
+/// The `provider_config` field the inactivity bound fills.
+const INACTIVITY_FIELD: &str = "inactivity_seconds";
 
 /// What a local `start` did.
 #[derive(Debug)]
@@ -220,6 +242,16 @@ pub enum LocalStart {
 /// The check and the spawn hold the agent's lock, so two starts at once
 /// (two CLI processes, the page and the CLI) spawn one harness.
 pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Result<LocalStart, AppError> {
+    start_local_with(store, name, harness, None)
+}
+
+/// [`start_local`], handing a woken harness its mentions (issue 33).
+pub fn start_local_with(
+    store: &Store,
+    name: &str,
+    harness: &std::path::Path,
+    wake: Option<&wake::HandOver>,
+) -> Result<LocalStart, AppError> {
     let rec = store.agent(name)?;
     if !matches!(rec.backend, Backend::Local) {
         return Err(AppError::NotLocal(name.to_string()));
@@ -229,7 +261,10 @@ pub fn start_local(store: &Store, name: &str, harness: &std::path::Path) -> Resu
         return Ok(LocalStart::AlreadyRunning(r));
     }
     let nonce = crate::local::new_nonce();
-    let env = local_launch_env(store, &rec, &nonce)?;
+    let mut env = local_launch_env(store, &rec, &nonce)?;
+    if let Some(w) = wake {
+        env.extend(w.env().map(|(k, v)| (k.to_string(), v)));
+    }
     let child = crate::local::spawn(
         harness,
         &env,

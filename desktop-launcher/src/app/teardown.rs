@@ -55,6 +55,7 @@ use crate::lock;
 use crate::payload::{self, PayloadError};
 use crate::record::{Backend, DeployState};
 use crate::redact::Redactor;
+use crate::relay;
 use crate::store::Store;
 use std::time::Duration;
 
@@ -266,6 +267,7 @@ fn undeploy_locked(
                 state.stopped_generation = None;
                 state.record_digest = None;
                 state.started_at = None;
+                state.stopped_at = Some(relay::unix_now());
                 state.last_error = None;
                 state.provider_binary = Some(format!("{} (sha256 {})", u.path.display(), u.sha256));
             })?;

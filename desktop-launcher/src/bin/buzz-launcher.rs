@@ -109,6 +109,9 @@ enum Cmd {
         #[arg(long)]
         open: bool,
     },
+    /// Wake sleeping agents on a mention, without the page (for a desktop's
+    /// background or a systemd user unit); `ui` does the same while it runs.
+    Serve,
     /// Remove a provider agent's remote objects (pods, Secrets) and keep its record.
     Undeploy {
         /// The agent's name (see `agent list`).
@@ -279,6 +282,8 @@ fn run(cli: Cli) -> Result<()> {
             // Nothing is kept when a field is refused.
             let rec = agent::create(&store, &name, &fields)?;
             out!("created {} {}", rec.name, rec.pubkey);
+            // Said on stderr: stdout's line is what scripts read.
+            eprintln!("{}", app::inactivity_text(&store, &rec));
         }
         Cmd::Agent(AgentCmd::List) => {
             for rec in store.agents()? {
@@ -362,6 +367,7 @@ fn run(cli: Cli) -> Result<()> {
         // The page starts the embedded relay on demand (Start, Stop, chat),
         // never at launch: a refused listen address has no side effect.
         Cmd::Ui { listen, open } => serve::ui(store, listen, open)?,
+        Cmd::Serve => serve::serve(store)?,
         Cmd::Relay(args) => relay_cli::relay_cmd(&store, *args)?,
         Cmd::Demo(args) => {
             let code = desktop_launcher::demo::run(&args)?;

@@ -63,6 +63,12 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
     };
     let op = op_of(s, &rec.name);
     let running = super::ops::live_local(s, rec, &st).is_some();
+    let live = running
+        || snap
+            .as_ref()
+            .is_some_and(|p| matches!(p.state, Derived::Online | Derived::Away));
+    let rest = app::rest_now(&s.store, rec, live).ok();
+    let waker = app::waker_running(&s.store).is_some();
     let secret_names: Vec<String> = s.store.secret_env(&rec.name)?.into_keys().collect();
     // A preset only when the command is exactly its name (a host path is a custom command).
     let preset = rec
@@ -80,6 +86,8 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "running": running,
         "agent_id": st.agent_id,
         "presence": snap.as_ref().map_or(Derived::Unknown, |p| p.state).as_str(),
+        "rest": rest.map(|r| r.word()),
+        "rest_note": rest.and_then(|r| app::waker::rest_text(r, &rec.backend, waker)),
         "presence_rev": snap.as_ref().map_or(0, |p| p.rev),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,

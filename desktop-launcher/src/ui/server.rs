@@ -10,7 +10,7 @@
 
 use super::dots::Presence;
 use super::guard::{self, Guard, Seen};
-use super::shared::{S, Secrets, Shared, plain};
+use super::shared::{S, Secrets, Shared, agents_changed, plain, progress};
 use crate::app::Store;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -82,11 +82,46 @@ pub async fn serve(store: Store, listen: SocketAddr, on_ready: impl FnOnce(&str)
         .await
         .map_err(|e| UiError::Serve(std::io::Error::other(e.to_string())))?;
     super::live::spawn(shared.clone(), notes);
+    spawn_waker(shared.clone());
     on_ready(&shared.guard.start_url());
     axum::serve(listener, router(shared))
         .await
         .map_err(UiError::Serve)
 }
+
+/// The page's waker (issue 33): on its own thread and runtime, so a wake's
+/// blocking start never holds up a request. It takes the waker role when
+/// no other process of this state dir holds it, trying again every
+/// [`WAKER_RETRY`]; its lines reach the page as the agent's progress.
+fn spawn_waker(shared: S) {
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            return;
+        };
+        loop {
+            if let Ok(Some(_claimed)) = crate::app::waker::claim(&shared.store) {
+                agents_changed(&shared);
+                let s = shared.clone();
+                let mut on_line = move |l: crate::app::waker::WakeLine| {
+                    progress(&s, &l.agent, &l.text);
+                    agents_changed(&s);
+                };
+                let harness = crate::app::harness_program();
+                if let Err(e) = rt.block_on(crate::app::waker::run(
+                    shared.store.clone(),
+                    harness,
+                    &mut on_line,
+                )) {
+                    tracing::warn!(error = %e, "the waker stopped; trying again");
+                }
+            }
+            std::thread::sleep(WAKER_RETRY);
+        }
+    });
+}
+
+/// How often the page tries to take the waker role another process holds.
+const WAKER_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn router(shared: S) -> Router {
     use super::{live, ops, routes, teardown};

@@ -100,6 +100,11 @@ pub(crate) struct Fields {
     /// Hard cap on one turn, in seconds (harness default 7200); 0 clears.
     #[arg(long, value_name = "SECONDS")]
     max_turn_duration: Option<u64>,
+    /// Stop after this many idle seconds, to sleep until a mention wakes it
+    /// (0: never; `default`: 900 while a waker runs, else none locally and
+    /// the provider's own).
+    #[arg(long, value_name = "SECONDS|default", value_parser = parse_inactivity)]
+    inactivity: Option<Inactivity>,
     /// Agent sessions run in parallel, 1 to 32 (harness default 1); 0 clears.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_AGENTS))]
     parallelism: Option<u64>,
@@ -318,6 +323,9 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
             *field = if n == 0 { None } else { Some(n) };
         }
     }
+    if let Some(Inactivity(n)) = f.inactivity {
+        rec.inactivity_seconds = n;
+    }
     if let Some(r) = &f.respond_to {
         rec.respond_to = RespondTo::parse(r).map_err(gate_error)?.as_str().to_string();
     }
@@ -347,4 +355,18 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
         rec.relay_observer = o;
     }
     Ok(())
+}
+
+/// `--inactivity`: seconds, or `default` (the record sets none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inactivity(Option<u64>);
+
+fn parse_inactivity(s: &str) -> Result<Inactivity, String> {
+    match s.trim() {
+        "default" => Ok(Inactivity(None)),
+        n => n
+            .parse()
+            .map(|n| Inactivity(Some(n)))
+            .map_err(|_| "a whole number of seconds (0: never stop when idle), or `default`".to_string()),
+    }
 }

@@ -1,4 +1,7 @@
-//! `ui` of `buzz-launcher`: serve the Start page (issue 7; issue 24 item 5
+//! `ui` and `serve` of `buzz-launcher`. `serve` runs the waker alone
+//! (issue 33): one line per wake, refusal or failure on stdout.
+//!
+//! `ui`: serve the Start page (issue 7; issue 24 item 5
 //! "`ui` accepts `localhost:PORT` and prints each error once": the address
 //! is parsed by [`super::listen`], a failure is printed as one sentence by
 //! [`ui_error`]).
@@ -6,6 +9,26 @@
 use super::{emit, out};
 use anyhow::Result;
 use desktop_launcher::app::Store;
+
+/// `serve`: the waker until interrupted; refused while another process of
+/// this state dir is the waker.
+pub(crate) fn serve(store: Store) -> Result<()> {
+    let Some(_claimed) = desktop_launcher::app::waker::claim(&store)? else {
+        anyhow::bail!(
+            "{}; one waker per state dir is enough",
+            desktop_launcher::app::waker_text(&store)
+        );
+    };
+    out!(
+        "waker running (pid {}): sleeping agents of this state dir wake on a mention their gate accepts",
+        std::process::id()
+    );
+    let harness = desktop_launcher::app::harness_program();
+    super::runtime()?.block_on(desktop_launcher::app::waker::run(store, harness, &mut |l| {
+        out!("{}: {}", l.agent, l.text)
+    }))?;
+    Ok(())
+}
 
 /// `ui`: serve the Start page until interrupted. The URL (with its token in
 /// the fragment) goes to stdout only.

@@ -98,6 +98,7 @@ fn print_table(
     listened: Duration,
 ) -> Result<Vec<Row>> {
     let now = app::unix_now();
+    let waker = app::waker_running(store).is_some();
     for a in agents {
         let st = store.deploy_state(&a.name)?;
         let last = tracker.last(&a.pubkey);
@@ -117,6 +118,13 @@ fn print_table(
         .map_or(String::new(), |_| {
             "  (edit applies after the agent's next restart)".to_string()
         });
+        let live = matches!(tracker.state(&a.pubkey), Derived::Online | Derived::Away)
+            || app::live_local(a, &st, None).is_some();
+        let rest = app::rest_now(store, a, live)?;
+        let note = match app::waker::rest_text(rest, &a.backend, waker) {
+            Some(r) => format!("{note}  ({r})"),
+            None => note,
+        };
         out!(
             "{}\t{}\t{}\t{}\t{}{}",
             a.name,
@@ -127,5 +135,6 @@ fn print_table(
             note
         );
     }
+    out!("{}", app::waker_text(store));
     rows_for(store, agents, tracker)
 }

@@ -114,6 +114,9 @@ function renderAgent(card, a) {
   card.dataset.running = a.running ? 'yes' : 'no';
   // Undeploy is a provider operation (it also clears a Start that never confirmed).
   q('.undeploy').hidden = !a.backend.startsWith('provider:');
+  // Sleeping or stopped, and whether anything wakes it (issue 33).
+  q('.rest-row').hidden = !a.rest_note;
+  q('.rest').textContent = a.rest_note || '';
   q('.note').hidden = !a.restart_note;
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';

@@ -1,0 +1,407 @@
+//! The waker (issue 33 item 2): while `buzz-launcher ui` or `serve` runs,
+//! it watches each agent's relay for mentions of its sleeping agents and
+//! wakes one with a Start through the same path as the CLI's, handing the
+//! harness the mentions that woke it. The decisions are [`crate::wake`]'s;
+//! this is the shell: records and relays in, Starts and lines out.
+//!
+//! - One waker per state dir ([`claim`]: the `waker` lock, its pid in
+//!   `waker.pid`), so two launchers never wake one agent twice; the agent's
+//!   start lock and the running check then hold spec I4 as for any Start.
+//! - Each scan (every [`SCAN`]) reads the records and opens one
+//!   subscription per relay: mentions of its started agents since the
+//!   window, and their presence. A final presence's `stop` tag is recorded
+//!   (`DeployState::ended`): the only record of how a provider agent's run
+//!   ended.
+//! - A wake refused by the budget, or one that failed, is said once per
+//!   refusal; a failed wake is tried again after the budget's backoff,
+//!   never in a tight loop.
+//!
+//! Decision: only local agents are woken today; a provider agent's Start
+//! cannot yet hand its pod the waking mentions, so its sleep is shown
+//! and a mention to it is reported as not woken.
+
+use super::agent::{waker_lock, waker_pid_path};
+use super::error::AppError;
+use super::local_state::seen_end;
+use super::start::{LocalStart, start_local_with};
+use crate::child_watch::{self, ChildWatch};
+use crate::lock;
+use crate::record::{AgentRecord, Backend, DeployState, EndedSeen};
+use crate::relay::{self, WakeFeed};
+use crate::store::Store;
+use crate::wake::{self, Budget, Gate, HandOver, Known, Mention, Rest};
+use buzz_contract::gate::RespondTo;
+use buzz_contract::presence::{AWAY, KIND_PRESENCE, OFFLINE, ONLINE, TAG_RUN};
+use buzz_contract::wake::{StopReason, TAG_STOP, WINDOW};
+use nostr_sdk::prelude::{Client, Event, Kind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How often the records are read and the sleeping agents decided.
+pub const SCAN: Duration = Duration::from_secs(1);
+/// Mentions kept per agent between scans.
+const KEPT_MENTIONS: usize = 256;
+
+/// The held waker role of this process.
+pub struct Claimed {
+    _held: lock::Held,
+}
+
+/// Takes the waker role for this state dir: `None` while another process
+/// holds it.
+pub fn claim(store: &Store) -> Result<Option<Claimed>, AppError> {
+    // With patience: `waker_running` probes the lock by taking it for a moment.
+    let Some(held) = lock::try_lock_for(&waker_lock(store), Duration::from_millis(500))? else {
+        return Ok(None);
+    };
+    crate::store::write_private(
+        &waker_pid_path(store),
+        std::process::id().to_string().as_bytes(),
+        0o600,
+    )?;
+    Ok(Some(Claimed { _held: held }))
+}
+
+/// One line the waker says about an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeLine {
+    pub agent: String,
+    pub text: String,
+}
+
+/// What the waker knows of one agent between scans.
+#[derive(Default)]
+struct Agent {
+    mentions: Vec<Mention>,
+    budget: Budget,
+    /// The last thing said about it, so a refusal is said once.
+    said: Option<String>,
+    /// The agent's last presence: content, `created_at`, its `run` tag.
+    presence: Option<(String, u64, Option<String>)>,
+    /// The watch reaping a harness this waker spawned.
+    watch: Option<ChildWatch>,
+}
+
+/// One relay's subscription and the agents it covers.
+struct Watch {
+    client: Client,
+    feed: WakeFeed,
+    agents: BTreeSet<String>,
+}
+
+/// Runs the waker until the process ends (it never returns `Ok`).
+/// `harness` is the local harness binary; `on_line` hears each wake,
+/// refusal and failure.
+pub async fn run(
+    store: Store,
+    harness: PathBuf,
+    on_line: &mut (dyn FnMut(WakeLine) + Send),
+) -> Result<(), AppError> {
+    let mut agents: HashMap<String, Agent> = HashMap::new();
+    let mut watches: BTreeMap<String, Watch> = BTreeMap::new();
+    let mut say = |agents: &mut HashMap<String, Agent>, name: &str, text: String| {
+        let a = agents.entry(name.to_string()).or_default();
+        if a.said.as_deref() != Some(text.as_str()) {
+            a.said = Some(text.clone());
+            on_line(WakeLine {
+                agent: name.to_string(),
+                text,
+            });
+        }
+    };
+    loop {
+        let records = store.agents()?;
+        let started: Vec<&AgentRecord> = records
+            .iter()
+            .filter(|r| store.deploy_state(&r.name).is_ok_and(|s| s.started_at.is_some()))
+            .collect();
+        resubscribe(&store, &started, &mut watches).await;
+        drain(&store, &records, &mut watches, &mut agents).await;
+        let owner = store.owner()?.public_key().to_hex();
+        let now = relay::unix_now();
+        for rec in &started {
+            let st = store.deploy_state(&rec.name)?;
+            let a = agents.entry(rec.name.clone()).or_default();
+            let rest = wake::rest(&known(&store, rec, &st, a, now));
+            let Some(since) = rest.asleep_since() else {
+                a.mentions.clear();
+                continue;
+            };
+            let gate = gate_of(rec, &owner);
+            let waking: Vec<Mention> = a
+                .mentions
+                .iter()
+                .filter(|m| wake::wakes_for(&gate, since, now, m).is_ok())
+                .cloned()
+                .collect();
+            if waking.is_empty() {
+                continue;
+            }
+            if wake::owner_stopped(&gate, since, &a.mentions) {
+                say(
+                    &mut agents,
+                    &rec.name,
+                    format!(
+                        "{} was stopped by its owner's !shutdown; a mention does not wake it",
+                        rec.name
+                    ),
+                );
+                continue;
+            }
+            if !matches!(rec.backend, Backend::Local) {
+                say(
+                    &mut agents,
+                    &rec.name,
+                    format!(
+                        "a mention came for {}, asleep on its provider; waking a provider agent is not supported yet: press Start",
+                        rec.name
+                    ),
+                );
+                continue;
+            }
+            if let Err(refused) = a.budget.check(now) {
+                let text = match refused {
+                    wake::Refused::TooSoon { until } => format!(
+                        "a wake of {} is refused: the last one was moments ago; the next may come in {} s",
+                        rec.name,
+                        until - now
+                    ),
+                    wake::Refused::HourFull { until } => format!(
+                        "a wake of {} is refused: {} wakes in the last hour; the next may come in {} s",
+                        rec.name,
+                        wake::PER_HOUR,
+                        until - now
+                    ),
+                };
+                say(&mut agents, &rec.name, text);
+                continue;
+            }
+            let hand = HandOver {
+                events: wake::to_hand_over(waking),
+                look: now,
+            };
+            let n = hand.events.len();
+            let result = wake_local(&store, &rec.name, &harness, &hand);
+            let a = agents.entry(rec.name.clone()).or_default();
+            a.budget.record(now, result.is_ok());
+            match result {
+                Ok(watch) => {
+                    a.watch = watch;
+                    a.mentions.clear();
+                    say(
+                        &mut agents,
+                        &rec.name,
+                        format!(
+                            "woke {} for {n} mention{}",
+                            rec.name,
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    );
+                }
+                Err(e) => say(
+                    &mut agents,
+                    &rec.name,
+                    format!("waking {} failed: {e}; trying again after a backoff", rec.name),
+                ),
+            }
+        }
+    }
+}
+
+/// Spawns the woken local harness; its watch reaps it.
+fn wake_local(
+    store: &Store,
+    name: &str,
+    harness: &std::path::Path,
+    hand: &HandOver,
+) -> Result<Option<ChildWatch>, AppError> {
+    match start_local_with(store, name, harness, Some(hand))? {
+        LocalStart::Spawned { child, nonce } => Ok(Some(ChildWatch::spawn(child, store, name, &nonce))),
+        LocalStart::AlreadyRunning(_) => Ok(None),
+    }
+}
+
+/// What the waker knows of `rec` at `now` ([`Known`]).
+fn known(store: &Store, rec: &AgentRecord, st: &DeployState, a: &Agent, now: u64) -> Known {
+    let ttl = super::agent::presence_ttl().as_secs();
+    let presence_live = a.presence.as_ref().is_some_and(|(c, at, run)| {
+        (c == ONLINE || c == AWAY) && at + ttl > now && (run.is_none() || *run == st.generation)
+    });
+    let (live, ended) = match rec.backend {
+        Backend::Local => {
+            let live = crate::local::running_from(&rec.name, st).is_some();
+            (
+                live,
+                (!live)
+                    .then(|| child_watch::local_end(store, &rec.name, st))
+                    .flatten(),
+            )
+        }
+        Backend::Provider { .. } => (presence_live, seen_end(st)),
+    };
+    Known {
+        live,
+        started_at: st.started_at,
+        stopped_at: st.stopped_at,
+        ended,
+        deployed: st.agent_id.is_some(),
+    }
+}
+
+/// What `status` and the page add to an agent at rest: sleeping or
+/// stopped, and whether anything will wake it.
+pub fn rest_text(rest: Rest, backend: &Backend, waker: bool) -> Option<String> {
+    match rest {
+        Rest::Sleeping { .. } | Rest::SleepingUnseen { .. } => Some(match (waker, backend) {
+            (true, Backend::Local) => "sleeping: a mention wakes it".to_string(),
+            (true, Backend::Provider { .. }) => {
+                "sleeping: waking a provider agent is not supported yet; press Start".to_string()
+            }
+            (false, _) => {
+                "sleeping: no waker runs, so nothing wakes it (run `buzz-launcher serve` or `ui`)".to_string()
+            }
+        }),
+        Rest::StoppedByOwner | Rest::Stopped(_) => Some("stopped: nothing wakes it; press Start".to_string()),
+        Rest::Running | Rest::NotStarted | Rest::Failed | Rest::Unknown => None,
+    }
+}
+
+/// The record's respond-to gate as its harness applies it; a record the
+/// resolver would refuse wakes for its owner only.
+fn gate_of(rec: &AgentRecord, owner: &str) -> Gate {
+    let respond_to = RespondTo::parse(rec.respond_to.trim()).unwrap_or(RespondTo::OwnerOnly);
+    Gate {
+        agent: rec.pubkey.clone(),
+        owner: owner.to_string(),
+        respond_to,
+        allowlist: buzz_contract::gate::validate_allowlist(respond_to, &rec.respond_to_allowlist)
+            .unwrap_or_default(),
+    }
+}
+
+/// One subscription per relay over its started agents, opened anew when
+/// that set changed; a relay that cannot be reached is tried next scan.
+async fn resubscribe(store: &Store, started: &[&AgentRecord], watches: &mut BTreeMap<String, Watch>) {
+    let mut by_relay: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in started {
+        by_relay
+            .entry(r.relay_url.clone())
+            .or_default()
+            .insert(r.pubkey.clone());
+    }
+    let gone: Vec<String> = watches
+        .keys()
+        .filter(|u| !by_relay.contains_key(*u))
+        .cloned()
+        .collect();
+    for url in gone {
+        if let Some(w) = watches.remove(&url) {
+            w.client.shutdown().await;
+        }
+    }
+    let Ok(owner) = store.owner() else { return };
+    for (url, agents) in by_relay {
+        if watches.get(&url).is_some_and(|w| w.agents == agents) {
+            continue;
+        }
+        if let Some(w) = watches.remove(&url) {
+            w.client.shutdown().await;
+        }
+        let Ok(client) = relay::connect(&url, owner.clone(), Duration::from_secs(10)).await else {
+            continue;
+        };
+        let list: Vec<String> = agents.iter().cloned().collect();
+        let since = relay::unix_now().saturating_sub(WINDOW.as_secs());
+        match relay::subscribe_wake(&client, &url, &list, since).await {
+            Ok(feed) => {
+                watches.insert(url, Watch { client, feed, agents });
+            }
+            Err(_) => client.shutdown().await,
+        }
+    }
+}
+
+/// Takes what the relays sent during one [`SCAN`]: mentions to each agent
+/// they name, presence to its author (a final one's `stop` tag recorded).
+async fn drain(
+    store: &Store,
+    records: &[AgentRecord],
+    watches: &mut BTreeMap<String, Watch>,
+    agents: &mut HashMap<String, Agent>,
+) {
+    let by_key: HashMap<&str, &AgentRecord> = records.iter().map(|r| (r.pubkey.as_str(), r)).collect();
+    let deadline = tokio::time::Instant::now() + SCAN;
+    if watches.is_empty() {
+        tokio::time::sleep(SCAN).await;
+        return;
+    }
+    while tokio::time::Instant::now() < deadline {
+        let step = (deadline - tokio::time::Instant::now()) / watches.len().max(1) as u32;
+        for w in watches.values_mut() {
+            while let Some(e) = w.feed.next(step.min(Duration::from_millis(100))).await {
+                take(store, &by_key, agents, &e);
+            }
+        }
+    }
+}
+
+fn tag<'a>(e: &'a Event, name: &str) -> Option<&'a str> {
+    e.tags
+        .iter()
+        .find(|t| t.as_slice().first().map(String::as_str) == Some(name))
+        .and_then(|t| t.as_slice().get(1))
+        .map(String::as_str)
+}
+
+fn take(store: &Store, by_key: &HashMap<&str, &AgentRecord>, agents: &mut HashMap<String, Agent>, e: &Event) {
+    if e.kind == Kind::from(KIND_PRESENCE) {
+        let Some(rec) = by_key.get(e.pubkey.to_hex().as_str()) else {
+            return;
+        };
+        let run = tag(e, TAG_RUN).map(str::to_string);
+        let at = e.created_at.as_secs();
+        if e.content == OFFLINE
+            && let (Some(run), Some(reason)) = (run.clone(), tag(e, TAG_STOP).and_then(StopReason::parse))
+        {
+            let _ = store.update_deploy_state(&rec.name, |s| {
+                if s.generation.as_deref() == Some(run.as_str()) {
+                    s.ended = Some(EndedSeen {
+                        run: run.clone(),
+                        reason: reason.as_str().to_string(),
+                        at,
+                    });
+                }
+            });
+        }
+        let a = agents.entry(rec.name.clone()).or_default();
+        if a.presence.as_ref().is_none_or(|(_, t, _)| *t <= at) {
+            a.presence = Some((e.content.clone(), at, run));
+        }
+        return;
+    }
+    let addressed: Vec<String> = e
+        .tags
+        .iter()
+        .filter(|t| t.as_slice().first().map(String::as_str) == Some("p"))
+        .filter_map(|t| t.as_slice().get(1).cloned())
+        .collect();
+    let m = Mention {
+        id: e.id.to_hex(),
+        author: e.pubkey.to_hex(),
+        kind: e.kind.as_u16(),
+        content: e.content.clone(),
+        addressed: addressed.clone(),
+        created_at: e.created_at.as_secs(),
+    };
+    for key in &addressed {
+        if let Some(rec) = by_key.get(key.as_str()) {
+            let a = agents.entry(rec.name.clone()).or_default();
+            if !a.mentions.iter().any(|x| x.id == m.id) {
+                a.mentions.push(m.clone());
+                let skip = a.mentions.len().saturating_sub(KEPT_MENTIONS);
+                a.mentions.drain(..skip);
+            }
+        }
+    }
+}
