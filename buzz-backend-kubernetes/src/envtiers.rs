@@ -48,6 +48,8 @@ pub struct Authoritative {
     pub respond_to_allowlist: Vec<String>,
     pub inactivity_seconds: u64,
     pub generation: String,
+    /// A wake's hand-over (issue 33), written as the harness's wake env.
+    pub wake: Option<buzz_contract::wire::WakePayload>,
 }
 
 impl std::fmt::Debug for Authoritative {
@@ -141,6 +143,11 @@ pub fn authoritative_tier(a: &Authoritative) -> BTreeMap<String, String> {
         a.inactivity_seconds.to_string(),
     );
     env.insert(names::START_NONCE.into(), a.generation.clone());
+    if let Some(w) = &a.wake {
+        use buzz_contract::wake;
+        env.insert(wake::EVENTS_ENV.into(), wake::format_events(&w.events));
+        env.insert(wake::SINCE_ENV.into(), w.since.to_string());
+    }
     env
 }
 
@@ -174,7 +181,28 @@ mod tests {
             respond_to_allowlist: vec![],
             inactivity_seconds: 7200,
             generation: "0f".repeat(16),
+            wake: None,
         }
+    }
+
+    #[test]
+    fn a_wake_hand_over_becomes_the_harness_s_wake_env_and_only_then() {
+        let a = with_launch(&[], &[]);
+        let env = assemble(&a, &auth()).unwrap();
+        assert!(!env.contains_key("BUZZ_ACP_WAKE_EVENTS") && !env.contains_key("BUZZ_ACP_WAKE_SINCE"));
+        let woken = Authoritative {
+            wake: Some(buzz_contract::wire::WakePayload {
+                events: vec!["ab".repeat(32), "cd".repeat(32)],
+                since: 1_700_000_000,
+            }),
+            ..auth()
+        };
+        let env = assemble(&a, &woken).unwrap();
+        assert_eq!(
+            env["BUZZ_ACP_WAKE_EVENTS"],
+            format!("{},{}", "ab".repeat(32), "cd".repeat(32))
+        );
+        assert_eq!(env["BUZZ_ACP_WAKE_SINCE"], "1700000000");
     }
 
     fn with_launch(policy: &[(&str, &str)], env: &[(&str, &str)]) -> AgentPayload {

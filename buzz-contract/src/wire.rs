@@ -79,6 +79,19 @@ pub struct AgentPayload {
     /// Legacy merged user env; used only when `launch` is absent.
     pub env_vars: BTreeMap<String, String>,
     pub launch: Option<Launch>,
+    /// A wake's hand-over (issue 33): sent only by a launcher's waker; the
+    /// provider writes it as `BUZZ_ACP_WAKE_EVENTS` / `BUZZ_ACP_WAKE_SINCE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<WakePayload>,
+}
+
+/// `agent.wake`: `{"events":["<id>",…],"since":<unix seconds>}`, the
+/// mentions that woke the agent and when the waker looked
+/// ([`crate::wake`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakePayload {
+    pub events: Vec<String>,
+    pub since: u64,
 }
 
 impl fmt::Debug for AgentPayload {
@@ -294,7 +307,22 @@ pub fn parse_agent(v: &Value) -> Result<AgentPayload, WireError> {
         respond_to_allowlist: get_str_list(o, p, "respond_to_allowlist")?,
         env_vars: get_str_map(o, p, "env_vars")?,
         launch,
+        wake: parse_wake(o)?,
     })
+}
+
+/// `agent.wake`, checked by the one rule of `wake::parse_events`.
+fn parse_wake(o: &Map<String, Value>) -> Result<Option<WakePayload>, WireError> {
+    let w = match o.get("wake") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(w)) => w,
+        Some(_) => return Err(ty("agent.wake", "an object or null")),
+    };
+    let events = get_str_list(w, "agent.wake", "events")?;
+    let events = crate::wake::parse_events(&events.join(","))
+        .map_err(|_| ty("agent.wake.events", "at most 64 event ids, 64 hex each"))?;
+    let since = get_u64(w, "agent.wake", "since")?.ok_or_else(|| ty("agent.wake.since", "unix seconds"))?;
+    Ok(Some(WakePayload { events, since }))
 }
 
 #[cfg(test)]
@@ -328,7 +356,31 @@ mod tests {
     fn serializer_and_strict_parser_agree() {
         let a = full();
         let v = serde_json::to_value(&a).unwrap();
+        assert!(v.get("wake").is_none(), "no wake, no field");
         assert_eq!(parse_agent(&v).unwrap(), a);
+        let woken = AgentPayload {
+            wake: Some(WakePayload {
+                events: vec!["ab".repeat(32)],
+                since: 1_700_000_000,
+            }),
+            ..full()
+        };
+        let v = serde_json::to_value(&woken).unwrap();
+        assert_eq!(parse_agent(&v).unwrap(), woken);
+    }
+
+    #[test]
+    fn a_malformed_wake_is_refused_by_its_field() {
+        let mut v = serde_json::to_value(full()).unwrap();
+        for bad in [
+            json!({"events": ["xyz"], "since": 1}),
+            json!({"events": []}),
+            json!("now"),
+        ] {
+            v["wake"] = bad.clone();
+            let e = parse_agent(&v).unwrap_err().to_string();
+            assert!(e.contains("agent.wake"), "{bad}: {e}");
+        }
     }
 
     #[test]

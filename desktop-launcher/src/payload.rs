@@ -210,6 +210,8 @@ pub fn build_deploy_request(
         respond_to_allowlist: resolved.respond_to_allowlist.clone(),
         env_vars: resolved.user_env.clone(),
         launch: Some(l.clone()),
+        // A waker's Start sets it on the request (`app::start_provider_with`).
+        wake: None,
     };
     Ok(DeployRequest {
         op: OP_DEPLOY.to_string(),

@@ -126,6 +126,7 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         respond_to_allowlist: allowlist,
         inactivity_seconds: config.inactivity_seconds,
         generation: "0".repeat(32),
+        wake: agent.wake.clone(),
     };
     let env = envtiers::assemble(&agent, &authoritative)?;
     let size = envtiers::secret_size(&env);

@@ -42,6 +42,8 @@ pub enum AppError {
     LiveLocal(Running),
     #[error("a start of agent `{0}` is in progress; wait for it to end")]
     Busy(String),
+    #[error("the wake of agent `{0}` did not finish: {1}")]
+    WakeTask(String, String),
     #[error(transparent)]
     Relay(#[from] RelayError),
     #[error(transparent)]

@@ -59,7 +59,7 @@ pub use relay_ops::{
     StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, start_local_watched, stop,
     stop_with, until_after_second, wait_online,
 };
-pub use start::{LocalStart, start_local, start_provider};
+pub use start::{LocalStart, start_local, start_local_with, start_provider, start_provider_with};
 pub use status_watch::{PresenceWatch, expected_live, local_status, running_local};
 
 // ---- the vocabulary ------------------------------------------------------------------------

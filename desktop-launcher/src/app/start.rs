@@ -31,6 +31,19 @@ pub fn start_provider(
     opts: &StartOptions,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, AppError> {
+    start_provider_with(store, name, opts, None, on_status)
+}
+
+/// [`start_provider`], handing a woken harness its mentions (issue 33):
+/// the deploy request's `agent.wake`, which the provider writes into the
+/// per-attempt Secret as the harness's wake env.
+pub fn start_provider_with(
+    store: &Store,
+    name: &str,
+    opts: &StartOptions,
+    wake: Option<&wake::HandOver>,
+    on_status: &mut dyn FnMut(&str),
+) -> Result<Deployed, AppError> {
     let rec = store.agent(name)?;
     let Backend::Provider {
         id,
@@ -81,19 +94,27 @@ pub fn start_provider(
                 let schema = negotiated.info().get("config_schema");
                 // Every field the schema requires, named at once with its `--config` fix (issue 24 item 5).
                 let mut cfg = payload::deploy_config(name, &config, schema).map_err(PayloadError::from)?;
-                // The record's inactivity bound, or the short one while a
-                // waker runs, where the provider's schema has the field (issue 33).
+                // The record's inactivity bound, else (the config naming
+                // none) the short one while a waker runs, where the
+                // provider's schema has the field (issue 33).
                 let offered = schema
                     .and_then(|s| s.get("properties"))
                     .and_then(|p| p.get(INACTIVITY_FIELD))
                     .is_some();
-                if offered
-                    && let Some(n) = wake::inactivity(rec.inactivity_seconds, waker_running(store).is_some())
-                {
+                let own = rec.inactivity_seconds.or_else(|| {
+                    (!cfg.contains_key(INACTIVITY_FIELD))
+                        .then(|| wake::inactivity(None, waker_running(store).is_some()))
+                        .flatten()
+                });
+                if offered && let Some(n) = own {
                     cfg.insert(INACTIVITY_FIELD.into(), serde_json::json!(n));
                 }
                 let request_id = hex::encode(rand::random::<[u8; 16]>());
-                let req = payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)?;
+                let mut req = payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)?;
+                req.agent.wake = wake.map(|w| buzz_contract::wire::WakePayload {
+                    events: w.events.clone(),
+                    since: w.look,
+                });
                 let d = negotiated.deploy(&req, &opts.gate, on_status)?;
                 match restart::after_deploy(
                     name,

@@ -8,22 +8,24 @@
 //!   `waker.pid`), so two launchers never wake one agent twice; the agent's
 //!   start lock and the running check then hold spec I4 as for any Start.
 //! - Each scan (every [`SCAN`]) reads the records and opens one
-//!   subscription per relay: mentions of its started agents since the
-//!   window, and their presence. A final presence's `stop` tag is recorded
+//!   subscription per relay: mentions of its agents since the window, and
+//!   their presence. A final presence's `stop` tag is recorded
 //!   (`DeployState::ended`): the only record of how a provider agent's run
 //!   ended.
 //! - A wake refused by the budget, or one that failed, is said once per
 //!   refusal; a failed wake is tried again after the budget's backoff,
 //!   never in a tight loop.
 //!
-//! Decision: only local agents are woken today; a provider agent's Start
-//! cannot yet hand its pod the waking mentions, so its sleep is shown
-//! and a mention to it is reported as not woken.
+//! A local agent is woken by spawning its harness (its watch reaps it); a
+//! provider agent by a deploy whose request carries the hand-over
+//! (`agent.wake`), which the provider writes into the pod's per-attempt
+//! Secret.
 
+use super::agent::StartOptions;
 use super::agent::{waker_lock, waker_pid_path};
 use super::error::AppError;
 use super::local_state::seen_end;
-use super::start::{LocalStart, start_local_with};
+use super::start::{LocalStart, start_local_with, start_provider_with};
 use crate::child_watch::{self, ChildWatch};
 use crate::lock;
 use crate::record::{AgentRecord, Backend, DeployState, EndedSeen};
@@ -40,6 +42,8 @@ use std::time::Duration;
 
 /// How often the records are read and the sleeping agents decided.
 pub const SCAN: Duration = Duration::from_secs(1);
+/// How long after a deploy a provider agent counts as coming up.
+const START_GRACE: Duration = Duration::from_secs(60);
 /// Mentions kept per agent between scans.
 const KEPT_MENTIONS: usize = 256;
 
@@ -91,11 +95,13 @@ struct Watch {
 }
 
 /// Runs the waker until the process ends (it never returns `Ok`).
-/// `harness` is the local harness binary; `on_line` hears each wake,
+/// `harness` is the local harness binary, `opts` how a provider Start
+/// runs; `on_line` hears each wake,
 /// refusal and failure.
 pub async fn run(
     store: Store,
     harness: PathBuf,
+    opts: StartOptions,
     on_line: &mut (dyn FnMut(WakeLine) + Send),
 ) -> Result<(), AppError> {
     let mut agents: HashMap<String, Agent> = HashMap::new();
@@ -116,7 +122,10 @@ pub async fn run(
             .iter()
             .filter(|r| store.deploy_state(&r.name).is_ok_and(|s| s.started_at.is_some()))
             .collect();
-        resubscribe(&store, &started, &mut watches).await;
+        // Every agent is watched, started or not: a run that ends before
+        // its Start is recorded is still seen ending.
+        let all: Vec<&AgentRecord> = records.iter().collect();
+        resubscribe(&store, &all, &mut watches).await;
         drain(&store, &records, &mut watches, &mut agents).await;
         let owner = store.owner()?.public_key().to_hex();
         let now = relay::unix_now();
@@ -149,17 +158,6 @@ pub async fn run(
                 );
                 continue;
             }
-            if !matches!(rec.backend, Backend::Local) {
-                say(
-                    &mut agents,
-                    &rec.name,
-                    format!(
-                        "a mention came for {}, asleep on its provider; waking a provider agent is not supported yet: press Start",
-                        rec.name
-                    ),
-                );
-                continue;
-            }
             if let Err(refused) = a.budget.check(now) {
                 let text = match refused {
                     wake::Refused::TooSoon { until } => format!(
@@ -182,7 +180,12 @@ pub async fn run(
                 look: now,
             };
             let n = hand.events.len();
-            let result = wake_local(&store, &rec.name, &harness, &hand);
+            let result = match rec.backend {
+                Backend::Local => wake_local(&store, &rec.name, &harness, &hand),
+                Backend::Provider { .. } => {
+                    wake_provider(&store, &rec.name, &opts, hand).await.map(|()| None)
+                }
+            };
             let a = agents.entry(rec.name.clone()).or_default();
             a.budget.record(now, result.is_ok());
             match result {
@@ -222,6 +225,21 @@ fn wake_local(
     }
 }
 
+/// Deploys the woken provider agent (a deploy blocks: off the scan's thread).
+async fn wake_provider(
+    store: &Store,
+    name: &str,
+    opts: &StartOptions,
+    hand: HandOver,
+) -> Result<(), AppError> {
+    let (store, who, opts) = (store.clone(), name.to_string(), opts.clone());
+    tokio::task::spawn_blocking(move || {
+        start_provider_with(&store, &who, &opts, Some(&hand), &mut |_| {}).map(|_| ())
+    })
+    .await
+    .map_err(|e| AppError::WakeTask(name.to_string(), e.to_string()))?
+}
+
 /// What the waker knows of `rec` at `now` ([`Known`]).
 fn known(store: &Store, rec: &AgentRecord, st: &DeployState, a: &Agent, now: u64) -> Known {
     let ttl = super::agent::presence_ttl().as_secs();
@@ -238,7 +256,14 @@ fn known(store: &Store, rec: &AgentRecord, st: &DeployState, a: &Agent, now: u64
                     .flatten(),
             )
         }
-        Backend::Provider { .. } => (presence_live, seen_end(st)),
+        // A deploy that just answered has a pod coming up: its `online`
+        // is seconds away, so it is not asleep meanwhile, unless its run
+        // was already seen ending.
+        Backend::Provider { .. } => {
+            let ended = seen_end(st);
+            let coming_up = ended.is_none() && st.started_at.is_some_and(|t| t + START_GRACE.as_secs() > now);
+            (presence_live || coming_up, ended)
+        }
     };
     Known {
         live,
@@ -251,16 +276,12 @@ fn known(store: &Store, rec: &AgentRecord, st: &DeployState, a: &Agent, now: u64
 
 /// What `status` and the page add to an agent at rest: sleeping or
 /// stopped, and whether anything will wake it.
-pub fn rest_text(rest: Rest, backend: &Backend, waker: bool) -> Option<String> {
+pub fn rest_text(rest: Rest, waker: bool) -> Option<String> {
     match rest {
-        Rest::Sleeping { .. } | Rest::SleepingUnseen { .. } => Some(match (waker, backend) {
-            (true, Backend::Local) => "sleeping: a mention wakes it".to_string(),
-            (true, Backend::Provider { .. }) => {
-                "sleeping: waking a provider agent is not supported yet; press Start".to_string()
-            }
-            (false, _) => {
-                "sleeping: no waker runs, so nothing wakes it (run `buzz-launcher serve` or `ui`)".to_string()
-            }
+        Rest::Sleeping { .. } | Rest::SleepingUnseen { .. } => Some(if waker {
+            "sleeping: a mention wakes it".to_string()
+        } else {
+            "sleeping: no waker runs, so nothing wakes it (run `buzz-launcher serve` or `ui`)".to_string()
         }),
         Rest::StoppedByOwner | Rest::Stopped(_) => Some("stopped: nothing wakes it; press Start".to_string()),
         Rest::Running | Rest::NotStarted | Rest::Failed | Rest::Unknown => None,
@@ -280,7 +301,7 @@ fn gate_of(rec: &AgentRecord, owner: &str) -> Gate {
     }
 }
 
-/// One subscription per relay over its started agents, opened anew when
+/// One subscription per relay over its agents, opened anew when
 /// that set changed; a relay that cannot be reached is tried next scan.
 async fn resubscribe(store: &Store, started: &[&AgentRecord], watches: &mut BTreeMap<String, Watch>) {
     let mut by_relay: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -364,8 +385,11 @@ fn take(store: &Store, by_key: &HashMap<&str, &AgentRecord>, agents: &mut HashMa
         if e.content == OFFLINE
             && let (Some(run), Some(reason)) = (run.clone(), tag(e, TAG_STOP).and_then(StopReason::parse))
         {
+            // Kept whatever the recorded generation: a deploy may answer
+            // after its run already ended; it counts once the run is the
+            // recorded one (`seen_end`).
             let _ = store.update_deploy_state(&rec.name, |s| {
-                if s.generation.as_deref() == Some(run.as_str()) {
+                if s.ended.as_ref().is_none_or(|e| e.at <= at) {
                     s.ended = Some(EndedSeen {
                         run: run.clone(),
                         reason: reason.as_str().to_string(),

@@ -87,7 +87,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "agent_id": st.agent_id,
         "presence": snap.as_ref().map_or(Derived::Unknown, |p| p.state).as_str(),
         "rest": rest.map(|r| r.word()),
-        "rest_note": rest.and_then(|r| app::waker::rest_text(r, &rec.backend, waker)),
+        "rest_note": rest.and_then(|r| app::waker::rest_text(r, waker)),
         "presence_rev": snap.as_ref().map_or(0, |p| p.rev),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,

@@ -107,11 +107,15 @@ fn spawn_waker(shared: S) {
                     agents_changed(&s);
                 };
                 let harness = crate::app::harness_program();
-                if let Err(e) = rt.block_on(crate::app::waker::run(
-                    shared.store.clone(),
-                    harness,
-                    &mut on_line,
-                )) {
+                let run = crate::app::StartOptions::from_env(&shared.store).map(|opts| {
+                    rt.block_on(crate::app::waker::run(
+                        shared.store.clone(),
+                        harness,
+                        opts,
+                        &mut on_line,
+                    ))
+                });
+                if let Err(e) = run.and_then(|r| r) {
                     tracing::warn!(error = %e, "the waker stopped; trying again");
                 }
             }

@@ -24,9 +24,13 @@ pub(crate) fn serve(store: Store) -> Result<()> {
         std::process::id()
     );
     let harness = desktop_launcher::app::harness_program();
-    super::runtime()?.block_on(desktop_launcher::app::waker::run(store, harness, &mut |l| {
-        out!("{}: {}", l.agent, l.text)
-    }))?;
+    let opts = desktop_launcher::app::StartOptions::from_env(&store)?;
+    super::runtime()?.block_on(desktop_launcher::app::waker::run(
+        store,
+        harness,
+        opts,
+        &mut |l| out!("{}: {}", l.agent, l.text),
+    ))?;
     Ok(())
 }
 

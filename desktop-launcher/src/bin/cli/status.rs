@@ -121,7 +121,7 @@ fn print_table(
         let live = matches!(tracker.state(&a.pubkey), Derived::Online | Derived::Away)
             || app::live_local(a, &st, None).is_some();
         let rest = app::rest_now(store, a, live)?;
-        let note = match app::waker::rest_text(rest, &a.backend, waker) {
+        let note = match app::waker::rest_text(rest, waker) {
             Some(r) => format!("{note}  ({r})"),
             None => note,
         };
