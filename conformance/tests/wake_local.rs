@@ -4,7 +4,8 @@
 //! a stranger's mention does not wake it, a burst of 50 owner mentions
 //! wakes it once and each is answered, oldest first; after it sleeps again
 //! the owner's `!shutdown` stops it for good. An agent its owner stopped is
-//! never woken. `status` says sleeping or stopped, and that a waker runs.
+//! never woken. `status` says sleeping or stopped, and that a waker runs;
+//! a second waker of the same state dir refuses, naming the first.
 
 use buzz_conformance::harness_support::{Observer, TestRelay, post};
 use buzz_conformance::ui_support::{kill_groups, launcher, processes_of, wait_until};
@@ -167,6 +168,27 @@ fn a_sleeping_agent_wakes_on_its_owner_s_mention_and_a_stopped_one_never() {
         wait_until(WAIT, || serve.said("waker running") == 1),
         "serve: {}",
         serve.text()
+    );
+    // One waker per state dir: a second `serve` says who wakes and leaves.
+    let mut second = Command::new(BIN)
+        .arg("serve")
+        .env("BUZZ_LAUNCHER_HOME", &w.home)
+        .envs(w.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("a second serve");
+    let ended = wait_until(Duration::from_secs(10), || {
+        second.try_wait().ok().flatten().is_some()
+    });
+    if !ended {
+        let _ = second.kill();
+    }
+    let out = second.wait_with_output().expect("its output");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        ended && !out.status.success() && said.contains(&format!("a waker runs (pid {})", serve.child.id())),
+        "a second waker: {said}"
     );
     w.cli(&["start", "sleepy"]);
     w.cli(&["start", "stopped"]);
