@@ -83,6 +83,9 @@ minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 ldflags="-X k8s.io/component-base/version.gitVersion=${k8s_version}"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor}"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+# No symbol table, no DWARF: test binaries nobody debugs, and the link of
+# each (single-threaded in part) is the cold build's tail.
+ldflags+=" -s -w"
 export CGO_ENABLED=0
 # One `go build` for etcd and the four Kubernetes binaries (what is missing of
 # them): the packages they share compile once, and the go command keeps both
@@ -108,10 +111,10 @@ if [[ ! -x "$out/containerd" || ! -x "$out/containerd-shim-runc-v2" || ! -x "$ou
   echo "testenv-build: building containerd $containerd_version, its runc shim and ctr (beside the rest)" >&2
   mkdir -p "$tmp/containerd"
   (
-    GOBIN="$tmp/containerd" go install -trimpath \
+    GOBIN="$tmp/containerd" go install -trimpath -ldflags "-s -w" \
       "github.com/containerd/containerd/v2/cmd/containerd@$containerd_version" \
       "github.com/containerd/containerd/v2/cmd/ctr@$containerd_version"
-    GOBIN="$tmp/containerd" go install -trimpath -tags no_grpc \
+    GOBIN="$tmp/containerd" go install -trimpath -ldflags "-s -w" -tags no_grpc \
       "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$containerd_version"
   ) &
   containerd_pid=$!
@@ -130,7 +133,7 @@ local_path_pid=""
 if [[ ! -x "$out/$local_path_bin" ]]; then
   echo "testenv-build: building local-path-provisioner $local_path_version (beside the rest)" >&2
   mkdir -p "$tmp/local-path"
-  GOBIN="$tmp/local-path" go install -trimpath \
+  GOBIN="$tmp/local-path" go install -trimpath -ldflags "-s -w" \
     "github.com/rancher/local-path-provisioner@$local_path_version" &
   local_path_pid=$!
 fi

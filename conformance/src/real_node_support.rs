@@ -16,6 +16,7 @@ use kube::Api;
 use kube::api::{ListParams, LogParams};
 use nostr_sdk::prelude::{Event, Kind, PublicKey};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long any one step may take.
@@ -271,6 +272,45 @@ impl Scenario {
                 self.node.log_tail("kubelet", 10)
             )
         })
+    }
+
+    /// The launcher's own waker with the scenario's Start options
+    /// ([`crate::launcher_support::spawn_waker`]).
+    pub fn spawn_waker(&self) -> Arc<Mutex<Vec<String>>> {
+        crate::launcher_support::spawn_waker(&self.store, &self.opts)
+    }
+
+    /// Waits until the waker says it woke the agent, and returns the pod
+    /// the wake deployed (the record's `agent_id` then).
+    pub fn woken_pod(&self, lines: &Arc<Mutex<Vec<String>>>) -> Pod {
+        let end = Instant::now() + WAIT;
+        while !lines.lock().unwrap().iter().any(|l| l.contains("woke")) {
+            assert!(Instant::now() < end, "never woken: {:?}", lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let st = self.store.deploy_state(NAME).expect("state");
+        self.rt
+            .block_on(self.pods.get(st.agent_id.as_deref().expect("deployed")))
+            .expect("the woken pod")
+    }
+
+    /// Waits for the agent's message with exactly `content`; on timeout,
+    /// panics with `why()`. The message and when the observer got it.
+    pub fn wait_message(&self, content: &str, why: impl Fn() -> String) -> (Event, Instant) {
+        let end = Instant::now() + WAIT;
+        loop {
+            let a = self.agent;
+            let got = self
+                .obs
+                .matching(|e| e.kind == Kind::from(9) && e.pubkey == a && e.content == content)
+                .into_iter()
+                .next();
+            if let Some(m) = got {
+                return (m.event, m.at);
+            }
+            assert!(Instant::now() < end, "no message {content:?}: {}", why());
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Polls the pod until `pred` holds.

@@ -16,22 +16,43 @@
 //! claim. A third mention is answered in the same conversation, resumed
 //! from the receipt and claude's own transcript on the volume: its model
 //! request carries the first mention's turn.
+//!
+//! codex (`buzz-sprig-codex`) takes the same way across a restart: it keeps
+//! its sessions in `$HOME/.codex`, on the claim, and a new pod resumes the
+//! conversation with `session/resume`; the file its shell wrote before the
+//! restart is still in the workspace after it. Then it sleeps by its
+//! inactivity bound, and its owner's mention wakes it (issue 33) into the
+//! same conversation, from a third pod on the claim. The mention is sent
+//! the moment the run says it stopped, while its pod still reads as
+//! running: the wake deploys again until the node reports the exit
+//! (`restart::known_over`), or it would answer with the ended run.
 
 use buzz_conformance::container::agent_images::build_agent;
+use buzz_conformance::fake_model::agents::codex_flags;
 use buzz_conformance::fake_model::{FakeModel, Script, Turn};
+use buzz_conformance::harness_support::{post_raw, wait_until};
 use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, secret_of};
 use buzz_conformance::testenv::RealNode;
 use desktop_launcher::app;
+use k8s_openapi::api::core::v1::Pod;
 use std::path::Path;
+use std::time::Instant;
 
 const PROVIDER: &str = env!("CARGO_BIN_EXE_provider-under-test");
 const RESTRICTED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "restricted");
 const KEY: &str = "sk-ant-pod-canary-5e21";
+const OPENAI_KEY: &str = "sk-openai-pod-canary-7c44";
+/// Long enough for a Start and a mention, short enough to wait out.
+const INACTIVITY: u64 = 20;
+/// One agent in a pod at a time: two Node agents starting side by side on
+/// 2 cores time out their own first requests (claude: "Request timed out").
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const LEAD: &str = "I'll create the file.";
 const DONE: &str = "Done: proof.txt written.";
 
 #[test]
 fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let img = build_agent("claude").unwrap_or_else(|e| panic!("buzz-sprig-claude: {e:#}"));
     let node = RealNode::shared();
     let image = node
@@ -105,6 +126,141 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
     assert!(!logs.contains(KEY), "the key is not in the pod's logs");
 
     // The pod goes; a new one on the same claim resumes the conversation.
+    let pod2 = replace_pod(&s, &pod);
+    let reply =
+        s.rt.block_on(app::chat(&s.store, NAME, "what did we do before?", WAIT))
+            .unwrap_or_else(|e| panic!("a reply after the restart: {e}; logs: {}", s.logs(&pod2)));
+    assert_eq!(reply, "We wrote proof.txt before the restart.");
+    assert_resumed(&s, &fake, &pod2, "what did we do before?", "messages");
+    s.rt.block_on(app::stop(&s.store, NAME, WAIT))
+        .expect("stop sees offline");
+}
+
+#[test]
+fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let img = build_agent("codex").unwrap_or_else(|e| panic!("buzz-sprig-codex: {e:#}"));
+    let node = RealNode::shared();
+    let image = node
+        .import(&img.archive, "localhost/buzz-sprig-codex")
+        .expect("imported into containerd");
+    let fake = FakeModel::start_at(
+        node.host_addr().into(),
+        Script::new()
+            .turn(Turn::say_then_shell(
+                LEAD,
+                "echo codex-proof-77 > proof.txt",
+                DONE,
+            ))
+            .turn(Turn::shell("cat proof.txt", "It still says codex-proof-77."))
+            .turn(Turn::text("First I wrote proof.txt.")),
+    );
+    let s = Scenario::new("codex", &[RESTRICTED], Some(&image), Path::new(PROVIDER));
+    s.edit(|rec, config| {
+        rec.agent_command = Some("codex-acp".into());
+        // The fake model API as codex's custom provider (real-agents.md).
+        rec.agent_args = codex_flags(&fake.openai_base_url());
+        // Its shell runs unsandboxed: the pod is the sandbox.
+        rec.permission_mode = Some("full-access".into());
+        config.insert("memory_request".into(), "256Mi".into());
+        config.insert("workspace_size".into(), "256Mi".into());
+    });
+    let mut rec = s.store.agent(NAME).expect("the record");
+    let changes = [("OPENAI_API_KEY".to_string(), Some(OPENAI_KEY.to_string()))].into();
+    s.store
+        .set_secret_env(&mut rec, &changes)
+        .expect("the key stored as a secret");
+    s.store.save_agent(&rec).expect("saved");
+
+    let (pod, _) = s.start();
+    let reply =
+        s.rt.block_on(app::chat(&s.store, NAME, "please write proof.txt", WAIT))
+            .unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
+    assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
+    assert!(
+        !s.logs(&pod).contains(OPENAI_KEY),
+        "the key is not in the pod's logs"
+    );
+
+    s.edit(|_, config| {
+        config.insert("inactivity_seconds".into(), INACTIVITY.into());
+    });
+    let pod2 = replace_pod(&s, &pod);
+    let lines = s.spawn_waker();
+    let question = "what does proof.txt say now?";
+    let reply =
+        s.rt.block_on(app::chat(&s.store, NAME, question, WAIT))
+            .unwrap_or_else(|e| panic!("a reply after the restart: {e}; logs: {}", s.logs(&pod2)));
+    assert_eq!(reply, "It still says codex-proof-77.");
+    let results = fake.tool_results_seen();
+    assert!(
+        results.iter().any(|r| r.contains("codex-proof-77")),
+        "the file written before the restart is read after it: {results:?}"
+    );
+    // The Responses API carries the conversation as `input`.
+    assert_resumed(&s, &fake, &pod2, question, "input");
+    assert!(
+        !s.logs(&pod2).contains(OPENAI_KEY),
+        "the key is not in the pod's logs"
+    );
+    let asked = Instant::now();
+
+    // It sleeps; the owner's mention wakes it into the same conversation.
+    let slept = s.rt.block_on(wait_until(WAIT, || {
+        s.obs
+            .matching(|e| {
+                e.pubkey == s.agent
+                    && e.content == "offline"
+                    && e.tags.iter().any(|t| t.as_slice() == ["stop", "idle"])
+            })
+            .into_iter()
+            .find(|p| p.at >= asked)
+    }));
+    assert!(
+        slept.is_some(),
+        "it never slept by its inactivity bound; waker: {:?}; the pod's log: {}",
+        lines.lock().unwrap(),
+        s.logs(&pod2)
+    );
+    let (agent, owner) = (
+        s.store.agent_keys(NAME).expect("keys"),
+        s.store.owner().expect("owner"),
+    );
+    let woke_by = "and what did you write first?";
+    // Where `chat` asked (the record names no channel): the same conversation.
+    let to = vec![vec!["p".to_string(), agent.public_key().to_hex()]];
+    s.rt.block_on(post_raw(&s.relay.url, &owner, woke_by, to, None));
+    let pod3 = s.woken_pod(&lines);
+    assert_ne!(pod3.metadata.uid, pod2.metadata.uid, "a new pod was woken");
+    s.wait_message("First I wrote proof.txt.", || {
+        format!(
+            "no answer from the woken pod; waker: {:?}; model requests with it: {:?}; its logs: {}; the agent said {:?}",
+            lines.lock().unwrap(),
+            fake.model_requests()
+                .into_iter()
+                .filter(|r| r.body.to_string().contains(woke_by))
+                .map(|r| r.body["input"].to_string().chars().rev().take(1500).collect::<String>().chars().rev().collect::<String>())
+                .collect::<Vec<_>>(),
+            s.logs(&pod3),
+            s.obs
+                .matching(|e| e.kind == nostr_sdk::prelude::Kind::from(9) && e.pubkey == s.agent)
+                .into_iter()
+                .map(|m| m.event.content)
+                .collect::<Vec<_>>()
+        )
+    });
+    assert_resumed(&s, &fake, &pod3, woke_by, "input");
+    assert!(
+        !s.logs(&pod3).contains(OPENAI_KEY),
+        "the key is not in the pod's logs"
+    );
+    s.rt.block_on(app::stop(&s.store, NAME, WAIT))
+        .expect("stop sees offline");
+}
+
+/// Deletes `pod` by other hands (what a drain does), waits until it is gone,
+/// and Starts again: the new pod mounts the same claim.
+fn replace_pod(s: &Scenario, pod: &Pod) -> Pod {
     let name = pod.metadata.name.clone().unwrap_or_default();
     s.rt.block_on(s.pods.delete(&name, &kube::api::DeleteParams::default()))
         .expect("the pod deleted");
@@ -112,32 +268,38 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         s.rt.block_on(s.pods.get_opt(&name)).unwrap().is_some()
     });
     let (pod2, _) = s.start();
-    let reply =
-        s.rt.block_on(app::chat(&s.store, NAME, "what did we do before?", WAIT))
-            .unwrap_or_else(|e| panic!("a reply after the restart: {e}; logs: {}", s.logs(&pod2)));
-    assert_eq!(reply, "We wrote proof.txt before the restart.");
+    assert_ne!(pod2.metadata.uid, pod.metadata.uid, "a new pod");
+    pod2
+}
+
+/// Every model request for `question` carries the first mention's turn, and
+/// the new pod says it resumed from the receipt on the claim. `conversation`
+/// names the request's conversation field, shown on failure (the system
+/// prompt and tools are ~100 KB).
+fn assert_resumed(s: &Scenario, fake: &FakeModel, pod: &Pod, question: &str, conversation: &str) {
     let asked: Vec<_> = fake
         .model_requests()
         .into_iter()
-        .filter(|r| r.body.to_string().contains("what did we do before?"))
+        .filter(|r| r.body.to_string().contains(question))
         .collect();
     assert!(
         !asked.is_empty()
             && asked
                 .iter()
                 .all(|r| r.body.to_string().contains("please write proof.txt")),
-        "the request after the restart carries the first mention's turn: {:?}",
-        // The conversation only: the system prompt and tools are ~100 KB.
+        "the request after the restart carries the first mention's turn: {:?}; the pod's log: {}",
         asked
             .iter()
-            .map(|r| r.body["messages"].to_string())
-            .collect::<Vec<_>>()
+            .map(|r| {
+                let t = r.body[conversation].to_string();
+                t[t.len().saturating_sub(3000)..].to_string()
+            })
+            .collect::<Vec<_>>(),
+        s.logs(pod)
     );
-    let logs = s.logs(&pod2);
+    let logs = s.logs(pod);
     assert!(
         logs.contains("conversation brought back") && logs.contains("step=\"resume\""),
         "resumed from the receipt on the claim: {logs}"
     );
-    s.rt.block_on(app::stop(&s.store, NAME, WAIT))
-        .expect("stop sees offline");
 }

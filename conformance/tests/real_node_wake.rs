@@ -11,7 +11,6 @@ use buzz_conformance::harness_support::post;
 use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, phase, secret_of};
 use desktop_launcher::app;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 const PROVIDER: &str = env!("CARGO_BIN_EXE_provider-under-test");
@@ -28,20 +27,7 @@ fn a_sleeping_pod_agent_wakes_on_its_owner_s_mention_and_answers_from_a_new_pod(
         rec.agent_args = vec!["echo".into()];
         c.insert("inactivity_seconds".into(), 3.into());
     });
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (store, opts, said) = (s.store.clone(), s.opts.clone(), lines.clone());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let _claimed = app::waker::claim(&store)
-            .expect("the lock")
-            .expect("the waker role");
-        let mut on_line = move |l: app::waker::WakeLine| said.lock().unwrap().push(l.text);
-        let harness = app::harness_program();
-        let _ = rt.block_on(app::waker::run(store, harness, opts, &mut on_line));
-    });
+    let lines = s.spawn_waker();
 
     let t0 = Instant::now();
     let (pod1, _) = s.start();
@@ -67,36 +53,15 @@ fn a_sleeping_pod_agent_wakes_on_its_owner_s_mention_and_answers_from_a_new_pod(
     let asked = Instant::now();
     let mention =
         s.rt.block_on(post(&s.relay.url, &owner, "c1", &agent, "are you awake?", vec![]));
-    let reply = loop {
-        let got = s
-            .obs
-            .messages_of(&agent)
-            .into_iter()
-            .find(|m| m.event.content == "echo: are you awake?");
-        if let Some(r) = got {
-            break r;
-        }
-        assert!(
-            asked.elapsed() < WAIT,
-            "no answer from a woken pod; waker: {:?}",
-            lines.lock().unwrap()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let (_, replied) = s.wait_message("echo: are you awake?", || {
+        format!("no answer from a woken pod; waker: {:?}", lines.lock().unwrap())
+    });
     println!(
         "sleeping_pod_mention_to_reply_ms {}",
-        reply.at.duration_since(asked).as_millis()
+        replied.duration_since(asked).as_millis()
     );
     // The answer can come before the deploy does (its startup settle).
-    let woke = || lines.lock().unwrap().iter().any(|l| l.contains("woke"));
-    while !woke() {
-        assert!(asked.elapsed() < WAIT, "{:?}", lines.lock().unwrap());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let st = s.store.deploy_state(NAME).expect("state");
-    let pod2 =
-        s.rt.block_on(s.pods.get(st.agent_id.as_deref().expect("deployed")))
-            .expect("the woken pod");
+    let pod2 = s.woken_pod(&lines);
     assert_ne!(pod2.metadata.uid, pod1.metadata.uid, "a new pod answered");
     let secret =
         s.rt.block_on(s.secrets.get(&secret_of(&pod2)))

@@ -15,11 +15,15 @@
 //! So when a deploy answers with the generation it saw stop, [`after_deploy`]
 //! has it deploy again, every [`RETRY_EVERY`], until the provider reports a
 //! fresh generation (its `terminated` row replaced the pod), for at most
-//! [`SETTLE`]; then it gives up with [`still_reported`]. Each retry is a
+//! [`SETTLE`]; then it gives up with [`still_reported`]. A run that ended
+//! by itself is as over ([`known_over`]): a waker saw its last presence
+//! say why it stopped (issue 33), and a mention sent right after that
+//! wakes it while its pod still reads as running. Each retry is a
 //! `deploy` alone, on the copy the Start staged and asked `info` once
 //! ([`crate::gate::Negotiated`]). A provider that
 //! reports no generation cannot be told apart and is taken at its word.
 
+use crate::record::DeployState;
 use std::time::Duration;
 
 /// How long a Start waits for the cluster to report a stopped run's exit.
@@ -37,6 +41,18 @@ pub enum After {
     Retry(String),
     /// The stopped run, still reported after [`SETTLE`]: the Start fails.
     GiveUp,
+}
+
+/// The run a Start knows is over, which the cluster may still report
+/// running: the one the owner's stop saw go offline, else the recorded run
+/// whose own last presence said it stopped (`DeployState::ended`).
+pub fn known_over(st: &DeployState) -> Option<&str> {
+    st.stopped_generation.as_deref().or_else(|| {
+        st.ended
+            .as_ref()
+            .filter(|e| st.generation.as_deref() == Some(e.run.as_str()))
+            .map(|e| e.run.as_str())
+    })
 }
 
 /// Decides on a deploy that answered `answered` (its generation), when the
@@ -66,6 +82,27 @@ mod tests {
 
     const G: &str = "0123456789abcdef0123456789abcdef";
     const H: &str = "fedcba9876543210fedcba9876543210";
+
+    #[test]
+    fn a_run_is_known_over_by_the_owner_s_stop_or_by_its_own_last_presence() {
+        use crate::record::EndedSeen;
+        let ended = |run: &str| EndedSeen {
+            run: run.into(),
+            reason: "idle".into(),
+            at: 1,
+        };
+        let mut st = DeployState {
+            generation: Some(G.into()),
+            ..DeployState::default()
+        };
+        assert_eq!(known_over(&st), None, "a run nobody saw end");
+        st.ended = Some(ended(H));
+        assert_eq!(known_over(&st), None, "another run's end");
+        st.ended = Some(ended(G));
+        assert_eq!(known_over(&st), Some(G), "the recorded run's own end");
+        st.stopped_generation = Some(H.into());
+        assert_eq!(known_over(&st), Some(H), "the owner's stop first");
+    }
 
     #[test]
     fn the_stopped_run_answered_is_deployed_again_until_the_settle_bound() {

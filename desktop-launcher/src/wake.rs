@@ -251,6 +251,11 @@ impl Budget {
         doubled.min(MAX_BACKOFF)
     }
 
+    /// Failed wakes in a row.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
     /// Records a wake at `now` and whether its Start succeeded.
     pub fn record(&mut self, now: u64, ok: bool) {
         self.wakes.retain(|t| *t + 3600 > now);

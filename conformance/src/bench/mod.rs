@@ -11,6 +11,7 @@ pub mod provider;
 pub mod real_node;
 pub mod relay;
 pub mod scale;
+pub mod wake;
 
 /// The resident set of process `pid` (its `VmRSS`), MiB.
 pub(crate) fn rss_mb(pid: u32) -> anyhow::Result<f64> {

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|wake-node>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -23,8 +23,10 @@ fn main() -> ExitCode {
         "real-node" => buzz_conformance::bench::real_node::run(),
         "agents" => buzz_conformance::bench::agents::run(),
         "scale" => buzz_conformance::bench::scale::run(),
+        "wake" => buzz_conformance::bench::wake::run(),
+        "wake-node" => buzz_conformance::bench::wake::run_node(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|wake-node> (got {other:?})"
         )),
     };
     match figures {

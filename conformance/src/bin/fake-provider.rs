@@ -42,7 +42,9 @@
 //! it under `kept` when the request says `keep_workspace`.
 //! `"deploy": "unconfirmed"` makes a `deploy` that would succeed
 //! create the marker and then answer `ok:false` (startup not confirmed): a
-//! Start that left a pod but no `agent_id` (review 9b395e0 finding 6).
+//! Start that left a pod but no `agent_id` (review 9b395e0 finding 6);
+//! `"deploy": "fail"` answers every `deploy` `ok:false` with a quota error
+//! (a wake whose deploy fails). Each call logs the request's `agent.wake`.
 //! `"stale": N` makes the first N successful deploys report the fixed
 //! generation and later ones a fresh one (a node that reports a stopped run
 //! for a while). Each call logs `exe_ino`, the inode of the file it runs.
@@ -296,7 +298,8 @@ fn main() {
     let exe_ino = std::fs::metadata("/proc/self/exe").map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
     log(
         json!({"op": op, "behaviour": behaviour, "pid": std::process::id(), "had_nsec": !nsec.is_empty(),
-               "exe": exe, "proc_exe": proc_exe, "exe_ino": exe_ino, "provider_config": req.get("provider_config")}),
+               "exe": exe, "proc_exe": proc_exe, "exe_ino": exe_ino, "provider_config": req.get("provider_config"),
+               "wake": req["agent"].get("wake")}),
     );
 
     let undeploy_knob = config()["undeploy"].as_str().map(str::to_string);
@@ -432,6 +435,9 @@ fn main() {
                 std::process::exit(1);
             }
             respond(json!({"ok": false, "error": text}));
+        }
+        (_, "deploy") if config()["deploy"] == "fail" => {
+            respond(json!({"ok": false, "error": "the cluster refused the pod (fake): quota exceeded"}));
         }
         (_, "deploy") if config()["deploy"] == "unconfirmed" => {
             let _ = std::fs::write("fake-deployed", "1");

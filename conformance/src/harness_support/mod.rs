@@ -9,7 +9,7 @@ pub mod proc;
 pub mod relay;
 
 pub use proc::{HarnessProc, harness_command};
-pub use relay::{Observer, TestRelay, post, post_raw};
+pub use relay::{Observer, TestRelay, post, post_raw, publish};
 
 use std::time::Duration;
 

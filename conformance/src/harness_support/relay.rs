@@ -339,14 +339,27 @@ pub async fn post_raw(
     tags: Vec<Vec<String>>,
     created_at: Option<u64>,
 ) -> Event {
+    publish(url, keys, 9, content, tags, created_at).await
+}
+
+/// Publishes an event of `kind` as `keys` with exactly `tags`, dated
+/// `created_at` (unix seconds) when given.
+pub async fn publish(
+    url: &str,
+    keys: &Keys,
+    kind: u16,
+    content: &str,
+    tags: Vec<Vec<String>>,
+    created_at: Option<u64>,
+) -> Event {
     let client = client_for(keys, url).await;
     let mut b =
-        EventBuilder::new(Kind::from(9), content).tags(tags.into_iter().map(|x| Tag::parse(x).unwrap()));
+        EventBuilder::new(Kind::from(kind), content).tags(tags.into_iter().map(|x| Tag::parse(x).unwrap()));
     if let Some(t) = created_at {
         b = b.custom_created_at(nostr_sdk::prelude::Timestamp::from(t));
     }
     let ev = b.sign_with_keys(keys).unwrap();
-    client.send_event(&ev).await.expect("message published");
+    client.send_event(&ev).await.expect("event published");
     client.shutdown().await;
     ev
 }

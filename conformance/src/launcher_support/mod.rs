@@ -12,6 +12,7 @@ use desktop_launcher::store::Store;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -117,6 +118,32 @@ impl World {
     pub fn root(&self) -> &Path {
         self.tmp.path()
     }
+}
+
+/// The launcher's own waker (`app::waker::run`, holding the state dir's
+/// waker role) in a thread of this process, with `opts` for its provider
+/// Starts; the lines it says, as they come. It runs until the process ends.
+pub fn spawn_waker(store: &Store, opts: &StartOptions) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (store, opts, said) = (store.clone(), opts.clone(), lines.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _claimed = desktop_launcher::app::waker::claim(&store)
+            .expect("the lock")
+            .expect("the waker role");
+        let mut on_line = move |l: desktop_launcher::app::waker::WakeLine| said.lock().unwrap().push(l.text);
+        let harness = desktop_launcher::app::harness_program();
+        let _ = rt.block_on(desktop_launcher::app::waker::run(
+            store,
+            harness,
+            opts,
+            &mut on_line,
+        ));
+    });
+    lines
 }
 
 /// True while `pid` exists and is not a zombie.

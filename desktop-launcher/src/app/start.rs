@@ -79,7 +79,7 @@ pub fn start_provider_with(
         ));
     }
     let wd = workdir(store, &rec)?;
-    let stopped = store.deploy_state(name)?.stopped_generation;
+    let stopped = restart::known_over(&store.deploy_state(name)?).map(str::to_string);
     // Marked before the provider runs: a Start that ends without an
     // `agent_id`, however it ends, may have left a pod (`teardown::remote_side`).
     store.update_deploy_state(name, |state| state.deploy_sent_at = Some(relay::unix_now()))?;

@@ -12,6 +12,13 @@
 //!   their presence. A final presence's `stop` tag is recorded
 //!   (`DeployState::ended`): the only record of how a provider agent's run
 //!   ended.
+//! - A subscription holds only while its connection does. A relay that
+//!   dropped the connection, or that the client library reconnected since
+//!   (a restarted NIP-42 relay may have closed the subscription before the
+//!   new authentication), gets a new connection and subscription; the
+//!   mentions of the window come again and are taken once by id. A relay
+//!   that cannot be reached is tried again after a backoff doubling from
+//!   one scan to [`RECONNECT_MAX`].
 //! - A wake refused by the budget, or one that failed, is said once per
 //!   refusal; a failed wake is tried again after the budget's backoff,
 //!   never in a tight loop.
@@ -46,6 +53,8 @@ pub const SCAN: Duration = Duration::from_secs(1);
 const START_GRACE: Duration = Duration::from_secs(60);
 /// Mentions kept per agent between scans.
 const KEPT_MENTIONS: usize = 256;
+/// The longest wait between two connection attempts to an unreachable relay.
+pub const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
 /// The held waker role of this process.
 pub struct Claimed {
@@ -92,6 +101,24 @@ struct Watch {
     client: Client,
     feed: WakeFeed,
     agents: BTreeSet<String>,
+    /// The client's count of successful connections when it subscribed.
+    connections: usize,
+}
+
+impl Watch {
+    /// Whether its connection is still the one it subscribed on.
+    async fn holds(&self, url: &str) -> bool {
+        match self.client.relay(url).await {
+            Ok(r) => r.is_connected() && r.stats().success() == self.connections,
+            Err(_) => false,
+        }
+    }
+}
+
+/// When an unreachable relay is tried again, and the wait after that.
+struct Retry {
+    at: tokio::time::Instant,
+    wait: Duration,
 }
 
 /// Runs the waker until the process ends (it never returns `Ok`).
@@ -106,10 +133,13 @@ pub async fn run(
 ) -> Result<(), AppError> {
     let mut agents: HashMap<String, Agent> = HashMap::new();
     let mut watches: BTreeMap<String, Watch> = BTreeMap::new();
-    let mut say = |agents: &mut HashMap<String, Agent>, name: &str, text: String| {
+    let mut retries: BTreeMap<String, Retry> = BTreeMap::new();
+    // Said once per `key`: a refusal's key is its end, so the countdown in
+    // its text does not repeat it every scan.
+    let mut say = |agents: &mut HashMap<String, Agent>, name: &str, key: String, text: String| {
         let a = agents.entry(name.to_string()).or_default();
-        if a.said.as_deref() != Some(text.as_str()) {
-            a.said = Some(text.clone());
+        if a.said.as_deref() != Some(key.as_str()) {
+            a.said = Some(key);
             on_line(WakeLine {
                 agent: name.to_string(),
                 text,
@@ -125,7 +155,7 @@ pub async fn run(
         // Every agent is watched, started or not: a run that ends before
         // its Start is recorded is still seen ending.
         let all: Vec<&AgentRecord> = records.iter().collect();
-        resubscribe(&store, &all, &mut watches).await;
+        resubscribe(&store, &all, &mut watches, &mut retries).await;
         drain(&store, &records, &mut watches, &mut agents).await;
         let owner = store.owner()?.public_key().to_hex();
         let now = relay::unix_now();
@@ -148,31 +178,16 @@ pub async fn run(
                 continue;
             }
             if wake::owner_stopped(&gate, since, &a.mentions) {
-                say(
-                    &mut agents,
-                    &rec.name,
-                    format!(
-                        "{} was stopped by its owner's !shutdown; a mention does not wake it",
-                        rec.name
-                    ),
+                let text = format!(
+                    "{} was stopped by its owner's !shutdown; a mention does not wake it",
+                    rec.name
                 );
+                say(&mut agents, &rec.name, text.clone(), text);
                 continue;
             }
             if let Err(refused) = a.budget.check(now) {
-                let text = match refused {
-                    wake::Refused::TooSoon { until } => format!(
-                        "a wake of {} is refused: the last one was moments ago; the next may come in {} s",
-                        rec.name,
-                        until - now
-                    ),
-                    wake::Refused::HourFull { until } => format!(
-                        "a wake of {} is refused: {} wakes in the last hour; the next may come in {} s",
-                        rec.name,
-                        wake::PER_HOUR,
-                        until - now
-                    ),
-                };
-                say(&mut agents, &rec.name, text);
+                let (until, text) = refusal_text(&rec.name, refused, a.budget.failures(), now);
+                say(&mut agents, &rec.name, format!("refused until {until}"), text);
                 continue;
             }
             let hand = HandOver {
@@ -192,23 +207,48 @@ pub async fn run(
                 Ok(watch) => {
                     a.watch = watch;
                     a.mentions.clear();
-                    say(
-                        &mut agents,
-                        &rec.name,
-                        format!(
-                            "woke {} for {n} mention{}",
-                            rec.name,
-                            if n == 1 { "" } else { "s" }
-                        ),
+                    let text = format!(
+                        "woke {} for {n} mention{}",
+                        rec.name,
+                        if n == 1 { "" } else { "s" }
                     );
+                    say(&mut agents, &rec.name, format!("woke at {now}"), text);
                 }
-                Err(e) => say(
-                    &mut agents,
-                    &rec.name,
-                    format!("waking {} failed: {e}; trying again after a backoff", rec.name),
-                ),
+                Err(e) => {
+                    let text = format!("waking {} failed: {e}; trying again after a backoff", rec.name);
+                    say(&mut agents, &rec.name, format!("failed at {now}"), text);
+                }
             }
         }
+    }
+}
+
+/// A refusal's end (unix seconds) and what is said of it.
+fn refusal_text(name: &str, refused: wake::Refused, failures: u32, now: u64) -> (u64, String) {
+    match refused {
+        wake::Refused::TooSoon { until } if failures > 0 => (
+            until,
+            format!(
+                "a wake of {name} waits: {failures} failed wake{} in a row; the next try in {} s",
+                if failures == 1 { "" } else { "s" },
+                until - now
+            ),
+        ),
+        wake::Refused::TooSoon { until } => (
+            until,
+            format!(
+                "a wake of {name} is refused: the last one was moments ago; the next may come in {} s",
+                until - now
+            ),
+        ),
+        wake::Refused::HourFull { until } => (
+            until,
+            format!(
+                "a wake of {name} is refused: {} wakes in the last hour; the next may come in {} s",
+                wake::PER_HOUR,
+                until - now
+            ),
+        ),
     }
 }
 
@@ -301,9 +341,15 @@ fn gate_of(rec: &AgentRecord, owner: &str) -> Gate {
     }
 }
 
-/// One subscription per relay over its agents, opened anew when
-/// that set changed; a relay that cannot be reached is tried next scan.
-async fn resubscribe(store: &Store, started: &[&AgentRecord], watches: &mut BTreeMap<String, Watch>) {
+/// One subscription per relay over its agents, opened anew when that set
+/// changed or its connection did not hold ([`Watch::holds`]); a relay that
+/// cannot be reached is tried again after its [`Retry`].
+async fn resubscribe(
+    store: &Store,
+    started: &[&AgentRecord],
+    watches: &mut BTreeMap<String, Watch>,
+    retries: &mut BTreeMap<String, Retry>,
+) {
     let mut by_relay: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for r in started {
         by_relay
@@ -311,34 +357,60 @@ async fn resubscribe(store: &Store, started: &[&AgentRecord], watches: &mut BTre
             .or_default()
             .insert(r.pubkey.clone());
     }
-    let gone: Vec<String> = watches
-        .keys()
-        .filter(|u| !by_relay.contains_key(*u))
-        .cloned()
-        .collect();
-    for url in gone {
+    retries.retain(|u, _| by_relay.contains_key(u));
+    let mut stale = Vec::new();
+    for (url, w) in watches.iter() {
+        if by_relay.get(url) != Some(&w.agents) || !w.holds(url).await {
+            stale.push(url.clone());
+        }
+    }
+    for url in stale {
         if let Some(w) = watches.remove(&url) {
             w.client.shutdown().await;
         }
     }
     let Ok(owner) = store.owner() else { return };
+    let now = tokio::time::Instant::now();
     for (url, agents) in by_relay {
-        if watches.get(&url).is_some_and(|w| w.agents == agents) {
+        if watches.contains_key(&url) || retries.get(&url).is_some_and(|r| r.at > now) {
             continue;
         }
-        if let Some(w) = watches.remove(&url) {
-            w.client.shutdown().await;
-        }
-        let Ok(client) = relay::connect(&url, owner.clone(), Duration::from_secs(10)).await else {
-            continue;
-        };
-        let list: Vec<String> = agents.iter().cloned().collect();
-        let since = relay::unix_now().saturating_sub(WINDOW.as_secs());
-        match relay::subscribe_wake(&client, &url, &list, since).await {
-            Ok(feed) => {
-                watches.insert(url, Watch { client, feed, agents });
+        match watch(&url, owner.clone(), agents).await {
+            Some(w) => {
+                retries.remove(&url);
+                watches.insert(url, w);
             }
-            Err(_) => client.shutdown().await,
+            None => {
+                let wait = retries
+                    .get(&url)
+                    .map_or(SCAN, |r| r.wait.saturating_mul(2).min(RECONNECT_MAX));
+                retries.insert(url, Retry { at: now + wait, wait });
+            }
+        }
+    }
+}
+
+/// Connects to `url` and subscribes to its `agents`' mentions and presence.
+async fn watch(url: &str, owner: nostr_sdk::prelude::Keys, agents: BTreeSet<String>) -> Option<Watch> {
+    let client = relay::connect(url, owner, Duration::from_secs(10)).await.ok()?;
+    let list: Vec<String> = agents.iter().cloned().collect();
+    let since = relay::unix_now().saturating_sub(WINDOW.as_secs());
+    match relay::subscribe_wake(&client, url, &list, since).await {
+        Ok(feed) => {
+            let connections = match client.relay(url).await {
+                Ok(r) => r.stats().success(),
+                Err(_) => 0,
+            };
+            Some(Watch {
+                client,
+                feed,
+                agents,
+                connections,
+            })
+        }
+        Err(_) => {
+            client.shutdown().await;
+            None
         }
     }
 }

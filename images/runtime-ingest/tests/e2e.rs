@@ -82,8 +82,11 @@ impl Agent {
                 assert_eq!(status.code(), Some(0));
                 break;
             }
+            // A hang bound: the agent bounds its shutdown by its own clock
+            // (main.rs, ship.rs); the wall clock of a debug build on busy
+            // cores needs margin.
             assert!(
-                start.elapsed() < Duration::from_secs(8),
+                start.elapsed() < Duration::from_secs(15),
                 "runtime-agent did not exit within 1 s + 4 s (+ margin) of SIGTERM"
             );
             std::thread::sleep(Duration::from_millis(20));

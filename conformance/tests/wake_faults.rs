@@ -1,0 +1,179 @@
+//! Wake on mention under faults (issue 33 "Tests: Faults"): the launcher's
+//! own waker (`app::waker::run`) in this process, a provider agent on the
+//! fake provider, and a real NIP-42 relay.
+//!
+//! - The relay restarts while the waker watches: a mention sent after the
+//!   restart still wakes the sleeping agent, with that mention handed over.
+//!   The client library reconnects and resubscribes on its own here, after
+//!   its retry interval; the waker's own reconnect makes it seconds sooner,
+//!   and covers the NIP-42 race the library can lose (`relay::subscribe_live`).
+//!   The test prints how long the wake took after the relay came back.
+//! - A wake whose deploy fails is said with the provider's reason, and is
+//!   tried again only after the budget's backoff (`wake::Budget`: twice
+//!   [`MIN_GAP`] after one failure), never in a tight loop; the wait is
+//!   said once, not once per scan.
+//!
+//! The agent falls asleep the way a pod's harness says it: a final
+//! presence `offline` with its run and `["stop","idle"]`, here published
+//! with the agent's key for the run the fake's deploy reported.
+
+use buzz_conformance::harness_support::{TestRelay, post, publish};
+use buzz_conformance::launcher_support::{World, spawn_waker};
+use desktop_launcher::app;
+use desktop_launcher::wake::MIN_GAP;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-provider");
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A provider agent on the fake `ok` provider, started once, on `relay`.
+fn started_world(relay: &TestRelay) -> (World, app::StartOptions) {
+    let w = World::new("ok");
+    w.install(Path::new(FAKE), "ok", None);
+    let mut rec = w.store.agent("agent").expect("the record");
+    rec.relay_url = relay.url.clone();
+    w.store.save_agent(&rec).expect("saved");
+    let opts = w.options(None);
+    app::start_provider(&w.store, "agent", &opts, &mut |_| {}).expect("the first Start");
+    (w, opts)
+}
+
+/// The deploys that carried a hand-over.
+fn wakes(w: &World) -> Vec<Value> {
+    w.calls()
+        .into_iter()
+        .filter(|c| c["op"] == "deploy" && !c["wake"].is_null())
+        .collect()
+}
+
+fn said(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> usize {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
+fn wait_for(what: &str, bound: Duration, lines: &Arc<Mutex<Vec<String>>>, ok: impl Fn() -> bool) {
+    let end = Instant::now() + bound;
+    while !ok() {
+        assert!(
+            Instant::now() < end,
+            "{what}; the waker said {:?}",
+            lines.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The agent's run ends by inactivity, as its harness says it; published
+/// until the waker has recorded it (presence is ephemeral: only a live
+/// subscription sees it).
+fn falls_asleep(rt: &tokio::runtime::Runtime, w: &World, url: &str, lines: &Arc<Mutex<Vec<String>>>) {
+    let agent = w.store.agent_keys("agent").expect("the agent's keys");
+    let run = w
+        .store
+        .deploy_state("agent")
+        .expect("state")
+        .generation
+        .expect("the deploy's generation");
+    let tags = vec![
+        vec!["run".to_string(), run],
+        vec!["stop".to_string(), "idle".to_string()],
+    ];
+    let end = Instant::now() + WAIT;
+    while w.store.deploy_state("agent").expect("state").ended.is_none() {
+        assert!(
+            Instant::now() < end,
+            "the waker never saw the run end: {:?}",
+            lines.lock().unwrap()
+        );
+        rt.block_on(publish(url, &agent, 20001, "offline", tags.clone(), None));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn a_mention_after_the_relay_restarted_still_wakes_the_sleeping_agent() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let mut relay = rt.block_on(TestRelay::start());
+    let (w, opts) = started_world(&relay);
+    let lines = spawn_waker(&w.store, &opts);
+    falls_asleep(&rt, &w, &relay.url, &lines);
+
+    relay.stop();
+    std::thread::sleep(Duration::from_secs(2));
+    rt.block_on(relay.restart());
+    let (agent, owner) = (w.store.agent_keys("agent").unwrap(), w.store.owner().unwrap());
+    let back = Instant::now();
+    let m = rt.block_on(post(&relay.url, &owner, "c1", &agent, "still there?", vec![]));
+    wait_for("no wake after the relay restarted", WAIT, &lines, || {
+        said(&lines, "woke agent for 1 mention") == 1
+    });
+    // A figure, not a bound: the waker's own reconnect against the client
+    // library's retry interval (docs/launcher.md "When the relay goes away").
+    println!("relay_back_to_wake_ms {}", back.elapsed().as_millis());
+    let woken = wakes(&w);
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    assert_eq!(
+        woken[0]["wake"]["events"],
+        json!([m.id.to_hex()]),
+        "the mention handed over"
+    );
+}
+
+#[test]
+fn a_wake_whose_deploy_fails_is_said_and_tried_again_only_after_a_backoff() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let relay = rt.block_on(TestRelay::start());
+    let (w, opts) = started_world(&relay);
+    w.fake_config(&json!({"deploy": "fail"}));
+    let lines = spawn_waker(&w.store, &opts);
+    falls_asleep(&rt, &w, &relay.url, &lines);
+
+    let (agent, owner) = (w.store.agent_keys("agent").unwrap(), w.store.owner().unwrap());
+    rt.block_on(post(&relay.url, &owner, "c1", &agent, "wake up", vec![]));
+    wait_for("the failed wake was never said", WAIT, &lines, || {
+        said(&lines, "waking agent failed") == 1
+    });
+    let first = Instant::now();
+    assert!(
+        said(&lines, "quota exceeded") == 1,
+        "the provider's reason is said: {:?}",
+        lines.lock().unwrap()
+    );
+    // One failure doubles the gap: the next try comes after 2 × MIN_GAP.
+    let backoff = MIN_GAP * 2;
+    let until = first + backoff + Duration::from_secs(8);
+    let mut retried = None;
+    while Instant::now() < until {
+        let n = wakes(&w).len();
+        assert!(n <= 2, "tried {n} times in {:?}: a tight loop", first.elapsed());
+        if n == 2 && retried.is_none() {
+            retried = Some(first.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let retried =
+        retried.unwrap_or_else(|| panic!("never tried again; the waker said {:?}", lines.lock().unwrap()));
+    assert!(
+        retried + Duration::from_secs(2) >= backoff,
+        "tried again after {retried:?}, before the backoff of {backoff:?}"
+    );
+    assert_eq!(
+        said(&lines, "1 failed wake in a row"),
+        1,
+        "the wait is said once: {:?}",
+        lines.lock().unwrap()
+    );
+    assert_eq!(
+        said(&lines, "waking agent failed"),
+        2,
+        "{:?}",
+        lines.lock().unwrap()
+    );
+}
