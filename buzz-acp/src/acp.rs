@@ -104,6 +104,9 @@ pub struct AgentSpec {
     /// Where conversations are remembered across restarts (issue 32);
     /// `None` keeps them in this process only.
     pub memory: Option<Memory>,
+    /// Where the agent's pipes are mirrored (`BUZZ_ACP_RELAY_OBSERVER`;
+    /// issue 34), if anywhere.
+    pub observer: Option<crate::observer::Observer>,
 }
 
 impl AgentSpec {
@@ -180,6 +183,8 @@ pub enum SlotEvent {
         turn_id: u64,
         channel: String,
         outcome: TurnOutcome,
+        /// What the turn reported of its usage (issue 34).
+        report: Box<crate::metrics::TurnReport>,
     },
     Died {
         slot: usize,
@@ -306,6 +311,8 @@ struct Sink {
     message_id: Option<String>,
     /// Open `ask-owner` questions: the idle clock stands still meanwhile.
     asking: u32,
+    /// The turn's last `usage_update` (issue 34).
+    context: Option<crate::metrics::Context>,
 }
 
 struct Shared {
@@ -389,8 +396,20 @@ async fn run_once(
     let ask_events = events.clone();
     let mut had_success = false;
     let mut ready = false;
-    let mut in_flight: Option<(u64, String)> = None;
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let mut in_flight: Option<InFlight> = None;
+    let seen = shared.clone();
+    let ctx: crate::observer::CtxFn = Arc::new(move || {
+        let sink = seen.lock();
+        crate::observer::TurnCtx {
+            channel: sink.turn.as_ref().map(|t| t.channel.clone()),
+            turn_id: sink.turn.as_ref().map(|t| t.turn_id.to_string()),
+        }
+    });
+    let obs = spec.observer.as_ref();
+    let transport = ByteStreams::new(
+        crate::observer::tee_write(obs, slot, stdin, &ctx).compat_write(),
+        crate::observer::tee_read(obs, slot, stdout, &ctx).compat(),
+    );
     let result = Client
         .v1()
         .name("buzz-acp")
@@ -418,13 +437,25 @@ async fn run_once(
             serve(slot, spec, &cx, &shared, events, cmds, &mut st).await
         })
         .await;
-    if let Some((turn_id, channel)) = in_flight.take() {
+    if let Some(f) = in_flight.take() {
         // The connection ended under a turn: report it so its channel frees up.
+        let report = crate::metrics::TurnReport {
+            turn_id: f.turn_id,
+            channel: f.channel.clone(),
+            session: None,
+            fresh_session: false,
+            started: f.started,
+            ended: std::time::SystemTime::now(),
+            tokens: None,
+            context: None,
+            end: crate::metrics::End::Failed,
+        };
         let _ = events.send(SlotEvent::TurnDone {
             slot,
-            turn_id,
-            channel,
+            turn_id: f.turn_id,
+            channel: f.channel,
             outcome: TurnOutcome::Failed { error: None },
+            report: Box::new(report),
         });
     }
     let broke = result.is_err();
@@ -452,13 +483,20 @@ async fn run_once(
     once
 }
 
+/// The turn a connection is running.
+struct InFlight {
+    turn_id: u64,
+    channel: String,
+    started: std::time::SystemTime,
+}
+
 /// Per-connection bookkeeping that outlives [`serve`].
 struct SlotState<'a> {
     exited: &'a mut watch::Receiver<bool>,
     had_success: &'a mut bool,
     /// Set once the agent answered `initialize`.
     ready: &'a mut bool,
-    in_flight: &'a mut Option<(u64, String)>,
+    in_flight: &'a mut Option<InFlight>,
     spawned: Instant,
 }
 
@@ -514,11 +552,15 @@ async fn serve(
             Some(SlotCmd::Cancel | SlotCmd::Drain { .. }) => continue,
             Some(SlotCmd::Prompt(job)) => job,
         };
-        **in_flight = Some((job.turn_id, job.channel.clone()));
+        **in_flight = Some(InFlight {
+            turn_id: job.turn_id,
+            channel: job.channel.clone(),
+            started: std::time::SystemTime::now(),
+        });
         let stalled = || {
             let _ = events.send(SlotEvent::Stalled { slot });
         };
-        let (outcome, fate) = run_turn(
+        let (outcome, fate, report) = run_turn(
             spec,
             &info,
             cx,
@@ -539,6 +581,7 @@ async fn serve(
             turn_id: job.turn_id,
             channel: job.channel.clone(),
             outcome,
+            report: Box::new(report),
         });
         match fate {
             Fate::Continue => {}

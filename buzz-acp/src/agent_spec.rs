@@ -73,6 +73,7 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         respawn_backoff: cfg.respawn_backoff,
         max_failures: cfg.max_agent_failures,
         memory: memory(cfg, &env),
+        observer: None,
     }
 }
 

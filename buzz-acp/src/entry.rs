@@ -83,9 +83,6 @@ pub fn main() -> ! {
     if let Some(reason) = &cfg.identity.auth_tag_rejected {
         tracing::warn!(%reason, "BUZZ_AUTH_TAG is not used; owner falls back to BUZZ_ACP_AGENT_OWNER");
     }
-    if cfg.relay_observer {
-        tracing::warn!("BUZZ_ACP_RELAY_OBSERVER is accepted but not implemented by this harness");
-    }
     if cfg.respond_to != buzz_contract::gate::RespondTo::OwnerOnly
         && cfg.permission_policy_others == buzz_contract::agents::PermissionPolicy::Allow
     {

@@ -16,7 +16,7 @@ use buzz_contract::presence::{
     KIND_AUTH, KIND_CHANNEL_MESSAGE, KIND_PRESENCE, KIND_REACTION, KIND_TYPING, QUEUED_REACTION, TAG_RUN,
     TAG_SEQ,
 };
-use nostr_sdk::prelude::{Event, EventBuilder, Keys, Kind, RelayUrl, Tag, Timestamp};
+use nostr_sdk::prelude::{Event, EventBuilder, Keys, Kind, PublicKey, RelayUrl, Tag, Timestamp, nip44};
 
 /// Most bytes of a message's content (wire-facts §4: 64 KiB).
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
@@ -183,6 +183,25 @@ pub fn sign(keys: &Keys, kind: u16, content: &Published, tags: Vec<Vec<String>>)
         .custom_created_at(Timestamp::now())
         .sign_with_keys(keys)
         .expect("signing with in-memory keys cannot fail")
+}
+
+/// An event of `kind` whose content only `to` can read (issue 34: usage
+/// and observer frames): `content` NIP-44 v2 encrypted from the agent's
+/// key to `to`, signed by the agent. `None` when the plaintext is over
+/// NIP-44's bound (the callers bound it first).
+pub fn sealed(
+    keys: &Keys,
+    kind: u16,
+    content: &Published,
+    to: &PublicKey,
+    tags: Vec<Vec<String>>,
+) -> Option<Event> {
+    let sealed = nip44::encrypt(keys.secret_key(), to, content.as_str(), nip44::Version::V2).ok()?;
+    EventBuilder::new(Kind::from(kind), sealed)
+        .tags(to_tags(tags))
+        .custom_created_at(Timestamp::now())
+        .sign_with_keys(keys)
+        .ok()
 }
 
 /// A presence event (kind 20001, bare content, run/seq tags).

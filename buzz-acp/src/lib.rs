@@ -10,13 +10,15 @@
 //! published text), [`receipts`] (which saved session a conversation may
 //! use after a restart, and how it comes back), [`history`] (the channel's
 //! history for a new session of a known conversation), [`asks`] (the
-//! owner's open permission questions), and inside [`acp`]: `setup` (model
+//! owner's open permission questions), [`metrics`] (a turn's usage as
+//! Buzz's kind-44200 payload), and inside [`acp`]: `setup` (model
 //! and mode), `permission` (the policy's answers), `launch` (presets'
 //! extras, command resolution).
 //! Imperative shell: [`relay`] (nostr-sdk), [`acp`] (agent processes over the
 //! official `agent-client-protocol` crate), [`procs`] (process groups,
 //! orphan reaping), [`pid1`] (forwarding the stop to the container's other
 //! processes when the harness is PID 1), [`run`] (the main loop and the budgeted shutdown),
+//! [`observer`] (the ACP frame mirror, kind 24200),
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
 //! (every knob as a clap argument with its env name), [`agent_spec`] (the
 //! agent spec from the configuration), [`termination`] (the
@@ -37,6 +39,8 @@ pub mod events;
 pub mod exit;
 pub mod history;
 pub mod inbound;
+pub mod metrics;
+pub mod observer;
 pub mod pid1;
 pub mod procs;
 pub mod receipts;

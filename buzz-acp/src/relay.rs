@@ -53,6 +53,9 @@ const SUB_ID: &str = "buzz-acp";
 pub enum RelayCmd {
     /// Publish (queued while disconnected).
     Publish(Box<Event>),
+    /// Publish an ephemeral observer frame while live; dropped otherwise,
+    /// so it never queues ahead of, or pushes out, an answer (issue 34).
+    Mirror(Box<Event>),
     /// The inbound gate accepted an event created at this time (it moves
     /// the re-subscription `since`).
     Accepted(Timestamp),
@@ -270,6 +273,7 @@ impl Task {
                 self.queue(*e);
                 Idle::Continue
             }
+            Some(RelayCmd::Mirror(_)) => Idle::Continue,
             Some(RelayCmd::Accepted(t)) => {
                 self.accepted(t);
                 Idle::Continue

@@ -128,6 +128,10 @@ struct Harness {
     stalled: HashSet<usize>,
     /// The waker's mentions already answered, by either path (issue 33).
     woken: HashSet<String>,
+    /// Each session's usage so far (issue 34).
+    ledger: crate::metrics::Ledger,
+    /// Who the usage events are sealed to.
+    owner: PublicKey,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -249,6 +253,7 @@ impl Harness {
                 turn_id,
                 channel,
                 outcome,
+                report,
             } => {
                 self.sched.finished(&channel);
                 self.last_activity = Instant::now();
@@ -260,6 +265,7 @@ impl Harness {
                 }
                 let pending = self.pending.remove(&turn_id);
                 self.asks.forget_turn(turn_id);
+                self.report_usage(&report, pending.as_ref().map(|p| p.mention.id.as_str()));
                 match &outcome {
                     TurnOutcome::Completed { text, stop_reason } => {
                         tracing::info!(turn_id, stop_reason, "turn completed");
@@ -324,6 +330,21 @@ impl Harness {
         }
         self.pump();
         None
+    }
+
+    /// Publishes the turn's usage, sealed to the owner (kind 44200; issue 34).
+    fn report_usage(&mut self, report: &crate::metrics::TurnReport, mention: Option<&str>) {
+        use buzz_contract::turn_metric;
+        let metric = self.ledger.metric(report, mention, self.spec.model.as_deref());
+        let text = self.scrub.publish_value(&metric);
+        let tags = turn_metric::tags(&self.policy.owner, &self.policy.agent);
+        match events::sealed(&self.keys, turn_metric::KIND, &text, &self.owner, tags) {
+            Some(e) => self.publish(e),
+            None => tracing::warn!(
+                turn_id = report.turn_id,
+                "the turn's usage event could not be sealed"
+            ),
+        }
     }
 
     /// Tells the asker why there is no answer (rate-limited per channel).
@@ -701,6 +722,14 @@ pub async fn run(cfg: Config) -> Exit {
             policy: policy.clone(),
         });
     }
+    if cfg.relay_observer {
+        spec.observer = Some(crate::observer::spawn(
+            scrub_of(&cfg),
+            keys.clone(),
+            (owner, agent),
+            relay_tx.clone(),
+        ));
+    }
     let spec = Arc::new(spec);
     let n = cfg.agents;
     let mut h = Harness {
@@ -726,6 +755,8 @@ pub async fn run(cfg: Config) -> Exit {
         asks: Asks::default(),
         stalled: HashSet::new(),
         woken: HashSet::new(),
+        ledger: crate::metrics::Ledger::default(),
+        owner,
         cfg,
     };
     // Woken by a launcher's waker: once live, fetch the mentions it named.

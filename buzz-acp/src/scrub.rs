@@ -45,22 +45,28 @@ pub const WITHHELD_NOTE: &str = "\n\n[a secret was withheld from this message]";
 
 /// The content of an event the harness signs: scrubbed, within the bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published(String);
+pub struct Published {
+    text: String,
+    withheld: bool,
+}
 
 impl Published {
     /// A constant text of this crate (presence states, the queued reaction).
     pub fn fixed(text: &'static str) -> Published {
-        Published(text.to_string())
+        Published {
+            text: text.to_string(),
+            withheld: false,
+        }
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// True when the scrub removed something from it.
     pub fn withheld(&self) -> bool {
-        self.0.ends_with(WITHHELD_NOTE)
+        self.withheld
     }
 }
 
@@ -115,12 +121,59 @@ impl Scrub {
         let (inner, a) = self.clean(text);
         let (shaped, b) = self.clean(&shape(&inner));
         if !(a || b) {
-            return Published(clamp(&shaped, MAX_CONTENT_BYTES).to_string());
+            return Published {
+                text: clamp(&shaped, MAX_CONTENT_BYTES).to_string(),
+                withheld: false,
+            };
         }
         let room = MAX_CONTENT_BYTES - WITHHELD_NOTE.len();
         let mut out = clamp(shaped.trim_end(), room).to_string();
         out.push_str(WITHHELD_NOTE);
-        Published(out)
+        Published {
+            text: out,
+            withheld: true,
+        }
+    }
+
+    /// Scrubs every string of `v` (keys and values) in place; true when
+    /// something was removed.
+    pub fn scrub_value(&self, v: &mut serde_json::Value) -> bool {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => {
+                let (out, changed) = self.clean(s);
+                *s = out;
+                changed
+            }
+            Value::Array(a) => a.iter_mut().fold(false, |w, x| self.scrub_value(x) | w),
+            Value::Object(o) => {
+                let mut changed = false;
+                for (k, x) in std::mem::take(o) {
+                    let (k, kc) = self.clean(&k);
+                    let mut x = x;
+                    changed |= kc | self.scrub_value(&mut x);
+                    o.insert(k, x);
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    /// The published form of a structured payload (usage events, observer
+    /// frames): `value` serialised with every string scrubbed. The caller
+    /// bounds its size (a cut would break the JSON); a payload that lost
+    /// something says so in its own `withheld` field.
+    pub fn publish_value(&self, value: &impl serde::Serialize) -> Published {
+        let mut v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        let withheld = self.scrub_value(&mut v);
+        if let (true, serde_json::Value::Object(o)) = (withheld, &mut v) {
+            o.insert("withheld".into(), true.into());
+        }
+        Published {
+            text: v.to_string(),
+            withheld,
+        }
     }
 }
 

@@ -17,6 +17,9 @@
 //! - [`relay_url`]: the relay URL rule of every front end (issue 24 item 3).
 //! - [`sidecar`]: the sidecars' env allowlist and its deployer-only names,
 //!   shared by the image entrypoint, the collector and the provider.
+//! - [`turn_metric`], [`observer`]: what an agent reports to its owner
+//!   (issue 34): per-turn usage (kind 44200) and the ACP frame mirror
+//!   (kind 24200), both sealed to the owner.
 //! - [`wake`]: wake on mention (issue 33): why a harness stopped, and the
 //!   mentions and floor a woken harness is handed.
 
@@ -27,9 +30,11 @@ pub mod gate;
 pub mod i2;
 pub mod keys;
 pub mod nip_oa;
+pub mod observer;
 pub mod presence;
 pub mod redact;
 pub mod relay_url;
 pub mod sidecar;
+pub mod turn_metric;
 pub mod wake;
 pub mod wire;

@@ -135,6 +135,7 @@ fn spec() -> AgentSpec {
         respawn_backoff: Duration::from_millis(100),
         max_failures: 1,
         memory: None,
+        observer: None,
     }
 }
 

@@ -33,6 +33,9 @@ const WAIT: Duration = Duration::from_secs(30);
 fn started_world(relay: &TestRelay) -> (World, app::StartOptions) {
     let w = World::new("ok");
     w.install(Path::new(FAKE), "ok", None);
+    // The first deploy's generation, then fresh ones: a woken run is a new
+    // pod, never the ended run the cluster still reports.
+    w.fake_config(&json!({"stale": 1}));
     let mut rec = w.store.agent("agent").expect("the record");
     rec.relay_url = relay.url.clone();
     w.store.save_agent(&rec).expect("saved");
@@ -111,7 +114,10 @@ fn a_mention_after_the_relay_restarted_still_wakes_the_sleeping_agent() {
     let (agent, owner) = (w.store.agent_keys("agent").unwrap(), w.store.owner().unwrap());
     let back = Instant::now();
     let m = rt.block_on(post(&relay.url, &owner, "c1", &agent, "still there?", vec![]));
-    wait_for("no wake after the relay restarted", WAIT, &lines, || {
+    // Bounded by the waker's reconnect backoff (it doubles to RECONNECT_MAX
+    // while the relay refuses), not by WAIT: under load a few tries fail.
+    let bound = app::waker::RECONNECT_MAX * 3;
+    wait_for("no wake after the relay restarted", bound, &lines, || {
         said(&lines, "woke agent for 1 mention") == 1
     });
     // A figure, not a bound: the waker's own reconnect against the client

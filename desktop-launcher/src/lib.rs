@@ -56,9 +56,14 @@
 //! - [`status_lines`]: the provider's stderr split into status lines as they arrive.
 //! - [`waits`]: what `chat`, `stop` and `status` know before a wait and say during one (issue 24).
 //! - [`wake`]: wake on mention: sleeping or stopped, what wakes an agent, how often (issue 33).
+//! - [`activity`]: what an agent is doing now, from its observer frames.
+//! - [`usage_view`], [`conversation_view`]: a turn's usage and its sums, an
+//!   agent's conversation by turn, and how they read (issue 34).
 
+pub mod activity;
 pub mod app;
 pub(crate) mod child_watch;
+pub mod conversation_view;
 pub mod demo;
 pub mod discovery;
 pub mod embedded;
@@ -87,5 +92,6 @@ pub mod stage;
 pub(crate) mod status_lines;
 pub mod store;
 pub mod ui;
+pub mod usage_view;
 pub(crate) mod waits;
 pub mod wake;

@@ -301,6 +301,20 @@ pub async fn subscribe_wake(
     Ok(WakeFeed { notes })
 }
 
+/// A live subscription to `filters`, as the same feed (issue 34: a
+/// conversation's `log --follow`).
+pub async fn subscribe_filters(
+    client: &Client,
+    url: &str,
+    filters: Vec<Filter>,
+) -> Result<WakeFeed, RelayError> {
+    let notes = client.notifications();
+    for f in filters {
+        subscribe_live(client, url, f, SUBSCRIPTION_LIVE_BOUND).await?;
+    }
+    Ok(WakeFeed { notes })
+}
+
 impl WakeFeed {
     /// The next event, or `None` when `wait` passes or the client closed.
     pub async fn next(&mut self, wait: Duration) -> Option<Event> {

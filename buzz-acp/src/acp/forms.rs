@@ -211,6 +211,7 @@ mod tests {
             respawn_backoff: Duration::from_secs(1),
             max_failures: 1,
             memory: None,
+            observer: None,
         }
     }
 

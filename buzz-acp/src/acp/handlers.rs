@@ -15,6 +15,9 @@
 //! The policy is the one of the turn's asker (issue 30 item 2): the owner's
 //! turns get the agent's, anyone else's the others' (`reject` by default).
 //!
+//! A `usage_update` is kept as the turn's context fill and cost
+//! ([`crate::metrics`], issue 34).
+//!
 //! Tool calls are tracked open (`pending`/`in_progress`) until a final
 //! status (`completed`/`failed`): a turn with an open tool call is running
 //! that tool, not stalled, however long the tool is silent (a build, a test
@@ -70,6 +73,13 @@ pub(super) fn on_update(shared: &Shared, n: &SessionNotification) {
             sink.text.end_block();
         }
         SessionUpdate::AgentThoughtChunk(_) | SessionUpdate::Plan(_) => sink.text.end_block(),
+        SessionUpdate::UsageUpdate(u) => {
+            sink.context = Some(crate::metrics::Context {
+                used: u.used,
+                size: u.size,
+                cost: u.cost.as_ref().map(|c| (c.amount, c.currency.clone())),
+            });
+        }
         _ => {}
     }
     drop(sink);

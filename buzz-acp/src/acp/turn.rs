@@ -2,17 +2,20 @@
 //! session for its conversation ([`super::session`]), `session/prompt`, the
 //! idle deadline reset by each `session/update`, the hard cap, `!cancel` and
 //! shutdown as `session/cancel` with a grace before the agent is killed, and
-//! the outcome with the slot's fate.
+//! the outcome with the slot's fate, and what the turn reported of its usage
+//! ([`crate::metrics::TurnReport`]: the agent's `PromptResponse.usage` and
+//! its last `usage_update`).
 
 use super::session::{Fate, Link, Sessions, session_for};
 use super::{
     AgentInfo, AgentSpec, Shared, Sink, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text,
     prompt_blocks,
 };
+use crate::metrics::{End, Tokens, TurnReport};
 use agent_client_protocol::Agent;
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, StopReason};
-use std::time::{Duration, Instant};
+use agent_client_protocol::v1::schema::{CancelNotification, PromptRequest, SessionId, StopReason};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, watch};
 
 /// Why a turn was cancelled when it ran out of time (the asker is told).
@@ -53,7 +56,19 @@ pub(super) async fn run_turn(
     sessions: &mut Sessions,
     job: &TurnJob,
     stalled: &(dyn Fn() + Sync),
-) -> (TurnOutcome, Fate) {
+) -> (TurnOutcome, Fate, TurnReport) {
+    let begun = SystemTime::now();
+    let report = |session: Option<&SessionId>, fresh: bool, tokens, context, end| TurnReport {
+        turn_id: job.turn_id,
+        channel: job.channel.clone(),
+        session: session.map(|s| s.0.to_string()),
+        fresh_session: fresh,
+        started: begun,
+        ended: SystemTime::now(),
+        tokens,
+        context,
+        end,
+    };
     let mut link = Link {
         spec,
         info,
@@ -63,10 +78,14 @@ pub(super) async fn run_turn(
     };
     let got = match session_for(&mut link, sessions, job).await {
         Ok(got) => got,
-        Err(ended) => return ended,
+        Err((outcome, fate)) => {
+            let r = report(None, false, None, None, End::Failed);
+            return (outcome, fate, r);
+        }
     };
     let (cmds, exited) = (link.cmds, link.exited);
     let session = got.id;
+    let fresh = got.fresh;
     let system = (got.fresh && !spec.adapter.system_prompt_on_new_session(info))
         .then_some(spec.system_prompt.as_deref())
         .flatten();
@@ -144,21 +163,25 @@ pub(super) async fn run_turn(
             cancelled = Some((why, Instant::now() + spec.cancel_grace));
         }
     };
-    let text = {
+    let (text, context) = {
         let mut sink = shared.lock();
         let text = std::mem::take(&mut sink.text);
+        let context = sink.context.take();
         *sink = Sink::default();
         if text.is_cut() {
             tracing::warn!("the agent's answer exceeded the reply bound and was cut");
         }
-        text.into_string()
+        (text.into_string(), context)
     };
+
     let fate_after = |alive: bool| match (alive, shutdown_requested) {
         (false, _) => Fate::Dead,
         (true, true) => Fate::Shutdown,
         (true, false) => Fate::Continue,
     };
-    match result {
+    let mut tokens = None;
+    let mut stop_word = None;
+    let (outcome, fate) = match result {
         None => (
             cancelled.map_or(TurnOutcome::Failed { error: None }, |(why, _)| {
                 TurnOutcome::Cancelled { why }
@@ -178,6 +201,16 @@ pub(super) async fn run_turn(
             (TurnOutcome::Failed { error }, fate_after(alive))
         }
         Some(Ok(r)) => {
+            tokens = r.usage.as_ref().map(|u| Tokens {
+                input: u.input_tokens,
+                output: u.output_tokens,
+                total: u.total_tokens,
+                cache_read: u.cached_read_tokens,
+                cache_write: u.cached_write_tokens,
+            });
+            stop_word = serde_json::to_value(r.stop_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string));
             let outcome = if cancelled.is_some() || r.stop_reason == StopReason::Cancelled {
                 TurnOutcome::Cancelled {
                     why: cancelled.map_or("agent", |(w, _)| w),
@@ -190,7 +223,14 @@ pub(super) async fn run_turn(
             };
             (outcome, fate_after(true))
         }
-    }
+    };
+    let end = match &outcome {
+        TurnOutcome::Completed { .. } => End::Answered(stop_word.unwrap_or_default()),
+        TurnOutcome::Cancelled { .. } => End::Cancelled,
+        TurnOutcome::Failed { .. } => End::Failed,
+    };
+    let r = report(Some(&session), fresh, tokens, context, end);
+    (outcome, fate, r)
 }
 
 #[cfg(test)]

@@ -225,6 +225,11 @@ impl Task {
                     Some(RelayCmd::Stop { offline_bound, close_bound, done, .. }) if !live => {
                         return SessionEnd::StopNotLive(StopReq { offline_bound, close_bound, done });
                     }
+                    Some(RelayCmd::Mirror(e)) => {
+                        if live {
+                            let _ = relay.send_msg(ClientMessage::event(*e));
+                        }
+                    }
                     Some(RelayCmd::Publish(e)) => {
                         if live {
                             pending.insert(e.id, ((*e).clone(), false));

@@ -36,7 +36,12 @@
 //! `(no NAME)`), as an agent at work in its workspace would (the workspace
 //! survival tests; NAME is one plain file name);
 //! `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
-//! silence, then a `tool_call_update` `completed`, then the answer.
+//! silence, then a `tool_call_update` `completed`, then the answer;
+//! `[flood:BYTES]` runs a tool whose `tool_call_update` carries BYTES of
+//! output (the observer's bounds); `[usage:IN,OUT,TOTAL,COST]` reports usage
+//! as claude-agent-acp does: a `usage_update` (context used IN + OUT of
+//! 200 000, the session's cost so far COST micro-dollars) and the
+//! prompt response's `usage` {IN, OUT, TOTAL}.
 //!
 //! `ACP_TEST_AGENT_LOG` names a file that receives one JSON line per event
 //! (`start`, `session_new`, `prompt`, `cancel`) with a unix-ms timestamp.
@@ -54,6 +59,7 @@ use agent_client_protocol::v1::schema::{
     SessionCapabilities, SessionId, SessionNotification, SessionSystemPromptCapabilities, SessionUpdate,
     StopReason, TextContent, ToolCall, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
+use agent_client_protocol::v1::schema::{Cost, Usage, UsageUpdate};
 use agent_client_protocol::{Agent, ByteStreams};
 use std::collections::HashSet;
 use std::io::Write;
@@ -143,6 +149,17 @@ fn slow_directive(text: &str) -> Option<Duration> {
     let start = text.find("[slow:")? + 6;
     let end = start + text[start..].find(']')?;
     text[start..end].parse().ok().map(Duration::from_millis)
+}
+
+/// The numbers of a `[name:A,B,…]` directive.
+fn directive_list(text: &str, name: &str) -> Option<Vec<u64>> {
+    let tag = format!("[{name}:");
+    let start = text.find(&tag)? + tag.len();
+    let end = start + text[start..].find(']')?;
+    text[start..end]
+        .split(',')
+        .map(|n| n.trim().parse().ok())
+        .collect()
 }
 
 fn directive_n(text: &str, name: &str) -> Option<u64> {
@@ -422,6 +439,36 @@ async fn main() -> agent_client_protocol::Result<()> {
                         ))?;
                         log(serde_json::json!({"event": "tool_finished"}));
                     }
+                    if let Some(bytes) = directive_n(&text, "flood") {
+                        let id = format!("tool-flood-{}", now_ms());
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCall(
+                                ToolCall::new(id.clone(), "a chatty build")
+                                    .status(ToolCallStatus::InProgress),
+                            ),
+                        ))?;
+                        let output = "x".repeat(bytes as usize);
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                                id,
+                                ToolCallUpdateFields::new()
+                                    .status(ToolCallStatus::Completed)
+                                    .content(vec![ContentBlock::Text(TextContent::new(output)).into()]),
+                            )),
+                        ))?;
+                    }
+                    let usage = directive_list(&text, "usage").filter(|v| v.len() == 4);
+                    if let Some(u) = &usage {
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::UsageUpdate(
+                                UsageUpdate::new(u[0] + u[1], 200_000)
+                                    .cost(Cost::new(u[3] as f64 / 1e6, "USD")),
+                            ),
+                        ))?;
+                    }
                     let mut answer = format!("echo: {text}");
                     if m.permission {
                         let mut chosen = Vec::new();
@@ -469,7 +516,11 @@ async fn main() -> agent_client_protocol::Result<()> {
                         answer = format!("permission: {}", chosen.join(", "));
                     }
                     cx.send_notification(chunk(&session, &answer))?;
-                    responder.respond(PromptResponse::new(StopReason::EndTurn))
+                    let done = PromptResponse::new(StopReason::EndTurn);
+                    responder.respond(match usage {
+                        Some(u) => done.usage(Usage::new(u[2], u[0], u[1])),
+                        None => done,
+                    })
                 })
             },
             agent_client_protocol::on_receive_request!(),

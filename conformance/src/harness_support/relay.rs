@@ -148,7 +148,8 @@ pub struct Seen {
     pub at: Instant,
 }
 
-/// An independent subscriber recording every kind 9 / 20001 / 20002 event.
+/// An independent subscriber recording every kind 7 / 9 / 20001 / 20002
+/// event, and the sealed kinds 24200 and 44200 (issue 34).
 pub struct Observer {
     pub client: Client,
     pub seen: Arc<Mutex<Vec<Seen>>>,
@@ -182,8 +183,14 @@ impl Observer {
         let keys = Keys::generate();
         let client = client_for(&keys, url).await;
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let filter =
-            Filter::new().kinds([Kind::from(7), Kind::from(9), Kind::from(20001), Kind::from(20002)]);
+        let filter = Filter::new().kinds([
+            Kind::from(7),
+            Kind::from(9),
+            Kind::from(20001),
+            Kind::from(20002),
+            Kind::from(buzz_contract::observer::KIND),
+            Kind::from(buzz_contract::turn_metric::KIND),
+        ]);
         let mut notes = client.notifications();
         // Authenticate first (a write triggers the relay's challenge), then subscribe.
         let warm = EventBuilder::new(Kind::from(20002), "observer-warmup")

@@ -158,4 +158,5 @@ mod permissions;
 mod presence;
 mod published;
 mod stop;
+mod telemetry;
 mod wake;

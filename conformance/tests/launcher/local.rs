@@ -78,3 +78,134 @@ async fn local_backend_start_chat_stop_with_the_real_harness() {
     let nsec = w.store.identity("agent").unwrap().nsec;
     assert!(!show_log().contains(&nsec));
 }
+
+/// Rule (issue 34): `usage` shows each turn's figures as the agent reported
+/// them, sealed to the owner on the relay: the library call, and the CLI's
+/// table, total line and `--json`; `log` shows the conversation in order,
+/// each mention with its reply, across a restart of the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_log_show_each_turn_across_a_restart() {
+    use buzz_conformance::harness_support::TestRelay;
+    let relay = TestRelay::start().await;
+    let w = World::new("unused");
+    let mut rec = w.store.agent("agent").unwrap();
+    rec.backend = Backend::Local;
+    rec.relay_url = relay.url.clone();
+    rec.agent_command = Some(env!("CARGO_BIN_EXE_acp-test-agent").to_string());
+    w.store.save_agent(&rec).unwrap();
+    let log = w.store.log_path("agent");
+    let show_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let harness = Path::new(env!("CARGO_BIN_EXE_buzz-acp-under-test"));
+    let start = || async {
+        let watched = app::start_local_watched(
+            &w.store,
+            "agent",
+            harness,
+            Duration::from_secs(60),
+            &mut |_, _| {},
+            Box::new(|| {}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", show_log()));
+        let app::Watched::Started(started) = watched else {
+            panic!("the harness already ran; log:\n{}", show_log());
+        };
+        started
+            .online_or_error(&w.store, "agent", Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e}; log:\n{}", show_log()));
+        started
+    };
+    // Nostr times are whole seconds: each message in a second of its own,
+    // so the expected order is the one they were sent in.
+    let store = &w.store;
+    let chat = |text: &'static str| async move {
+        let now = std::time::SystemTime::now();
+        tokio::time::sleep(app::until_after_second(app::unix_now(), now)).await;
+        app::chat(store, "agent", text, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e}; log:\n{}", show_log()))
+    };
+    let _first = start().await;
+    chat("[usage:1200,80,1300,4500] one").await;
+    chat("[usage:300,20,330,6000] two").await;
+    app::stop(&w.store, "agent", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let _second = start().await;
+    chat("three").await;
+    // The usage event follows the reply: wait for the third.
+    let mut found = app::usage::Usage::default();
+    for _ in 0..50 {
+        found = app::usage::usage(&w.store, Some("agent"), 0).await.unwrap();
+        if found.turns.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(found.turns.len(), 3, "{found:?}");
+    assert!(found.skipped.is_empty(), "{:?}", found.skipped);
+    let t: Vec<_> = found
+        .turns
+        .iter()
+        .map(|t| t.metric.turn.clone().unwrap())
+        .collect();
+    assert_eq!((t[0].input_tokens, t[0].output_tokens), (Some(1200), Some(80)));
+    assert_eq!(t[1].input_tokens, Some(300));
+    assert!(t[2].is_unknown());
+
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
+            .args(args)
+            .env("BUZZ_LAUNCHER_HOME", w.store.root())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = cli(&["usage", "agent"]);
+    assert!(table.starts_with("WHEN (UTC)"), "{table}");
+    assert!(table.contains("1 200") && table.contains("$0.0045"), "{table}");
+    assert!(
+        table.contains("agent: 3 turn(s); 1 500 in (2 of 3 turns reported), 100 out (2 of 3 turns reported); $0.0060 (2 of 3 turns reported)"),
+        "{table}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&cli(&["usage", "--json"])).unwrap();
+    assert_eq!(json[0]["metric"]["turn"]["inputTokens"], 1200);
+    assert_eq!(json[2]["metric"]["turn"]["inputTokens"], serde_json::Value::Null);
+    let hour: serde_json::Value =
+        serde_json::from_str(&cli(&["usage", "agent", "--since", "1h", "--json"])).unwrap();
+    assert_eq!(hour.as_array().unwrap().len(), 3);
+    let later = (app::unix_now() + 3600).to_string();
+    let none: serde_json::Value =
+        serde_json::from_str(&cli(&["usage", "--since", &later, "--json"])).unwrap();
+    assert_eq!(none, serde_json::json!([]));
+
+    // The conversation, in order, each mention with its echo under it; the
+    // first two from before the restart, and the owner's stop between.
+    let log = cli(&["log", "agent"]);
+    let said: Vec<&str> = log
+        .lines()
+        .map(|l| l.split_once(": ").map_or(l, |(_, t)| t))
+        .collect();
+    assert_eq!(
+        said,
+        vec![
+            "[usage:1200,80,1300,4500] one",
+            "echo: [usage:1200,80,1300,4500] one",
+            "[usage:300,20,330,6000] two",
+            "echo: [usage:300,20,330,6000] two",
+            "!shutdown",
+            "three",
+            "echo: three",
+        ],
+        "{log}"
+    );
+    assert!(
+        log.lines().all(|l| l.contains("you: ") || l.starts_with("  ")),
+        "{log}"
+    );
+
+    app::stop(&w.store, "agent", Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", show_log()));
+}

@@ -9,7 +9,8 @@
 //! - the operations: agent create and edit ([`agents`]), start, stop,
 //!   chat, status ([`status_watch`]), undeploy and delete ([`teardown`],
 //!   [`delete`]), [`providers`], the embedded relay ([`embedded_relay`]),
-//!   the presence feed ([`presence_feed`]), and a local agent's state;
+//!   the presence feed ([`presence_feed`]), each agent's [`usage`],
+//!   [`conversation`] and live activity ([`activity_feed`]; issue 34), and a local agent's state;
 //! - the vocabulary they take and return: the state dir handle
 //!   ([`Store`]; reading a record through it is not an operation), the
 //!   record types, presence's derived states and reports, the errors, and
@@ -34,8 +35,10 @@
 //! the harness would not find ([`crate::presets::missing_binary`]) before
 //! the harness is spawned; a deploy never does (the image resolves the name).
 
+pub mod activity_feed;
 mod agent;
 pub mod agents;
+pub mod conversation;
 mod delete;
 pub mod embedded_relay;
 mod error;
@@ -46,6 +49,7 @@ pub mod relay_ops;
 mod start;
 pub mod status_watch;
 pub mod teardown;
+pub mod usage;
 pub mod waker;
 
 pub use agent::{
@@ -77,6 +81,7 @@ pub use crate::redact::Redactor;
 pub use crate::relay::unix_now;
 pub use crate::response::sanitize_text;
 pub use crate::store::{Store, StoreError, write_private};
+pub use crate::{activity, conversation_view, usage_view};
 
 /// The pure rules a record's fields are checked with, the same for the
 /// CLI's flags and the Start page's form (spec §Launch data, I2).

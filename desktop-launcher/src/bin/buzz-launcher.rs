@@ -18,6 +18,8 @@ mod fields;
 mod help_tests;
 #[path = "cli/listen.rs"]
 mod listen;
+#[path = "cli/log.rs"]
+mod log;
 #[path = "cli/providers.rs"]
 mod providers;
 #[path = "cli/relay.rs"]
@@ -30,6 +32,8 @@ mod serve;
 mod status;
 #[path = "cli/teardown.rs"]
 mod teardown;
+#[path = "cli/usage.rs"]
+mod usage;
 use fields::Fields;
 
 #[derive(Parser)]
@@ -98,6 +102,28 @@ enum Cmd {
         /// interval plus 5 s; stops early once every deployed agent reported).
         #[arg(long, value_name = "SECONDS", default_value_t = app::STATUS_LISTEN.as_secs())]
         listen: u64,
+    },
+    /// An agent's conversation from its relay: each mention with the replies under it.
+    Log {
+        /// The agent's name (see `agent list`).
+        agent: String,
+        /// Keep listening and print each new message as it comes (until Ctrl-C).
+        #[arg(long)]
+        follow: bool,
+        /// Only messages since: unix seconds, or a span back from now (30m, 12h, 7d).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+    },
+    /// Each turn's tokens, context fill and cost, from the agents' sealed usage events.
+    Usage {
+        /// One agent's name (default: every agent).
+        agent: Option<String>,
+        /// Only turns since: unix seconds, or a span back from now (30m, 12h, 7d).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the turns as JSON, as the agents reported them.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the Start page on a loopback address and print its URL (with the page token).
     Ui {
@@ -359,6 +385,18 @@ fn run(cli: Cli) -> Result<()> {
                 eprintln!("{l}")
             }))?;
             out!("{reply}");
+        }
+        Cmd::Log { agent, follow, since } => {
+            relay_cli::ensure_embedded(&store, &[store.agent(&agent)?])?;
+            runtime()?.block_on(log::log(&store, &agent, since.as_deref(), follow))?
+        }
+        Cmd::Usage { agent, since, json } => {
+            let agents = match &agent {
+                Some(a) => vec![store.agent(a)?],
+                None => store.agents()?,
+            };
+            relay_cli::ensure_embedded(&store, &agents)?;
+            runtime()?.block_on(usage::usage(&store, agent.as_deref(), since.as_deref(), json))?
         }
         Cmd::Status { watch, listen } => {
             relay_cli::ensure_embedded(&store, &store.agents()?)?;

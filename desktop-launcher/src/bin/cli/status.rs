@@ -1,6 +1,7 @@
 //! `status` of `buzz-launcher` (spec I3 "Presence is the status"): the
 //! table and the fleet line over [`desktop_launcher::app::status_watch`], and in
-//! `--watch` each change as it comes.
+//! `--watch` each change as it comes, with what each agent is doing from its
+//! observer frames ([`desktop_launcher::app::activity_feed`]).
 
 use super::{emit, out};
 use anyhow::Result;
@@ -46,7 +47,31 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
     out!("{}", app::fleet_line_with(&rows, &running_names(store, &agents)));
     if watch {
         let step = Duration::from_millis(200);
+        // What each agent is doing, from its observer frames (issue 34): said
+        // when it changes, and every ACTIVITY_EVERY while it lasts.
+        let mut activity = match app::activity_feed::watch(store, &agents).await {
+            Ok(a) => Some(a),
+            Err(e) => {
+                eprintln!("warning: no live activity: {e}");
+                None
+            }
+        };
+        let mut said: BTreeMap<String, (app::activity::Doing, std::time::Instant)> = BTreeMap::new();
         loop {
+            if let Some(act) = activity.as_mut() {
+                while act.next(Duration::from_millis(1)).await.is_some() {}
+                let now = app::unix_now();
+                for (name, a) in &act.activity {
+                    let (doing, _) = a.doing();
+                    let due = said.get(name).is_none_or(|(d, at)| {
+                        *d != doing || (doing != app::activity::Doing::Idle && at.elapsed() >= ACTIVITY_EVERY)
+                    });
+                    if due {
+                        out!("{name}: {}", a.describe(now));
+                        said.insert(name.clone(), (doing, std::time::Instant::now()));
+                    }
+                }
+            }
             let mut changed = Vec::new();
             let mut collect = |c: &Change, _: &Tracker| changed.push(c.clone());
             w.pump(step, &mut collect).await;
@@ -65,6 +90,9 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
 }
 
 type Row = (String, bool, Derived);
+
+/// How often a lasting activity is said again in `--watch`.
+const ACTIVITY_EVERY: Duration = Duration::from_secs(10);
 
 /// The local agents whose harness process verifies now.
 fn running_names(store: &Store, agents: &[AgentRecord]) -> Vec<String> {

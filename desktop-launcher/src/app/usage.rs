@@ -1,0 +1,104 @@
+//! What each agent has cost (issue 34 item 2): its per-turn usage events
+//! (kind 44200, [`buzz_contract::turn_metric`]) fetched from its relay and
+//! opened with the owner's key. One operation for the CLI's `usage` and the
+//! page's usage panel; [`crate::usage_view`] sums and renders them.
+//!
+//! Only the owner can read them: each is NIP-44 sealed from the agent's key
+//! to the owner's. An event that does not open, whose `agent` tag is not its
+//! author, or whose author is not the agent asked for, is not counted and
+//! is reported as skipped, never guessed at.
+
+use super::error::AppError;
+use crate::record::AgentRecord;
+use crate::relay;
+use crate::store::Store;
+pub use crate::usage_view::TurnUsage;
+use buzz_contract::turn_metric::{self, TurnMetric};
+use nostr_sdk::prelude::{Alphabet, Event, Filter, Keys, Kind, PublicKey, SingleLetterTag, Timestamp, nip44};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The most usage events asked of a relay in one look.
+pub const FETCH_LIMIT: usize = 5000;
+/// How long a relay has to answer.
+pub const FETCH_WAIT: Duration = Duration::from_secs(10);
+
+/// What a look found.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Every turn, oldest first.
+    pub turns: Vec<TurnUsage>,
+    /// Events from the agents that could not be read, and why.
+    pub skipped: Vec<String>,
+}
+
+/// The usage of agent `name`, or of every agent, since `since` (unix
+/// seconds).
+pub async fn usage(store: &Store, name: Option<&str>, since: u64) -> Result<Usage, AppError> {
+    let agents: Vec<AgentRecord> = match name {
+        Some(n) => vec![store.agent(n)?],
+        None => store.agents()?,
+    };
+    let owner = store.owner()?;
+    let mut by_relay: BTreeMap<&str, Vec<&AgentRecord>> = BTreeMap::new();
+    for a in &agents {
+        by_relay.entry(a.relay_url.as_str()).or_default().push(a);
+    }
+    let mut out = Usage::default();
+    for (url, recs) in by_relay {
+        let client = relay::connect(url, owner.clone(), FETCH_WAIT).await?;
+        let authors: Vec<PublicKey> = recs
+            .iter()
+            .filter_map(|r| PublicKey::from_hex(&r.pubkey).ok())
+            .collect();
+        let filter = Filter::new()
+            .kind(Kind::from(turn_metric::KIND))
+            .authors(authors)
+            .custom_tag(
+                SingleLetterTag::lowercase(Alphabet::P),
+                owner.public_key().to_hex(),
+            )
+            .since(Timestamp::from_secs(since))
+            .limit(FETCH_LIMIT);
+        let events = client.fetch_events(filter, FETCH_WAIT).await;
+        client.shutdown().await;
+        let events = events.map_err(|e| relay::RelayError::Connect {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+        for e in events {
+            let Some(rec) = recs.iter().find(|r| r.pubkey == e.pubkey.to_hex()) else {
+                continue;
+            };
+            match open(&owner, &e) {
+                Ok(metric) => out.turns.push(TurnUsage {
+                    agent: rec.name.clone(),
+                    event_id: e.id.to_hex(),
+                    at: e.created_at.as_secs(),
+                    metric,
+                }),
+                Err(why) => out
+                    .skipped
+                    .push(format!("{} event {}: {why}", rec.name, e.id.to_hex())),
+            }
+        }
+    }
+    out.turns
+        .sort_by(|a, b| (a.at, &a.metric.timestamp).cmp(&(b.at, &b.metric.timestamp)));
+    Ok(out)
+}
+
+/// The metric `e` carries, opened with the owner's key.
+pub fn open(owner: &Keys, e: &Event) -> Result<TurnMetric, String> {
+    let agent_tag = e
+        .tags
+        .iter()
+        .map(|t| t.as_slice())
+        .find(|t| t.len() == 2 && t[0] == turn_metric::TAG_AGENT);
+    if agent_tag.is_none_or(|t| t[1] != e.pubkey.to_hex()) {
+        return Err("its agent tag does not name its author".into());
+    }
+    let plain = nip44::decrypt(owner.secret_key(), &e.pubkey, &e.content)
+        .map_err(|_| "it is not sealed to this owner".to_string())?;
+    serde_json::from_str(&plain).map_err(|e| format!("it is not a usage payload ({e})"))
+}

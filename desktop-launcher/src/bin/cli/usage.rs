@@ -1,0 +1,67 @@
+//! `usage` of `buzz-launcher` (issue 34 item 2): each turn's tokens,
+//! context fill and cost, from the agents' sealed usage events
+//! ([`desktop_launcher::app::usage`]), with a total line per agent; or, with
+//! `--json`, the turns as the agents reported them.
+
+use super::{emit, out};
+use anyhow::Result;
+use desktop_launcher::app::{self, Store, usage_view as view};
+
+pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>, json: bool) -> Result<()> {
+    let since = match since {
+        Some(s) => view::parse_since(s, app::unix_now()).map_err(anyhow::Error::msg)?,
+        None => 0,
+    };
+    let found = app::usage::usage(store, name, since).await?;
+    for s in &found.skipped {
+        eprintln!("skipped: {s}");
+    }
+    if json {
+        let turns: Vec<serde_json::Value> = found
+            .turns
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "agent": t.agent,
+                    "event_id": t.event_id,
+                    "created_at": t.at,
+                    "metric": t.metric,
+                })
+            })
+            .collect();
+        out!("{}", serde_json::to_string_pretty(&turns)?);
+        return Ok(());
+    }
+    if found.turns.is_empty() {
+        eprintln!(
+            "no usage reported{}: an agent reports one event per turn it runs (harness buzz-acp with usage events)",
+            name.map_or(String::new(), |n| format!(" by `{n}`"))
+        );
+        return Ok(());
+    }
+    let rows: Vec<[String; 8]> = found.turns.iter().map(view::row).collect();
+    let mut widths = view::HEADER.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    out!("{}", line(&view::HEADER.map(str::to_string)));
+    for r in &rows {
+        out!("{}", line(r));
+    }
+    for (agent, t) in view::totals(&found.turns) {
+        out!("{}", view::total_line(&agent, &t));
+    }
+    Ok(())
+}
