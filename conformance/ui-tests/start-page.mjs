@@ -13,17 +13,9 @@
 // answers `SEEN <epoch ms>` (when the dot changed, stamped in the page); `DONE`
 // ends the rounds. The last line is `RESULT <json>`.
 // No timing assertions: every wait is a bounded wait for a state.
-import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
-
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
-const require = createRequire(path.join(env('BUZZ_NPM_PREFIX'), 'node_modules', 'x.js'));
-const { chromium } = require('playwright-core');
+import { env, check, launch } from './browser.mjs';
 
 const START_URL = env('START_URL');
 const SHOT_DIR = env('SHOT_DIR');
@@ -38,8 +30,6 @@ const waiters = [];
 lines.on('line', (l) => { const w = waiters.shift(); if (w) w(l); else pending.push(l); });
 const nextLine = () => new Promise((res) => { const l = pending.shift(); if (l !== undefined) res(l); else waiters.push(res); });
 
-function check(cond, msg) { if (!cond) throw new Error(msg); }
-
 let step = 0;
 async function shot(page, name) {
   step += 1;
@@ -50,12 +40,7 @@ async function shot(page, name) {
 
 const card = (name) => `li.agent[data-name="${name}"]`;
 
-const browser = await chromium.launch({
-  executablePath: env('CHROMIUM'),
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--no-first-run'],
-});
+const browser = await launch();
 const figures = {};
 try {
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });

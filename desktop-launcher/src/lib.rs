@@ -58,7 +58,8 @@
 //! - [`wake`]: wake on mention: sleeping or stopped, what wakes an agent, how often (issue 33).
 //! - [`activity`]: what an agent is doing now, from its observer frames.
 //! - [`usage_view`], [`conversation_view`]: a turn's usage and its sums, an
-//!   agent's conversation by turn, and how they read (issue 34).
+//!   agent's conversation by turn, and how they read (issue 34);
+//!   [`usage_plot`]: the usage panel's inline SVG.
 
 pub mod activity;
 pub mod app;
@@ -92,6 +93,7 @@ pub mod stage;
 pub(crate) mod status_lines;
 pub mod store;
 pub mod ui;
+pub mod usage_plot;
 pub mod usage_view;
 pub(crate) mod waits;
 pub mod wake;

@@ -187,41 +187,46 @@ pub fn parse_since(text: &str, now: u64) -> Result<u64, String> {
     Ok(now.saturating_sub(n.saturating_mul(per)))
 }
 
+/// A turn with the given figures, for the tests of this module and the plots.
+#[cfg(test)]
+pub(crate) fn sample(agent: &str, at: u64, tokens: Option<(u64, u64)>, cost: Option<f64>) -> TurnUsage {
+    use buzz_contract::turn_metric::{StopReason, TokenCounts};
+    TurnUsage {
+        agent: agent.into(),
+        event_id: "e".into(),
+        at,
+        metric: TurnMetric {
+            harness: "buzz-acp".into(),
+            model: None,
+            channel_id: None,
+            session_id: None,
+            turn_id: None,
+            turn_seq: Some(1),
+            timestamp: "2026-12-03T10:00:00Z".into(),
+            started_at: None,
+            turn: Some(TokenCounts {
+                input_tokens: tokens.map(|t| t.0),
+                output_tokens: tokens.map(|t| t.1),
+                cost_usd: cost,
+                ..TokenCounts::default()
+            }),
+            cumulative: None,
+            delta_reliable: true,
+            stop_reason: Some(StopReason::EndTurn),
+            native_stop_reason: None,
+            outcome: None,
+            triggering_event_ids: vec![],
+            context_used_tokens: Some(1280),
+            context_limit_tokens: Some(200_000),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use buzz_contract::turn_metric::{StopReason, TokenCounts};
-
     fn turn(agent: &str, input: Option<u64>, cost: Option<f64>) -> TurnUsage {
-        TurnUsage {
-            agent: agent.into(),
-            event_id: "e".into(),
-            at: 0,
-            metric: TurnMetric {
-                harness: "buzz-acp".into(),
-                model: None,
-                channel_id: None,
-                session_id: None,
-                turn_id: None,
-                turn_seq: Some(1),
-                timestamp: "2026-12-03T10:00:00Z".into(),
-                started_at: None,
-                turn: Some(TokenCounts {
-                    input_tokens: input,
-                    output_tokens: input.map(|i| i / 10),
-                    cost_usd: cost,
-                    ..TokenCounts::default()
-                }),
-                cumulative: None,
-                delta_reliable: true,
-                stop_reason: Some(StopReason::EndTurn),
-                native_stop_reason: None,
-                outcome: None,
-                triggering_event_ids: vec![],
-                context_used_tokens: Some(1280),
-                context_limit_tokens: Some(200_000),
-            },
-        }
+        super::sample(agent, 0, input.map(|i| (i, i / 10)), cost)
     }
 
     #[test]

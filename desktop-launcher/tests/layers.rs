@@ -31,6 +31,7 @@ const ORDER: &[&str] = &[
     "waits",
     "wake",
     "usage_view",
+    "usage_plot",
     "conversation_view",
     "activity",
     // the state dir: records and keys
@@ -82,7 +83,7 @@ const APP_ORDER: &[&str] = &[
 /// presence handle, the handlers' shared state and replies, the presence
 /// task, the handlers, and the server that routes to them.
 const UI_ORDER: &[&str] = &[
-    "guard", "form", "dots", "shared", "live", "ops", "routes", "teardown", "server",
+    "guard", "form", "dots", "shared", "live", "doing", "ops", "routes", "teardown", "history", "server",
 ];
 
 /// What each front end may use of the crate: the one API (`app`), and for

@@ -261,20 +261,10 @@ fn idle_cost(bin: &Path, harness: &Path, url: &str, root: &Path) -> anyhow::Resu
     // Past its first scans and subscription.
     std::thread::sleep(Duration::from_secs(5));
     let pid = serve.child.id();
-    let ticks = || -> anyhow::Result<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime: fields 14 and 15, the 12th and 13th after the name.
-        Ok(f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
-    };
-    // SAFETY: sysconf reads a constant of the running system.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let (t0, c0) = (Instant::now(), ticks()?);
+    let (t0, c0) = (Instant::now(), super::cpu_s(pid)?);
     std::thread::sleep(IDLE_WINDOW);
-    let (c1, took) = (ticks()?, t0.elapsed().as_secs_f64());
-    let cpu = (c1 - c0) as f64 / hz / took * 100.0;
+    let (c1, took) = (super::cpu_s(pid)?, t0.elapsed().as_secs_f64());
+    let cpu = (c1 - c0) / took * 100.0;
     let rss = super::rss_mb(pid)?;
     anyhow::ensure!(
         !serve.lines.lock().unwrap().iter().any(|l| l.contains("woke")),

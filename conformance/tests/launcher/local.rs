@@ -118,9 +118,14 @@ async fn usage_and_log_show_each_turn_across_a_restart() {
     // Nostr times are whole seconds: each message in a second of its own,
     // so the expected order is the one they were sent in.
     let store = &w.store;
+    let next_second = || {
+        tokio::time::sleep(app::until_after_second(
+            app::unix_now(),
+            std::time::SystemTime::now(),
+        ))
+    };
     let chat = |text: &'static str| async move {
-        let now = std::time::SystemTime::now();
-        tokio::time::sleep(app::until_after_second(app::unix_now(), now)).await;
+        next_second().await;
         app::chat(store, "agent", text, Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("{e}; log:\n{}", show_log()))
@@ -128,6 +133,7 @@ async fn usage_and_log_show_each_turn_across_a_restart() {
     let _first = start().await;
     chat("[usage:1200,80,1300,4500] one").await;
     chat("[usage:300,20,330,6000] two").await;
+    next_second().await;
     app::stop(&w.store, "agent", Duration::from_secs(60))
         .await
         .unwrap();

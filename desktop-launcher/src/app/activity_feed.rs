@@ -34,9 +34,13 @@ pub struct ActivityWatch {
     names: BTreeMap<String, String>,
     /// name → activity.
     pub activity: BTreeMap<String, Activity>,
+    /// Relays that could not be watched, and why.
+    pub unreachable: Vec<String>,
 }
 
-/// Subscribes to the frames of `agents` on their relays, from now on.
+/// Subscribes to the frames of `agents` on their relays, from now on. A
+/// relay that cannot be reached is named in
+/// [`ActivityWatch::unreachable`]; the others are watched.
 pub async fn watch(store: &Store, agents: &[AgentRecord]) -> Result<ActivityWatch, AppError> {
     let owner = store.owner()?;
     let mut by_relay: BTreeMap<&str, Vec<PublicKey>> = BTreeMap::new();
@@ -46,8 +50,8 @@ pub async fn watch(store: &Store, agents: &[AgentRecord]) -> Result<ActivityWatc
         }
     }
     let mut feeds = Vec::new();
+    let mut unreachable = Vec::new();
     for (url, authors) in by_relay {
-        let client = relay::connect(url, owner.clone(), Duration::from_secs(10)).await?;
         let filter = Filter::new()
             .kind(Kind::from(observer::KIND))
             .authors(authors)
@@ -56,8 +60,20 @@ pub async fn watch(store: &Store, agents: &[AgentRecord]) -> Result<ActivityWatc
                 owner.public_key().to_hex(),
             )
             .since(Timestamp::from_secs(relay::unix_now()));
-        let feed = relay::subscribe_filters(&client, url, vec![filter]).await?;
-        feeds.push((client, feed));
+        let client = match relay::connect(url, owner.clone(), Duration::from_secs(10)).await {
+            Ok(c) => c,
+            Err(e) => {
+                unreachable.push(e.to_string());
+                continue;
+            }
+        };
+        match relay::subscribe_filters(&client, url, vec![filter]).await {
+            Ok(feed) => feeds.push((client, feed)),
+            Err(e) => {
+                client.shutdown().await;
+                unreachable.push(e.to_string());
+            }
+        }
     }
     Ok(ActivityWatch {
         feeds,
@@ -67,10 +83,16 @@ pub async fn watch(store: &Store, agents: &[AgentRecord]) -> Result<ActivityWatc
             .map(|a| (a.pubkey.clone(), a.name.clone()))
             .collect(),
         activity: BTreeMap::new(),
+        unreachable,
     })
 }
 
 impl ActivityWatch {
+    /// How many relays are watched.
+    pub fn watching(&self) -> usize {
+        self.feeds.len()
+    }
+
     /// Waits up to `wait` for the next frame of any agent; folds it in and
     /// returns the agent's name.
     pub async fn next(&mut self, wait: Duration) -> Option<String> {

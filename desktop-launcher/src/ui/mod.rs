@@ -15,6 +15,9 @@
 //!   `!shutdown` (spec §Stop), chat; the embedded relay on demand.
 //! - `teardown`: Delete and Undeploy (issue 21): the plan the confirmation
 //!   names, then [`crate::app::teardown`] with the provider's progress as events.
+//! - `doing`: live activity from the agents' observer frames (issue 34).
+//! - `history`: an agent's conversation and usage (issue 34), as the CLI's
+//!   `log` and `usage` read them, with the usage plots as inline SVG.
 //! - `live`: the presence tracker feeding Server-Sent Events (spec I3), with
 //!   relay retries and TTL expiry.
 //!
@@ -25,9 +28,11 @@
 //! from the state dir's secrets (`Store::secrets`, fail closed) as a last
 //! line of defence.
 
+mod doing;
 mod dots;
 pub mod form;
 pub mod guard;
+mod history;
 mod live;
 mod ops;
 mod routes;

@@ -82,6 +82,7 @@ pub async fn serve(store: Store, listen: SocketAddr, on_ready: impl FnOnce(&str)
         .await
         .map_err(|e| UiError::Serve(std::io::Error::other(e.to_string())))?;
     super::live::spawn(shared.clone(), notes);
+    super::doing::spawn(shared.clone());
     spawn_waker(shared.clone());
     on_ready(&shared.guard.start_url());
     axum::serve(listener, router(shared))
@@ -128,7 +129,7 @@ fn spawn_waker(shared: S) {
 const WAKER_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn router(shared: S) -> Router {
-    use super::{live, ops, routes, teardown};
+    use super::{history, live, ops, routes, teardown};
     Router::new()
         .route(
             "/",
@@ -154,6 +155,8 @@ fn router(shared: S) -> Router {
         .route("/api/agents/{name}/start", post(ops::start_agent))
         .route("/api/agents/{name}/stop", post(ops::stop_agent))
         .route("/api/agents/{name}/chat", post(ops::chat_agent))
+        .route("/api/agents/{name}/conversation", get(history::conversation))
+        .route("/api/agents/{name}/usage", get(history::usage))
         .route("/api/presets", get(routes::list_presets))
         .route("/api/providers", get(routes::providers))
         .route("/api/providers/{id}/schema", get(routes::provider_schema))

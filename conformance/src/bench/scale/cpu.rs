@@ -7,24 +7,10 @@
 
 use super::round3;
 use crate::testenv::TestEnv;
-use anyhow::anyhow;
 use serde_json::{Value, json};
 
-/// `utime + stime` of a `/proc/<pid>/stat` line, in clock ticks.
-fn stat_ticks(stat: &str) -> Option<u64> {
-    // Fields after the parenthesised command name start at field 3 (state);
-    // utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-}
-
 pub(super) fn proc_cpu_s(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let ticks = stat_ticks(&stat).ok_or_else(|| anyhow!("unreadable /proc/{pid}/stat"))?;
-    // SAFETY: sysconf reads a constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks as f64 / hz)
+    crate::bench::cpu_s(pid)
 }
 
 fn rusage_s(who: libc::c_int) -> f64 {
@@ -75,17 +61,5 @@ impl Cpu {
             "providers": round3(self.providers / n),
             "bench_proxy_and_node": round3(self.bench / n),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_ticks_reads_utime_and_stime_past_a_spaced_command() {
-        let line = "42 (kube api) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0 9 0";
-        assert_eq!(stat_ticks(line), Some(325));
-        assert_eq!(stat_ticks("42 (x) S 1"), None);
     }
 }

@@ -50,7 +50,12 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
         // What each agent is doing, from its observer frames (issue 34): said
         // when it changes, and every ACTIVITY_EVERY while it lasts.
         let mut activity = match app::activity_feed::watch(store, &agents).await {
-            Ok(a) => Some(a),
+            Ok(a) => {
+                for u in &a.unreachable {
+                    eprintln!("warning: no live activity from a relay: {u}");
+                }
+                Some(a)
+            }
             Err(e) => {
                 eprintln!("warning: no live activity: {e}");
                 None

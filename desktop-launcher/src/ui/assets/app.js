@@ -101,7 +101,72 @@ function makeCard(name) {
   q('.confirm-no').addEventListener('click', () => { q('.confirm').hidden = true; q(`.${card.dataset.confirmFor || 'delete'}`).focus(); });
   q('.confirm-yes').addEventListener('click', () => (card.dataset.confirmFor === 'undeploy' ? undeploy(name) : doDelete(name)));
   q('.chat').addEventListener('submit', (e) => { e.preventDefault(); chat(name); });
+  q('.history').addEventListener('toggle', () => { if (q('.history').open) loadHistory(name); });
   return card;
+}
+
+// ---- conversation, usage and activity (issue 34) ------------------------------------------
+
+function whenText(at) {
+  return new Date(at * 1000).toISOString().replace('T', ' ').slice(0, 19);
+}
+
+function saidItem(m) {
+  const li = document.createElement('li');
+  li.className = m.agent ? 'said agent' : 'said';
+  const head = document.createElement('span');
+  head.className = 'muted';
+  head.textContent = `${whenText(m.at)}  ${m.who}: `;
+  const text = document.createElement('span');
+  text.className = 'said-text';
+  text.textContent = m.text;
+  li.append(head, text);
+  return li;
+}
+
+async function loadHistory(name) {
+  const card = cards.get(name);
+  if (!card) return;
+  const q = (s) => card.querySelector(s);
+  q('.history-status').textContent = 'reading the relay…';
+  const path = `/api/agents/${encodeURIComponent(name)}`;
+  const [conv, usage] = await Promise.all([api('GET', `${path}/conversation`), api('GET', `${path}/usage`)]);
+  const list = q('.conversation');
+  list.replaceChildren();
+  if (conv.ok) {
+    for (const t of conv.data.turns) {
+      const li = t.mention ? saidItem(t.mention) : document.createElement('li');
+      if (t.replies.length) {
+        const replies = document.createElement('ol');
+        replies.className = 'replies';
+        for (const r of t.replies) replies.append(saidItem(r));
+        li.append(replies);
+      }
+      list.append(li);
+    }
+  }
+  const plots = q('.plots');
+  plots.replaceChildren();
+  if (usage.ok) {
+    q('.usage-total').textContent = usage.data.total || 'No usage reported yet.';
+    for (const key of ['tokens', 'cost']) {
+      const doc = new DOMParser().parseFromString(usage.data.plots[key], 'image/svg+xml');
+      const svg = doc.documentElement;
+      if (svg && svg.nodeName === 'svg') { svg.classList.add('plot', `plot-${key}`); plots.append(document.importNode(svg, true)); }
+    }
+  }
+  const err = !conv.ok ? conv.data.error : (!usage.ok ? usage.data.error : '');
+  q('.history-status').textContent = err ? `Error: ${err}` : `${conv.data.turns.length} turn(s)`;
+  card.dataset.history = err ? 'error' : 'ok';
+}
+
+function setActivity(name, text, busy) {
+  const card = cards.get(name);
+  if (!card) return;
+  const p = card.querySelector('.activity');
+  p.hidden = false;
+  p.textContent = text;
+  card.dataset.activity = busy ? 'busy' : 'idle';
 }
 
 function renderAgent(card, a) {
@@ -267,6 +332,7 @@ async function chat(name) {
   const r = await api('POST', `/api/agents/${encodeURIComponent(name)}/chat`, { text });
   out.textContent = r.ok ? r.data.reply : `Error: ${r.data.error || 'chat failed'}`;
   card.dataset.reply = r.ok ? 'ok' : 'error';
+  if (card.querySelector('.history').open) loadHistory(name);
 }
 
 // ---- the form -----------------------------------------------------------------------------
@@ -670,6 +736,7 @@ function onEvent(ev) {
       break;
     }
     case 'progress': progressLine(ev.name, ev.line); break;
+    case 'activity': setActivity(ev.name, ev.text, ev.busy); break;
     case 'busy': { const c = cards.get(ev.name); if (c) setBusy(c, ev.busy); break; }
     case 'done': {
       progressLine(ev.name, ev.ok ? ev.message : `failed: ${ev.message}`);
