@@ -1,5 +1,4 @@
-//! The `wake` and `wake-node` benchmarks (issue 33 "Figures"): printed,
-//! never asserted.
+//! The `wake` benchmark (issue 33 "Figures"): printed, never asserted.
 //!
 //! `bench wake`, locally, the real `buzz-launcher serve` and harnesses
 //! with the built-in echo agent on an in-process NIP-42 relay:
@@ -14,20 +13,12 @@
 //!   [`IDLE_AGENTS`] sleeping agents on one relay, its CPU over
 //!   [`IDLE_WINDOW`] (user + system, of one core) and its resident set.
 //!
-//! `bench wake-node`, on the real node with the test image (warm):
-//! - `node_sleeping_mention_to_reply_ms`: p50 of [`RUNS`] agents, each
-//!   slept by a 3 s bound (its pod `Succeeded`), then woken by a deploy
-//!   carrying the mention and answered from the new pod (goal ≤ 3 s);
-//! - `node_running_mention_to_reply_ms`: p50 of [`RUNS`] mentions to a
-//!   running pod.
-//!
 //! Each mention is timed from just before the owner's client connects to
 //! publish it to the observer's receipt of the answer, the same way for a
 //! sleeping and a running agent.
 
 use super::harness::sibling;
 use crate::harness_support::{Observer, TestRelay, post};
-use crate::real_node_support::{NAME, Scenario, imported_test_image, phase};
 use crate::ui_support::launcher;
 use desktop_launcher::app;
 use desktop_launcher::record::{Backend, EndedSeen};
@@ -272,81 +263,4 @@ fn idle_cost(bin: &Path, harness: &Path, url: &str, root: &Path) -> anyhow::Resu
         serve.lines.lock().unwrap()
     );
     Ok((cpu, rss))
-}
-
-/// `bench wake-node`: mention → reply for sleeping and running pods.
-pub fn run_node() -> anyhow::Result<serde_json::Value> {
-    let image = imported_test_image(&sibling("acp-test-agent")?);
-    let provider = sibling("provider-under-test")?;
-    let edit = |s: &Scenario, inactivity: Option<u64>| {
-        s.edit(|rec, c| {
-            rec.agent_command = Some("acp-test-agent".into());
-            rec.agent_args = vec!["echo".into()];
-            if let Some(n) = inactivity {
-                c.insert("inactivity_seconds".into(), n.into());
-            }
-        })
-    };
-    let mut asleep = Vec::new();
-    for i in 0..RUNS {
-        let s = Scenario::new(&format!("bench-sleep{i}"), &[], Some(&image), &provider);
-        edit(&s, Some(3));
-        let lines = s.spawn_waker();
-        let (pod, _) = s.start();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        s.wait_pod(&name, "Succeeded after its inactivity bound", |p| {
-            phase(p) == "Succeeded"
-        });
-        until(WAIT, || {
-            s.store.deploy_state(NAME).is_ok_and(|st| st.ended.is_some())
-        })
-        .map_err(|_| {
-            let seen: Vec<String> = s
-                .obs
-                .matching(|e| e.pubkey == s.agent)
-                .into_iter()
-                .map(|m| format!("{} {:?}", m.event.content, m.event.tags))
-                .collect();
-            anyhow::anyhow!(
-                "the waker never saw the run end: {:?}; the agent published {seen:?}; its log: {}",
-                lines.lock().unwrap(),
-                s.logs(&pod)
-            )
-        })?;
-        let (owner, agent) = (s.store.owner()?, s.store.agent_keys(NAME)?);
-        let text = format!("wake-{i}");
-        asleep.push(mention_to_reply(
-            &s.rt,
-            (&s.relay.url, &s.obs),
-            (&owner, &agent),
-            &text,
-            &format!("echo: {text}"),
-        )?);
-        s.woken_pod(&lines);
-        let _ = s.rt.block_on(app::stop(&s.store, NAME, WAIT));
-    }
-    let running = Scenario::new("bench-awake", &[], Some(&image), &provider);
-    edit(&running, None);
-    running.start();
-    let (owner, agent) = (running.store.owner()?, running.store.agent_keys(NAME)?);
-    let mut awake = Vec::new();
-    for i in 0..RUNS {
-        let text = format!("running-{i}");
-        let reply = format!("echo: {text}");
-        awake.push(mention_to_reply(
-            &running.rt,
-            (&running.relay.url, &running.obs),
-            (&owner, &agent),
-            &text,
-            &reply,
-        )?);
-    }
-    let _ = running.rt.block_on(app::stop(&running.store, NAME, WAIT));
-    drop(running);
-
-    Ok(serde_json::json!({
-        "node_sleeping_mention_to_reply_ms": median_ms(asleep),
-        "node_running_mention_to_reply_ms": median_ms(awake),
-        "runs": RUNS,
-    }))
 }

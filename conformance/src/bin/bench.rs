@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|wake-node|observer>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -24,10 +24,9 @@ fn main() -> ExitCode {
         "agents" => buzz_conformance::bench::agents::run(),
         "scale" => buzz_conformance::bench::scale::run(),
         "wake" => buzz_conformance::bench::wake::run(),
-        "wake-node" => buzz_conformance::bench::wake::run_node(),
         "observer" => buzz_conformance::bench::observer::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|wake-node|observer> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer> (got {other:?})"
         )),
     };
     match figures {
