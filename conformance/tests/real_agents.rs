@@ -72,8 +72,67 @@ async fn writes_a_file_and_answers(agent: RealAgent, model: &str, model_sent: &s
     );
     assert!(h.stderr().contains("session setup applied"), "{}", h.stderr());
     assert_no_key_published(&w);
+    assert_usage_is_what_the_model_api_reported(&w, agent, &m).await;
     h.signal(libc::SIGTERM);
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
+/// The turn's usage event (issue 34) opens for the owner, and only the
+/// owner, to what the agent reported of the tokens the fake model API
+/// reported for the turn's requests: nothing invented where it said none.
+async fn assert_usage_is_what_the_model_api_reported(
+    w: &AgentWorld,
+    agent: RealAgent,
+    mention: &nostr_sdk::prelude::Event,
+) {
+    use buzz_contract::turn_metric::{self, TurnMetric};
+    use nostr_sdk::prelude::{Kind, nip44};
+    let open = |reader: &nostr_sdk::prelude::Keys, e: &nostr_sdk::prelude::Event| {
+        nip44::decrypt(reader.secret_key(), &e.pubkey, &e.content)
+            .ok()
+            .and_then(|p| serde_json::from_str::<TurnMetric>(&p).ok())
+    };
+    let kind = Kind::from(turn_metric::KIND);
+    let seen = w
+        .obs
+        .wait_for(WAIT, |e| e.pubkey == w.agent.public_key() && e.kind == kind)
+        .await
+        .expect("a usage event for the turn")
+        .event;
+    let metric = open(&w.owner, &seen).expect("the owner opens it");
+    assert!(open(&nostr_sdk::prelude::Keys::generate(), &seen).is_none());
+    assert_eq!(metric.triggering_event_ids, vec![mention.id.to_hex()]);
+    let reported: Vec<_> = w.fake.reported().into_iter().flatten().collect();
+    let turn = metric.turn.clone().expect("turn figures");
+    println!(
+        "{agent:?}: usage event {turn:?}, context {:?}/{:?}; the API reported {reported:?}",
+        metric.context_used_tokens, metric.context_limit_tokens
+    );
+    let (input, output) = (
+        reported.iter().map(|r| r.input).sum::<u64>(),
+        reported.iter().map(|r| r.output).sum::<u64>(),
+    );
+    let last = reported.last().expect("the API answered");
+    // What each pinned agent reports (docs/agents.md "Usage"): claude its
+    // turn's tokens (the sum of the turn's requests) and cost; codex only
+    // its context fill (the last request's tokens); gemini nothing.
+    match agent {
+        RealAgent::Claude => {
+            assert_eq!(
+                (turn.input_tokens, turn.output_tokens),
+                (Some(input), Some(output))
+            );
+            assert!(turn.cost_usd.is_some_and(|c| c > 0.0), "{turn:?}");
+        }
+        RealAgent::Codex => {
+            assert!(turn.is_unknown(), "{turn:?}");
+            assert_eq!(metric.context_used_tokens, Some(last.input + last.output));
+        }
+        RealAgent::Gemini => {
+            assert!(turn.is_unknown(), "{turn:?}");
+            assert_eq!(metric.context_used_tokens, None);
+        }
+    }
 }
 
 /// claude: default mode, so Bash asks permission (its first agent→client

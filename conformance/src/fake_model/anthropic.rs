@@ -72,9 +72,9 @@ fn blocks(answer: &Answer<'_>, seq: usize) -> (Vec<Value>, &'static str) {
     }
 }
 
-fn usage(output_tokens: usize) -> Value {
+fn usage(seq: usize, output_tokens: u64) -> Value {
     json!({
-        "input_tokens": 12,
+        "input_tokens": super::reported(seq).input,
         "output_tokens": output_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
@@ -95,7 +95,7 @@ pub fn reply(body: &Value, answer: &Answer<'_>, seq: usize) -> Response<Full<Byt
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": null,
-            "usage": usage(content.len()),
+            "usage": usage(seq, super::reported(seq).output),
         });
         return json_response(StatusCode::OK, &message);
     }
@@ -109,7 +109,7 @@ pub fn reply(body: &Value, answer: &Answer<'_>, seq: usize) -> Response<Full<Byt
             "content": [],
             "stop_reason": null,
             "stop_sequence": null,
-            "usage": usage(1),
+            "usage": usage(seq, 1),
         }}),
     )];
     for (index, block) in content.iter().enumerate() {
@@ -142,7 +142,7 @@ pub fn reply(body: &Value, answer: &Answer<'_>, seq: usize) -> Response<Full<Byt
         json!({
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-            "usage": {"output_tokens": content.len()},
+            "usage": {"output_tokens": super::reported(seq).output},
         }),
     ));
     events.push((Some("message_stop"), json!({"type": "message_stop"})));

@@ -130,7 +130,8 @@ pub fn error(status: StatusCode) -> Value {
 }
 
 /// Answers `answer` for the request at `path` (SSE for a stream action).
-pub fn reply(path: &str, answer: &Answer<'_>) -> Response<Full<Bytes>> {
+pub fn reply(path: &str, answer: &Answer<'_>, seq: usize) -> Response<Full<Bytes>> {
+    let r = super::reported(seq);
     let (model, action) = route(path).unwrap_or(("gemini-fake", Action::GenerateContent));
     let parts: Vec<Value> = match answer {
         Answer::Text(texts) => texts.iter().map(|t| json!({"text": t})).collect(),
@@ -140,7 +141,6 @@ pub fn reply(path: &str, answer: &Answer<'_>) -> Response<Full<Bytes>> {
             .chain([json!({"functionCall": {"name": SHELL_TOOL, "args": {"command": command}}})])
             .collect(),
     };
-    let out = parts.len();
     let resp = json!({
         "candidates": [{
             "content": {"role": "model", "parts": parts},
@@ -148,9 +148,9 @@ pub fn reply(path: &str, answer: &Answer<'_>) -> Response<Full<Bytes>> {
             "index": 0,
         }],
         "usageMetadata": {
-            "promptTokenCount": 12,
-            "candidatesTokenCount": out,
-            "totalTokenCount": 12 + out,
+            "promptTokenCount": r.input,
+            "candidatesTokenCount": r.output,
+            "totalTokenCount": r.input + r.output,
         },
         "modelVersion": model,
     });

@@ -76,6 +76,28 @@ pub struct RecordedRequest {
     /// The index of the script turn that answered it (None for `HEAD`,
     /// side calls, unknown paths, whole-server failures and an empty script).
     pub turn: Option<usize>,
+    /// A model answer went back (a turn's or a side call's), with the
+    /// usage [`reported`] for its place in the log.
+    pub answered: bool,
+}
+
+/// The token counts the fake reports in its answer to the `seq`-th request
+/// (1-based, in the order received), in each API's own fields (Anthropic
+/// `usage`, OpenAI `response.usage`, Gemini `usageMetadata`; no cached
+/// tokens). Distinct per answer, so a test tells a turn's sum from its last
+/// request's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// The counts of the `seq`-th answer.
+pub fn reported(seq: usize) -> Reported {
+    Reported {
+        input: 1000 + 100 * seq as u64,
+        output: 10 + seq as u64,
+    }
 }
 
 impl RecordedRequest {
@@ -187,6 +209,16 @@ impl FakeModel {
     /// stops doing so with `None`. While set, the script does not advance.
     pub fn fail_all(&self, failure: Option<Failure>) {
         *lock(&self.state.fail_all) = failure;
+    }
+
+    /// The token counts reported for each answered model request (side
+    /// calls included, `None` for every other request), in order.
+    pub fn reported(&self) -> Vec<Option<Reported>> {
+        self.requests()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| r.answered.then(|| reported(i + 1)))
+            .collect()
     }
 
     /// Every request received, in order.

@@ -93,7 +93,8 @@ fn items(answer: &Answer<'_>, seq: usize) -> Vec<Value> {
     }
 }
 
-fn response(id: &str, model: &str, status: &str, output: &[Value]) -> Value {
+fn response(id: &str, model: &str, status: &str, output: &[Value], seq: usize) -> Value {
+    let r = super::reported(seq);
     json!({
         "id": id,
         "object": "response",
@@ -102,11 +103,11 @@ fn response(id: &str, model: &str, status: &str, output: &[Value]) -> Value {
         "model": model,
         "output": output,
         "usage": {
-            "input_tokens": 12,
+            "input_tokens": r.input,
             "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": output.len(),
+            "output_tokens": r.output,
             "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 12 + output.len(),
+            "total_tokens": r.input + r.output,
         },
     })
 }
@@ -159,18 +160,18 @@ pub fn reply(body: &Value, answer: &Answer<'_>, seq: usize) -> Response<Full<Byt
     let id = format!("resp_fake_{seq}");
     let output = items(answer, seq);
     if body["stream"] != true {
-        return json_response(StatusCode::OK, &response(&id, model, "completed", &output));
+        return json_response(StatusCode::OK, &response(&id, model, "completed", &output, seq));
     }
     let mut events = vec![(
         "response.created",
-        json!({"response": response(&id, model, "in_progress", &[])}),
+        json!({"response": response(&id, model, "in_progress", &[], seq)}),
     )];
     for (index, item) in output.iter().enumerate() {
         events.extend(item_events(index, item));
     }
     events.push((
         "response.completed",
-        json!({"response": response(&id, model, "completed", &output)}),
+        json!({"response": response(&id, model, "completed", &output, seq)}),
     ));
     let events: Vec<(Option<&str>, Value)> = events
         .into_iter()

@@ -108,6 +108,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
         body,
         api,
         turn: None,
+        answered: false,
     };
     let fail_all = *lock(&state.fail_all);
     let decision = match (&route, fail_all) {
@@ -124,8 +125,9 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Fu
             Decision::Step(step, turn)
         }
     };
-    if let Decision::Step(_, turn) = &decision {
+    if let Decision::Step(step, turn) = &decision {
         rec.turn = *turn;
+        rec.answered = !matches!(step, Step::Fail(_));
     }
     let body = rec.body.clone();
     let path_only = rec.path_only().to_string();
@@ -182,7 +184,7 @@ async fn answer(api: Api, step: Step, path: &str, body: &Value, seq: usize) -> R
     match api {
         Api::Anthropic => anthropic::reply(body, &answer, seq),
         Api::OpenAi => openai::reply(body, &answer, seq),
-        Api::Gemini => gemini::reply(path, &answer),
+        Api::Gemini => gemini::reply(path, &answer, seq),
     }
 }
 
