@@ -4,19 +4,28 @@ use super::*;
 
 // ---- 8. local backend with the real harness ----------------------------------------------
 
-/// `start` spawns the real harness (`buzz-acp`) from the same resolver against
-/// a real NIP-42 relay, `chat` gets the scripted ACP agent's reply, and `stop`
-/// ends in presence `offline` and harness exit 0.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_backend_start_chat_stop_with_the_real_harness() {
-    use buzz_conformance::harness_support::TestRelay;
-    let relay = TestRelay::start().await;
+/// A relay and agent `agent` on the local backend, running the scripted ACP agent.
+async fn local_agent() -> (
+    buzz_conformance::harness_support::TestRelay,
+    World,
+    desktop_launcher::record::AgentRecord,
+) {
+    let relay = buzz_conformance::harness_support::TestRelay::start().await;
     let w = World::new("unused");
     let mut rec = w.store.agent("agent").unwrap();
     rec.backend = Backend::Local;
     rec.relay_url = relay.url.clone();
     rec.agent_command = Some(env!("CARGO_BIN_EXE_acp-test-agent").to_string());
     w.store.save_agent(&rec).unwrap();
+    (relay, w, rec)
+}
+
+/// `start` spawns the real harness (`buzz-acp`) from the same resolver against
+/// a real NIP-42 relay, `chat` gets the scripted ACP agent's reply, and `stop`
+/// ends in presence `offline` and harness exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_backend_start_chat_stop_with_the_real_harness() {
+    let (relay, w, rec) = local_agent().await;
     let log = w.store.log_path("agent");
     let show_log = || std::fs::read_to_string(&log).unwrap_or_default();
 
@@ -85,14 +94,7 @@ async fn local_backend_start_chat_stop_with_the_real_harness() {
 /// each mention with its reply, across a restart of the agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_and_log_show_each_turn_across_a_restart() {
-    use buzz_conformance::harness_support::TestRelay;
-    let relay = TestRelay::start().await;
-    let w = World::new("unused");
-    let mut rec = w.store.agent("agent").unwrap();
-    rec.backend = Backend::Local;
-    rec.relay_url = relay.url.clone();
-    rec.agent_command = Some(env!("CARGO_BIN_EXE_acp-test-agent").to_string());
-    w.store.save_agent(&rec).unwrap();
+    let (_relay, w, _rec) = local_agent().await;
     let log = w.store.log_path("agent");
     let show_log = || std::fs::read_to_string(&log).unwrap_or_default();
     let harness = Path::new(env!("CARGO_BIN_EXE_buzz-acp-under-test"));
