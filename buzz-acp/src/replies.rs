@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 /// What a shed mention's asker is told (rate-limited like error replies).
 pub const BUSY_TEXT: &str = "too many requests are waiting; try again later";
+/// What the asker of a mention still queued at a stop is told.
+pub const STOPPED_TEXT: &str = "the agent stopped before it got to this; mention it again once it is back";
 /// At most one error reply per channel per this interval.
 pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest agent error message quoted in a reply, in characters.

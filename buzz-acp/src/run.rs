@@ -46,7 +46,7 @@ use crate::inbound::{self, Answer, Decision, InboundEvent, Policy};
 use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
-use crate::replies::{BUSY_TEXT, error_reply_due, error_reply_text, timeout_text};
+use crate::replies::{BUSY_TEXT, STOPPED_TEXT, error_reply_due, error_reply_text, timeout_text};
 use crate::schedule::{Scheduler, admit, inactivity_expired};
 use crate::scrub::Scrub;
 use buzz_contract::wake::StopReason;
@@ -533,8 +533,16 @@ impl Harness {
     async fn stop_children(&mut self, plan: &ShutdownPlan, slot_rx: &mut mpsc::UnboundedReceiver<SlotEvent>) {
         self.procs.close();
         let dropped = self.sched.clear_queued();
-        if dropped > 0 {
-            tracing::info!(dropped, "queued mentions dropped at shutdown");
+        if !dropped.is_empty() {
+            tracing::info!(
+                dropped = dropped.len(),
+                "queued mentions not answered at shutdown"
+            );
+        }
+        for job in dropped {
+            if let Some(p) = self.pending.remove(&job.turn_id) {
+                self.error_reply(&p, STOPPED_TEXT);
+            }
         }
         let quiet = STALLED_AFTER.min(plan.drain_until.saturating_duration_since(plan.start));
         let running: Vec<usize> = self.sched.running().map(|(_, slot)| slot).collect();

@@ -50,7 +50,7 @@ impl<J> Scheduler<J> {
         q.push_back(job);
     }
 
-    /// True while any job is queued or in flight (the reaper defers on it).
+    /// True while any job is queued or in flight.
     pub fn busy(&self) -> bool {
         !self.in_flight.is_empty() || !self.order.is_empty()
     }
@@ -128,17 +128,24 @@ impl<J> Scheduler<J> {
         self.affinity.retain(|_, s| *s != slot);
     }
 
-    /// Drops every queued job (shutdown: no new turns).
-    pub fn clear_queued(&mut self) -> usize {
-        let n = self.queued();
+    /// Takes every queued job out, oldest channel first (shutdown: no new
+    /// turns; their askers are told).
+    pub fn clear_queued(&mut self) -> Vec<J> {
+        let mut out = Vec::new();
+        for channel in std::mem::take(&mut self.order) {
+            out.extend(self.queues.remove(&channel).unwrap_or_default());
+        }
         self.queues.clear();
-        self.order.clear();
-        n
+        out
     }
 }
 
 /// The inactivity rule: expired once `bound` has passed since the last
-/// dispatched turn ended or started, and nothing is queued or in flight.
+/// dispatched turn ended or started, and no turn is in flight (spec
+/// §Auto-Stop). A turn queued behind an agent that is still starting does
+/// not hold it off: the expiry must not depend on pool readiness, so an
+/// agent hung in `initialize` cannot defeat I5; that turn's asker is told
+/// at the stop.
 pub fn inactivity_expired(bound: Duration, last_activity: Instant, busy: bool, now: Instant) -> bool {
     !busy && now.saturating_duration_since(last_activity) >= bound
 }
@@ -188,7 +195,16 @@ mod tests {
         s.push("a", 1);
         assert!(s.assign(&[]).is_empty());
         assert!(s.has_runnable());
-        assert_eq!(s.clear_queued(), 1);
+        assert_eq!(s.clear_queued(), vec![1]);
+        assert!(!s.busy());
+        for (c, j) in [("a", 1), ("b", 2), ("a", 3)] {
+            s.push(c, j);
+        }
+        assert_eq!(
+            s.clear_queued(),
+            vec![1, 3, 2],
+            "oldest channel first, each in order"
+        );
         assert!(!s.busy());
     }
 

@@ -204,7 +204,14 @@ impl Observer {
         let sink = seen.clone();
         tokio::spawn(async move {
             let mut ids = std::collections::HashSet::new();
-            while let Ok(n) = notes.recv().await {
+            loop {
+                let n = match notes.recv().await {
+                    Ok(n) => n,
+                    // A busy test can outrun the pool's channel: keep
+                    // watching instead of going deaf for the rest of it.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
                 // Raw relay messages: the pool's own Event notification skips
                 // events this client has published itself (the probes).
                 if let nostr_sdk::RelayPoolNotification::Message {

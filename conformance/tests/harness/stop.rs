@@ -64,6 +64,38 @@ async fn reaper_is_deferred_by_an_in_flight_turn() {
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
 }
 
+/// Rule (§Auto-Stop): the reaper does not wait for an agent that is still
+/// starting, so a hung `initialize` cannot defeat I5; a mention queued
+/// behind it is not dropped silently: its asker is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mention_queued_when_the_reaper_fires_is_told_it_was_not_answered() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    // An agent that takes 4 s to come up, against a bound of 1 s.
+    let args = format!("-c,sleep 4; exec {AGENT} echo");
+    let env = w.env_with(
+        "echo",
+        &[
+            ("BUZZ_ACP_LAZY_POOL", "true"),
+            ("BUZZ_ACP_EXIT_AFTER_INACTIVITY", "1"),
+            ("BUZZ_ACP_REAPER_CHECK_MS", "100"),
+            ("BUZZ_ACP_AGENT_COMMAND", "/bin/sh"),
+            ("BUZZ_ACP_AGENT_ARGS", &args),
+        ],
+    );
+    let mut h = w.start(&env).await;
+    let m = w.mention(&w.owner, "c1", "still there?").await;
+    let reply = w.wait_reply(&m).await;
+    assert!(
+        reply.content.contains("stopped before it got to this"),
+        "{}; {}",
+        reply.content,
+        h.stderr()
+    );
+    assert!(h.stderr().contains("inactivity bound reached"), "{}", h.stderr());
+    assert_eq!(h.wait_exit(WAIT).await, Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_publishes_offline_and_exits_0_within_the_budget() {
     let _g = SERIAL.lock().await;
