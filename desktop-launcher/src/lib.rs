@@ -76,6 +76,7 @@ pub(crate) mod invoke;
 pub mod limits;
 pub(crate) mod local;
 pub(crate) mod lock;
+pub mod measured;
 pub mod payload;
 pub mod presence;
 pub(crate) mod presets;

@@ -6,8 +6,13 @@
 //!   the agent reported no tokens (drawn as a dashed outline: unknown, not
 //!   zero);
 //! - [`cost_over_time`]: the running sum of the turns' reported cost, a
-//!   step line over the turns' end times.
+//!   step line over the turns' end times;
+//! - [`cpu_over_time`], [`memory_over_time`]: what the collector measured
+//!   of the agent's pod ([`crate::measured`]), one point per hour window, a
+//!   break where an hour was not measured; the memory plot marks each OOM
+//!   kill with a vertical line and the memory limit, when known, dashed.
 
+use crate::measured::{self, Measured};
 use crate::usage_view::TurnUsage;
 
 /// The plots' size, in SVG user units.
@@ -120,6 +125,109 @@ pub fn cost_over_time(turns: &[TurnUsage]) -> String {
     out
 }
 
+/// Average cores per hour window.
+pub fn cpu_over_time(m: &Measured) -> String {
+    hourly("CPU (average cores per hour)", m, |w| w.cores, "cores", None, &[])
+}
+
+/// The largest working set per hour window, the OOM kills and the limit.
+pub fn memory_over_time(m: &Measured) -> String {
+    let limit = m
+        .oom_kills
+        .iter()
+        .filter_map(|k| k.memory_limit_bytes)
+        .next_back()
+        .map(|b| b as f64 / 1_048_576.0);
+    let kills: Vec<u64> = m
+        .oom_kills
+        .iter()
+        .filter_map(|k| measured::unix_of(&k.observed_at))
+        .collect();
+    hourly(
+        "memory (largest working set per hour, MiB)",
+        m,
+        |w| w.max_mib,
+        "MiB",
+        limit,
+        &kills,
+    )
+}
+
+fn hourly(
+    title: &str,
+    m: &Measured,
+    value: fn(&measured::Window) -> Option<f64>,
+    unit: &str,
+    limit: Option<f64>,
+    kills: &[u64],
+) -> String {
+    let mut out = open(title);
+    let (Some(first), Some(last)) = (m.windows.first(), m.windows.last()) else {
+        out.push_str(&format!(
+            r#"<text x="{PAD}" y="{:.1}" font-size="12">not measured yet</text></svg>"#,
+            HEIGHT / 2.0
+        ));
+        return out;
+    };
+    let (t0, t1) = (first.window_start, last.window_start + 3600);
+    let top = m
+        .windows
+        .iter()
+        .filter_map(value)
+        .chain(limit)
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let x = |t: u64| PAD + (t.clamp(t0, t1) - t0) as f64 / (t1 - t0) as f64 * (WIDTH - 2.0 * PAD);
+    let y = |v: f64| HEIGHT - PAD - v / top * (HEIGHT - 2.0 * PAD);
+    let mut d = String::new();
+    let mut pen_down = false;
+    for w in &m.windows {
+        match value(w) {
+            Some(v) => {
+                let (px, py) = (x(w.window_start + 1800), y(v));
+                d.push_str(&format!("{}{px:.1} {py:.1} ", if pen_down { "L" } else { "M" }));
+                pen_down = true;
+            }
+            None => pen_down = false,
+        }
+    }
+    if !d.is_empty() {
+        out.push_str(&format!(
+            r#"<path class="measured" d="{}" fill="none"/>"#,
+            d.trim_end()
+        ));
+    }
+    for w in m.windows.iter().filter(|w| value(w).is_none()) {
+        out.push_str(&format!(
+            r#"<rect class="unknown" x="{:.1}" y="{PAD:.1}" width="{:.1}" height="{:.1}" fill="none" stroke-dasharray="2 2"><title>not measured</title></rect>"#,
+            x(w.window_start),
+            x(w.window_start + 3600) - x(w.window_start),
+            HEIGHT - 2.0 * PAD
+        ));
+    }
+    if let Some(l) = limit {
+        out.push_str(&format!(
+            r#"<line class="limit" x1="{PAD}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-dasharray="4 2"><title>limit {l:.0} {u}</title></line>"#,
+            WIDTH - PAD,
+            y = y(l),
+            u = esc(unit)
+        ));
+    }
+    for t in kills {
+        out.push_str(&format!(
+            r#"<line class="oom" x1="{x:.1}" x2="{x:.1}" y1="{PAD}" y2="{:.1}"><title>OOM kill</title></line>"#,
+            HEIGHT - PAD,
+            x = x(*t)
+        ));
+    }
+    out.push_str(&format!(
+        r#"<text x="{PAD}" y="{:.1}" font-size="10">max {top:.2} {}</text></svg>"#,
+        PAD - 8.0,
+        esc(unit)
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +260,44 @@ mod tests {
         );
         assert!(cost_over_time(&[turn(1, None, None)]).contains("no cost reported"));
         assert!(!cost_over_time(&[]).contains("NaN"));
+    }
+
+    #[test]
+    fn measured_hours_break_where_nothing_was_measured_and_kills_are_marked() {
+        let w = |start, cores, max_mib| measured::Window {
+            window_start: start,
+            cores,
+            max_mib,
+        };
+        let m = Measured {
+            windows: vec![
+                w(0, Some(0.5), Some(50.0)),
+                w(3600, None, None),
+                w(7200, Some(1.0), Some(100.0)),
+            ],
+            windows_omitted: 0,
+            oom_kills: vec![measured::OomKill {
+                observed_at: "1970-01-01T02:30:00Z".into(),
+                container: "agent".into(),
+                memory_limit_bytes: Some(128 << 20),
+                oom_kill_total: 1,
+            }],
+            oom_kills_omitted: 0,
+        };
+        let cpu = cpu_over_time(&m);
+        assert!(
+            cpu.contains(r#"d="M96.0 70.0 M384.0 24.0""#),
+            "a break, not a line through the gap: {cpu}"
+        );
+        assert_eq!(cpu.matches("not measured").count(), 1);
+        let mem = memory_over_time(&m);
+        assert!(mem.contains(r#"<line class="oom" x1="384.0""#), "{mem}");
+        assert!(
+            mem.contains("limit 128 MiB") && mem.contains("max 128.00 MiB"),
+            "{mem}"
+        );
+        let none = Measured { windows: vec![], ..m };
+        assert!(cpu_over_time(&none).contains("not measured yet"));
+        assert!(!mem.contains("NaN") && !cpu.contains("inf"));
     }
 }

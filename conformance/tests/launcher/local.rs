@@ -178,15 +178,23 @@ async fn usage_and_log_show_each_turn_across_a_restart() {
         "{table}"
     );
     let json: serde_json::Value = serde_json::from_str(&cli(&["usage", "--json"])).unwrap();
-    assert_eq!(json[0]["metric"]["turn"]["inputTokens"], 1200);
-    assert_eq!(json[2]["metric"]["turn"]["inputTokens"], serde_json::Value::Null);
+    assert_eq!(json["turns"][0]["metric"]["turn"]["inputTokens"], 1200);
+    assert_eq!(
+        json["turns"][2]["metric"]["turn"]["inputTokens"],
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        json["measured"],
+        serde_json::json!({}),
+        "a local agent has no collector"
+    );
     let hour: serde_json::Value =
         serde_json::from_str(&cli(&["usage", "agent", "--since", "1h", "--json"])).unwrap();
-    assert_eq!(hour.as_array().unwrap().len(), 3);
+    assert_eq!(hour["turns"].as_array().unwrap().len(), 3);
     let later = (app::unix_now() + 3600).to_string();
     let none: serde_json::Value =
         serde_json::from_str(&cli(&["usage", "--since", &later, "--json"])).unwrap();
-    assert_eq!(none, serde_json::json!([]));
+    assert_eq!(none["turns"], serde_json::json!([]));
 
     // The conversation, in order, each mention with its echo under it; the
     // first two from before the restart, and the owner's stop between.

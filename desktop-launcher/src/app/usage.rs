@@ -7,9 +7,14 @@
 //! to the owner's. An event that does not open, whose `agent` tag is not its
 //! author, or whose author is not the agent asked for, is not counted and
 //! is reported as skipped, never guessed at.
+//!
+//! [`measured`] reads what the collector measured of a provider agent's pod
+//! from the collector ingest ([`crate::measured`]), a plain HTTP(S) GET
+//! bounded by [`MEASURED_WAIT`] and [`crate::measured::ANSWER_CAP`].
 
 use super::error::AppError;
-use crate::record::AgentRecord;
+use crate::measured::{self, Measured, NotMeasured};
+use crate::record::{AgentRecord, Backend};
 use crate::relay;
 use crate::store::Store;
 pub use crate::usage_view::TurnUsage;
@@ -22,6 +27,9 @@ use std::time::Duration;
 pub const FETCH_LIMIT: usize = 5000;
 /// How long a relay has to answer.
 pub const FETCH_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the collector ingest has to answer.
+pub const MEASURED_WAIT: Duration = Duration::from_secs(5);
 
 /// What a look found.
 #[derive(Debug, Default)]
@@ -101,4 +109,60 @@ pub fn open(owner: &Keys, e: &Event) -> Result<TurnMetric, String> {
     let plain = nip44::decrypt(owner.secret_key(), &e.pubkey, &e.content)
         .map_err(|_| "it is not sealed to this owner".to_string())?;
     serde_json::from_str(&plain).map_err(|e| format!("it is not a usage payload ({e})"))
+}
+
+/// What the collector measured of `name`'s pod; `Ok(Err(NoIngest))` for a
+/// local agent or one with no ingest configured.
+pub async fn measured(store: &Store, name: &str) -> Result<Result<Measured, NotMeasured>, AppError> {
+    let rec = store.agent(name)?;
+    let Backend::Provider { config, .. } = &rec.backend else {
+        return Ok(Err(NotMeasured::NoIngest));
+    };
+    let env = std::env::var(measured::READ_URL_ENV).ok();
+    let text = |k: &str| config.get(k).and_then(serde_json::Value::as_str);
+    let base = match measured::read_base(env.as_deref(), text("telemetry_url")) {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(e)),
+    };
+    let st = store.deploy_state(name)?;
+    let Some(pod) = st.agent_id.as_deref() else {
+        return Ok(Err(NotMeasured::NoPod));
+    };
+    let url = match measured::read_url(&base, text("namespace").unwrap_or_default(), pod) {
+        Ok(u) => u,
+        Err(e) => return Ok(Err(e)),
+    };
+    Ok(get(&base, &url).await.and_then(|b| measured::parse(&b)))
+}
+
+/// `GET url` within [`MEASURED_WAIT`], the body capped; `base` names the
+/// ingest in errors.
+async fn get(base: &str, url: &str) -> Result<Vec<u8>, NotMeasured> {
+    use http_body_util::{BodyExt, Empty, Limited};
+    let unreachable = |e: &dyn std::fmt::Display| NotMeasured::Unreachable(base.to_string(), e.to_string());
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(provider)
+        .map_err(|e| unreachable(&e))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, Empty<bytes::Bytes>>(connector);
+    let uri: hyper::Uri = url.parse().map_err(|_| NotMeasured::BadUrl)?;
+    let look = async {
+        let resp = client.get(uri).await.map_err(|e| unreachable(&e))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(NotMeasured::Status(base.to_string(), status));
+        }
+        Limited::new(resp.into_body(), measured::ANSWER_CAP)
+            .collect()
+            .await
+            .map(|b| b.to_bytes().to_vec())
+            .map_err(|e| NotMeasured::Malformed(e.to_string()))
+    };
+    tokio::time::timeout(MEASURED_WAIT, look)
+        .await
+        .map_err(|_| unreachable(&format!("no answer within {} s", MEASURED_WAIT.as_secs())))?
 }

@@ -52,14 +52,29 @@ pub(super) async fn conversation(State(s): State<S>, Path(name): Path<String>) -
 }
 
 /// `GET /api/agents/{name}/usage`: each turn's row, the total line and the
-/// two plots.
+/// two plots; with a collector ingest, what it measured (its line and the
+/// CPU and memory plots) or why it could not be read.
 pub(super) async fn usage(State(s): State<S>, Path(name): Path<String>) -> Response {
     let (s2, n2) = (s.clone(), name.clone());
-    let out = on_blocking_thread(move || async move { app::usage::usage(&s2.store, Some(&n2), 0).await })
-        .await
-        .and_then(|r| r);
+    let out = on_blocking_thread(move || async move {
+        let found = app::usage::usage(&s2.store, Some(&n2), 0).await?;
+        let measured = app::usage::measured(&s2.store, &n2).await?;
+        Ok::<_, app::AppError>((found, measured))
+    })
+    .await
+    .and_then(|r| r);
     match out {
-        Ok(found) => {
+        Ok((found, measured)) => {
+            let (line, measured_error, cpu, memory) = match &measured {
+                Ok(m) => (
+                    Some(app::measured::line(&name, m)),
+                    None,
+                    Some(usage_plot::cpu_over_time(m)),
+                    Some(usage_plot::memory_over_time(m)),
+                ),
+                Err(app::measured::NotMeasured::NoIngest) => (None, None, None, None),
+                Err(e) => (None, Some(e.to_string()), None, None),
+            };
             let rows: Vec<Value> = found
                 .turns
                 .iter()
@@ -87,7 +102,12 @@ pub(super) async fn usage(State(s): State<S>, Path(name): Path<String>) -> Respo
                     "plots": {
                         "tokens": usage_plot::tokens_per_turn(&found.turns),
                         "cost": usage_plot::cost_over_time(&found.turns),
+                        "cpu": cpu,
+                        "memory": memory,
                     },
+                    "measured": line,
+                    "measured_error": measured_error,
+                    "oom_kills": measured.as_ref().map(|m| m.oom_kills.clone()).unwrap_or_default(),
                 }),
             )
         }

@@ -30,6 +30,7 @@ pub mod faults;
 pub mod kinds;
 pub mod limits;
 pub mod members;
+pub mod read;
 pub mod received;
 pub mod reject;
 pub mod report;

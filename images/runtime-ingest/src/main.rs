@@ -1,12 +1,13 @@
 //! `runtime-ingest`: the reference ingest backend (collector-design.md §10).
 //!
 //! `runtime-ingest serve --db <path> [--listen 127.0.0.1:8470] [--source-id default]
-//! [--admin] [--faults <json>] [--decoded-cap <bytes>] [--max-connections <n>]
+//! [--admin] [--read-api] [--faults <json>] [--decoded-cap <bytes>] [--max-connections <n>]
 //! [--body-timeout-ms <ms>] [--received-budget <bytes>]` prints
 //! `listening on http://<addr>` on stdout once it accepts connections. Every refusal
 //! is logged on stderr as one line, `runtime-ingest: <status> <code> <path>: <detail>`.
 //! `--admin` enables the unauthenticated `/debug/*` and `/admin/faults` routes (tests
-//! and local inspection only); without it they answer 404.
+//! and local inspection only); without it they answer 404. `--read-api` enables the
+//! unauthenticated `GET /v1/read/usage` the Buzz launcher reads ([`runtime_ingest::read`]).
 //!
 //! `runtime-ingest report --db <path> --out <chart.svg>` draws the stored usage per
 //! agent (average cores and largest working set per hour window).
@@ -54,6 +55,11 @@ enum Command {
         /// (tests and local inspection only; without it they answer 404).
         #[arg(long)]
         admin: bool,
+        /// Enable the unauthenticated `GET /v1/read/usage?namespace=&pod=`: one
+        /// agent's CPU, memory and OOM kills, for the Buzz launcher's usage panel
+        /// (a loopback or private listener only).
+        #[arg(long)]
+        read_api: bool,
         /// An initial fault script (JSON array; implies nothing without `--admin`
         /// except these faults).
         #[arg(long)]
@@ -117,6 +123,7 @@ fn main() -> ExitCode {
             listen,
             source_id,
             admin,
+            read_api,
             faults,
             decoded_cap,
             max_connections,
@@ -156,6 +163,7 @@ fn main() -> ExitCode {
                 Options {
                     source_id,
                     admin,
+                    read_api,
                     decoded_cap,
                     body_timeout: Duration::from_millis(body_timeout_ms),
                     max_connections,

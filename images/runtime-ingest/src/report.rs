@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::store::Stored;
 
 /// One hour window of one agent.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Point {
     /// Window start, Unix seconds.
     pub window_start: u64,

@@ -5,6 +5,9 @@
 //!   [`crate::Reject`] status with `{"error":"<code>","detail":"…"}` and one log line;
 //!   a storage failure is 503 `storage.unavailable`.
 //! - `GET /healthz`: 204.
+//! - Only with `--read-api` ([`Options::read_api`]), else 404 — unauthenticated too:
+//!   `GET /v1/read/usage?namespace=&pod=`, one agent's CPU, memory and OOM kills
+//!   ([`crate::read`]).
 //! - Only with `--admin` ([`Options::admin`]), else 404 — they are unauthenticated:
 //!   - `GET /debug/records?kind=&pod_uid=`: the stored rows as JSON;
 //!   - `GET /debug/received`: the bounded log of requests seen ([`crate::received`]);
@@ -49,6 +52,8 @@ pub struct Options {
     pub source_id: String,
     /// Serve `/debug/*` and `/admin/faults`.
     pub admin: bool,
+    /// Serve `GET /v1/read/usage` ([`crate::read`]).
+    pub read_api: bool,
     /// Decoded-size cap.
     pub decoded_cap: usize,
     /// How long a body may take once its headers arrived.
@@ -66,6 +71,7 @@ impl Default for Options {
         Self {
             source_id: "default".into(),
             admin: false,
+            read_api: false,
             decoded_cap: limits::DECODED_CAP,
             body_timeout: limits::BODY_TIMEOUT,
             max_connections: limits::MAX_CONNECTIONS,
@@ -239,6 +245,27 @@ async fn admin(state: &State, method: &Method, path: &str, req: Request<Incoming
     }
 }
 
+/// `GET /v1/read/usage?namespace=&pod=` ([`crate::read`]).
+fn read_usage(state: &State, q: Option<&str>) -> Response<Full<Bytes>> {
+    let q = query(q);
+    let (Some(namespace), Some(pod)) = (q.get("namespace"), q.get("pod")) else {
+        return json(
+            400,
+            &serde_json::json!({"error": "read.parameters", "detail": "namespace and pod are required"}),
+        );
+    };
+    if !crate::read::valid_name(namespace) || !crate::read::valid_name(pod) {
+        return json(
+            400,
+            &serde_json::json!({"error": "read.parameters", "detail": "namespace and pod must be Kubernetes names"}),
+        );
+    }
+    match lock(&state.store).records(None, None) {
+        Ok(rows) => json(200, &crate::read::agent_usage(&rows, namespace, pod)),
+        Err(_) => empty(503),
+    }
+}
+
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
@@ -249,6 +276,9 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
     match (&method, ingest_kind) {
         (&Method::POST, Some(kind)) => ingest::ingest(&state, kind, req).await,
         (&Method::GET, _) if path == "/healthz" => Ok(empty(204)),
+        (&Method::GET, _) if path == "/v1/read/usage" && state.options.read_api => {
+            Ok(read_usage(&state, req.uri().query()))
+        }
         _ if state.options.admin && (path.starts_with("/debug/") || path.starts_with("/admin/")) => {
             admin(&state, &method, &path, req).await
         }

@@ -20,22 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Ingest, gz, raw, wait_until};
+use common::{Ingest, agent_bin, gz, raw, wait_until};
 use serde_json::{Value, json};
 
 const POD_UID: &str = "0d9f6a52-1111-2222-3333-444455556666";
 const CANARY: &str = "c4n4ry-e2e-5b1d";
-
-fn agent_bin() -> PathBuf {
-    let ingest = PathBuf::from(env!("CARGO_BIN_EXE_runtime-ingest"));
-    let path = ingest.with_file_name("runtime-agent");
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p runtime-agent` (or test both crates together)",
-        path.display()
-    );
-    path
-}
 
 struct Agent {
     child: Child,

@@ -1,7 +1,10 @@
 //! `usage` of `buzz-launcher` (issue 34 item 2): each turn's tokens,
 //! context fill and cost, from the agents' sealed usage events
-//! ([`desktop_launcher::app::usage`]), with a total line per agent; or, with
-//! `--json`, the turns as the agents reported them.
+//! ([`desktop_launcher::app::usage`]), with a total line per agent, then for
+//! a provider agent with a collector ingest the CPU, memory and OOM kills
+//! its collector measured ([`desktop_launcher::measured`]); or, with
+//! `--json`, `{"turns": [...], "measured": {NAME: {...} | {"error": "..."}}}`:
+//! the turns as the agents reported them and the ingest's figures.
 
 use super::{emit, out};
 use anyhow::Result;
@@ -16,6 +19,17 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
     for s in &found.skipped {
         eprintln!("skipped: {s}");
     }
+    let names: Vec<String> = match name {
+        Some(n) => vec![n.to_string()],
+        None => store.agents()?.into_iter().map(|r| r.name).collect(),
+    };
+    let mut measured = Vec::new();
+    for n in names {
+        match app::usage::measured(store, &n).await? {
+            Err(app::measured::NotMeasured::NoIngest) => {}
+            m => measured.push((n, m)),
+        }
+    }
     if json {
         let turns: Vec<serde_json::Value> = found
             .turns
@@ -29,7 +43,18 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
                 })
             })
             .collect();
-        out!("{}", serde_json::to_string_pretty(&turns)?);
+        let measured: serde_json::Map<String, serde_json::Value> = measured
+            .into_iter()
+            .map(|(n, m)| {
+                let v = match m {
+                    Ok(m) => serde_json::to_value(m)?,
+                    Err(e) => serde_json::json!({ "error": e.to_string() }),
+                };
+                Ok((n, v))
+            })
+            .collect::<Result<_>>()?;
+        let doc = serde_json::json!({ "turns": turns, "measured": measured });
+        out!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
     if found.turns.is_empty() {
@@ -37,8 +62,19 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
             "no usage reported{}: an agent reports one event per turn it runs (harness buzz-acp with usage events)",
             name.map_or(String::new(), |n| format!(" by `{n}`"))
         );
-        return Ok(());
+    } else {
+        turn_table(&found);
     }
+    for (n, m) in &measured {
+        match m {
+            Ok(m) => out!("{}", app::measured::line(n, m)),
+            Err(e) => eprintln!("{n}: no collector figures: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn turn_table(found: &app::usage::Usage) {
     let rows: Vec<[String; 8]> = found.turns.iter().map(view::row).collect();
     let mut widths = view::HEADER.map(|h| h.chars().count());
     for r in &rows {
@@ -63,5 +99,4 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
     for (agent, t) in view::totals(&found.turns) {
         out!("{}", view::total_line(&agent, &t));
     }
-    Ok(())
 }

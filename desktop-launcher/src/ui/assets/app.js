@@ -149,7 +149,9 @@ async function loadHistory(name) {
   plots.replaceChildren();
   if (usage.ok) {
     q('.usage-total').textContent = usage.data.total || 'No usage reported yet.';
-    for (const key of ['tokens', 'cost']) {
+    q('.measured-line').textContent = usage.data.measured || (usage.data.measured_error ? `Collector: ${usage.data.measured_error}` : '');
+    for (const key of ['tokens', 'cost', 'cpu', 'memory']) {
+      if (!usage.data.plots[key]) continue;
       const doc = new DOMParser().parseFromString(usage.data.plots[key], 'image/svg+xml');
       const svg = doc.documentElement;
       if (svg && svg.nodeName === 'svg') { svg.classList.add('plot', `plot-${key}`); plots.append(document.importNode(svg, true)); }

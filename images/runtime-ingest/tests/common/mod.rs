@@ -21,6 +21,19 @@ pub struct Ingest {
     pub stderr: Option<PathBuf>,
 }
 
+/// The real collector binary, next to this crate's binaries
+/// (`target/<profile>/runtime-agent`).
+pub fn agent_bin() -> PathBuf {
+    let ingest = PathBuf::from(env!("CARGO_BIN_EXE_runtime-ingest"));
+    let path = ingest.with_file_name("runtime-agent");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p runtime-agent` (or test both crates together)",
+        path.display()
+    );
+    path
+}
+
 /// One raw HTTP answer.
 #[derive(Debug)]
 pub struct Answer {

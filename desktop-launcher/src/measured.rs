@@ -1,0 +1,280 @@
+//! What the collector measured of a provider agent's pod (issue 34 item 2,
+//! "where a collector ingest is configured"): CPU and memory per hour and
+//! the OOM kills, as the reference ingest's `GET /v1/read/usage` answers
+//! (`images/runtime-ingest/src/read.rs`). Pure: the answer's bytes in,
+//! figures and lines out; [`crate::app::usage::measured`] fetches it.
+//!
+//! - **Where it is read.** `BUZZ_TELEMETRY_READ_URL` when set, else the
+//!   agent's own `provider_config.telemetry_url` ([`read_base`]): the URL
+//!   the collector ships to is often an in-cluster address, so an owner
+//!   reaches it through a port-forward and says so once.
+//! - **Which pod.** The agent's `agent_id` (its pod name; the Kubernetes
+//!   binding names the pod after the agent's key, so every pod it ever had
+//!   shares it) in its `provider_config.namespace`.
+//! - **Nothing invented.** A window nothing covered has no cores, one with
+//!   no memory sample no MiB; the line says "not measured", never 0.
+
+use serde::{Deserialize, Serialize};
+
+/// The env var that overrides where the collector ingest is read.
+pub const READ_URL_ENV: &str = "BUZZ_TELEMETRY_READ_URL";
+/// The ingest's read route.
+pub const READ_PATH: &str = "/v1/read/usage";
+/// The most bytes of an answer read.
+pub const ANSWER_CAP: usize = 1 << 20;
+
+/// One hour window of the agent's pod.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Unix seconds.
+    pub window_start: u64,
+    /// Average cores over the time the collector covered.
+    pub cores: Option<f64>,
+    /// The largest working set sampled, MiB.
+    pub max_mib: Option<f64>,
+}
+
+/// One OOM kill the collector saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomKill {
+    /// RFC 3339.
+    pub observed_at: String,
+    pub container: String,
+    pub memory_limit_bytes: Option<u64>,
+    pub oom_kill_total: u64,
+}
+
+/// The ingest's answer for one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub windows: Vec<Window>,
+    #[serde(default)]
+    pub windows_omitted: usize,
+    pub oom_kills: Vec<OomKill>,
+    #[serde(default)]
+    pub oom_kills_omitted: usize,
+}
+
+/// Why nothing measured can be shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotMeasured {
+    #[error("no collector ingest: the agent has no telemetry_url and {READ_URL_ENV} is unset")]
+    NoIngest,
+    #[error("not deployed: no pod to read the collector's figures of")]
+    NoPod,
+    #[error("its provider_config names no namespace")]
+    NoNamespace,
+    #[error("the collector ingest URL is not http:// or https://")]
+    BadUrl,
+    #[error("the collector ingest at {0} could not be read: {1}")]
+    Unreachable(String, String),
+    #[error("the collector ingest at {0} answered HTTP {1} (is it run with --read-api?)")]
+    Status(String, u16),
+    #[error("the collector ingest's answer is not a usage read: {0}")]
+    Malformed(String),
+}
+
+/// The base the ingest is read at: `env` (the value of [`READ_URL_ENV`])
+/// when set, else the agent's `telemetry_url`; scheme and authority only.
+pub fn read_base(env: Option<&str>, telemetry_url: Option<&str>) -> Result<String, NotMeasured> {
+    let url = env
+        .filter(|v| !v.trim().is_empty())
+        .or(telemetry_url)
+        .ok_or(NotMeasured::NoIngest)?
+        .trim();
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or(NotMeasured::BadUrl)?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(NotMeasured::BadUrl);
+    }
+    let scheme = &url[..url.len() - rest.len()];
+    Ok(format!("{scheme}{authority}"))
+}
+
+/// The read URL of pod `pod` in `namespace` at `base`; both names must be
+/// Kubernetes names (nothing to escape, nothing to inject).
+pub fn read_url(base: &str, namespace: &str, pod: &str) -> Result<String, NotMeasured> {
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    if !name(namespace) {
+        return Err(NotMeasured::NoNamespace);
+    }
+    if !name(pod) {
+        return Err(NotMeasured::NoPod);
+    }
+    Ok(format!("{base}{READ_PATH}?namespace={namespace}&pod={pod}"))
+}
+
+/// Parses the ingest's answer.
+pub fn parse(body: &[u8]) -> Result<Measured, NotMeasured> {
+    serde_json::from_slice(body).map_err(|e| NotMeasured::Malformed(e.to_string()))
+}
+
+/// Unix seconds of `YYYY-MM-DDTHH:MM:SSZ` (the collector's instants).
+pub fn unix_of(rfc3339: &str) -> Option<u64> {
+    let b = rfc3339.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| rfc3339.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from the civil date (proleptic Gregorian), March-based year.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / 1_048_576.0)
+}
+
+/// The line `usage` and the page print: average and busiest CPU, the
+/// memory peak, and the OOM kills.
+pub fn line(name: &str, m: &Measured) -> String {
+    let cores: Vec<f64> = m.windows.iter().filter_map(|w| w.cores).collect();
+    let cpu = if cores.is_empty() {
+        "CPU not measured".to_string()
+    } else {
+        let avg = cores.iter().sum::<f64>() / cores.len() as f64;
+        let top = cores.iter().copied().fold(0.0, f64::max);
+        format!(
+            "CPU {avg:.2} cores on average over {} hour{} (busiest {top:.2})",
+            cores.len(),
+            if cores.len() == 1 { "" } else { "s" }
+        )
+    };
+    let memory = m
+        .windows
+        .iter()
+        .filter_map(|w| w.max_mib)
+        .reduce(f64::max)
+        .map_or("memory not measured".to_string(), |p| {
+            format!("memory peak {p:.0} MiB")
+        });
+    let kills = m.oom_kills.len() + m.oom_kills_omitted;
+    let oom = match m.oom_kills.last() {
+        None => "no OOM kill".to_string(),
+        Some(k) => format!(
+            "{kills} OOM kill{}, the last at {}{}",
+            if kills == 1 { "" } else { "s" },
+            k.observed_at,
+            k.memory_limit_bytes
+                .map_or(String::new(), |l| format!(" (limit {})", mib(l)))
+        ),
+    };
+    format!("{name}: {cpu}; {memory}; {oom}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(windows: Vec<Window>, kills: Vec<OomKill>) -> Measured {
+        Measured {
+            windows,
+            windows_omitted: 0,
+            oom_kills: kills,
+            oom_kills_omitted: 0,
+        }
+    }
+
+    fn w(start: u64, cores: Option<f64>, max_mib: Option<f64>) -> Window {
+        Window {
+            window_start: start,
+            cores,
+            max_mib,
+        }
+    }
+
+    #[test]
+    fn the_read_base_is_the_override_else_the_agent_s_url_and_only_its_origin() {
+        assert_eq!(
+            read_base(None, Some("https://ingest.example:8443/base?x#y")),
+            Ok("https://ingest.example:8443".into())
+        );
+        assert_eq!(
+            read_base(Some("http://127.0.0.1:8470"), Some("https://in.cluster")),
+            Ok("http://127.0.0.1:8470".into())
+        );
+        assert_eq!(read_base(Some(" "), None), Err(NotMeasured::NoIngest));
+        assert_eq!(read_base(None, Some("ftp://x")), Err(NotMeasured::BadUrl));
+        assert_eq!(read_base(None, Some("http://u:p@x")), Err(NotMeasured::BadUrl));
+        assert_eq!(read_base(None, Some("http:///x")), Err(NotMeasured::BadUrl));
+    }
+
+    #[test]
+    fn the_read_url_takes_only_kubernetes_names() {
+        assert_eq!(
+            read_url("http://h:1", "agents", "fake-ab12"),
+            Ok("http://h:1/v1/read/usage?namespace=agents&pod=fake-ab12".into())
+        );
+        assert_eq!(read_url("http://h", "", "p"), Err(NotMeasured::NoNamespace));
+        assert_eq!(read_url("http://h", "a", "p&kind=x"), Err(NotMeasured::NoPod));
+    }
+
+    #[test]
+    fn the_line_says_what_was_measured_and_never_a_zero_for_nothing() {
+        let kill = OomKill {
+            observed_at: "2026-12-03T11:30:00Z".into(),
+            container: "agent".into(),
+            memory_limit_bytes: Some(256 << 20),
+            oom_kill_total: 1,
+        };
+        let m = measured(
+            vec![
+                w(0, Some(0.25), Some(100.0)),
+                w(3600, Some(0.75), None),
+                w(7200, None, None),
+            ],
+            vec![kill],
+        );
+        assert_eq!(
+            line("a", &m),
+            "a: CPU 0.50 cores on average over 2 hours (busiest 0.75); memory peak 100 MiB; \
+             1 OOM kill, the last at 2026-12-03T11:30:00Z (limit 256 MiB)"
+        );
+        assert_eq!(
+            line("b", &measured(vec![w(0, None, None)], vec![])),
+            "b: CPU not measured; memory not measured; no OOM kill"
+        );
+    }
+
+    #[test]
+    fn instants_are_read_as_the_collector_writes_them() {
+        assert_eq!(unix_of("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_of("2026-12-03T11:30:00Z"), Some(1_796_297_400));
+        assert_eq!(unix_of("2024-02-29T23:59:59Z"), Some(1_709_251_199));
+        assert_eq!(unix_of("2026-12-03 11:30:00Z"), None);
+        assert_eq!(unix_of("2026-13-03T11:30:00Z"), None);
+    }
+
+    #[test]
+    fn a_malformed_answer_is_said_so() {
+        assert!(matches!(parse(b"<html>"), Err(NotMeasured::Malformed(_))));
+        let ok = br#"{"namespace":"n","pod":"p","windows":[{"window_start":1,"cores":null,"max_mib":2.5}],"windows_omitted":0,"oom_kills":[],"oom_kills_omitted":0}"#;
+        assert_eq!(parse(ok).unwrap().windows[0].max_mib, Some(2.5));
+    }
+}
