@@ -6,9 +6,10 @@ use buzz_backend_kubernetes::protocol::{Request, parse_request, prepare};
 use serde_json::Value;
 
 fn fixture(name: &str) -> (Vec<u8>, Value) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/provider-wire")
-        .join(name);
+    let path =
+        std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../fixtures/provider-wire")
+            .join(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v = serde_json::from_slice(&bytes).unwrap();
     (bytes, v)

@@ -21,7 +21,9 @@ fn entrypoint_allowlist(script: &str) -> Option<Vec<String>> {
 
 #[test]
 fn the_entrypoint_hands_sidecars_exactly_the_contracts_allowlist() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../images/sprig/entrypoint.sh");
+    let path =
+        std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../images/sprig/entrypoint.sh");
     let script = std::fs::read_to_string(path).expect("the image entrypoint is in the tree");
     let names = entrypoint_allowlist(&script).expect("entrypoint.sh declares sidecar_env_allow=( … )");
     assert_eq!(names, SIDECAR_ENV_ALLOWLIST);

@@ -25,3 +25,14 @@ pub mod real_node_support;
 pub mod test_lanes;
 pub mod testenv;
 pub mod ui_support;
+
+/// This package's directory in the checkout being tested: where cargo (and
+/// the test-lanes runner) say at run time, else where it was at build time.
+/// Never only the build-time path: cargo reuses a test binary built in
+/// another checkout of the same sources (one shared `CARGO_TARGET_DIR`),
+/// and that binary's compile-time path names a checkout that may be gone.
+pub fn package_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}

@@ -207,7 +207,7 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_on_a_real_kubelet() {
 /// archive pushed to the node's registry, the provider built with the
 /// pushed digest baked in. Returns the binary.
 fn release_provider(dest: &str) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/release-build.sh");
+    let script = buzz_conformance::package_dir().join("../scripts/release-build.sh");
     // The test binary lives in <target>/debug/deps: build where it was built.
     let target = std::env::current_exe()
         .ok()

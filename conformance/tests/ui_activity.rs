@@ -86,9 +86,9 @@ fn a_running_tool_the_conversation_and_the_usage_show_on_the_page() {
         String::from_utf8_lossy(&out.stderr)
     );
     let ui = UiProc::start(Path::new(BIN), &home, &envs);
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ui-screenshots");
+    let shots = buzz_conformance::package_dir().join("../target/ui-screenshots");
     std::fs::create_dir_all(&shots).expect("screenshot dir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui-tests/activity.mjs");
+    let script = buzz_conformance::package_dir().join("ui-tests/activity.mjs");
     let node = Command::new("node")
         .arg(&script)
         .env("START_URL", &ui.url)

@@ -292,7 +292,7 @@ fn start_page_end_to_end_in_headless_chromium() {
     }
     let shots = screenshots_dir();
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui-tests/start-page.mjs");
+    let script = buzz_conformance::package_dir().join("ui-tests/start-page.mjs");
     let mut node = Command::new("node")
         .arg(&script)
         .env("START_URL", &ui.url)

@@ -95,7 +95,7 @@ const FRONT_ENDS: &[(&str, &str, &[&str])] = &[
 ];
 
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src")
 }
 
 /// The code of a file without its comments and without its unit tests.

@@ -146,7 +146,8 @@ fn fixtures() -> Vec<(&'static str, Value)> {
 }
 
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/provider-wire")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../fixtures/provider-wire")
 }
 
 /// With `BUZZ_UPDATE_FIXTURES=1` the fixtures are rewritten from the

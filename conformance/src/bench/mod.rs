@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod collector;
 pub mod harness;
+pub mod history;
 pub mod image;
 pub mod image_agents;
 pub mod launcher;

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer|history>`
 //! prints one JSON object of figures for that component.
 //!
 //! `bench __provider` makes this binary act as the provider (the same
@@ -25,8 +25,9 @@ fn main() -> ExitCode {
         "scale" => buzz_conformance::bench::scale::run(),
         "wake" => buzz_conformance::bench::wake::run(),
         "observer" => buzz_conformance::bench::observer::run(),
+        "history" => buzz_conformance::bench::history::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer|history> (got {other:?})"
         )),
     };
     match figures {

@@ -85,7 +85,7 @@ fn run_script(args: &[&str]) -> Result<PathBuf> {
     // Released when `lock` drops. Each call opens its own file description,
     // so this serialises threads of one binary as well as binaries.
     lock.lock()?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/image-build.sh");
+    let script = crate::package_dir().join("../scripts/image-build.sh");
     let out = Command::new("bash")
         .arg(&script)
         .args(args)

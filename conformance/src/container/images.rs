@@ -61,7 +61,7 @@ fn locate() -> Result<SprigImage> {
     }
     // Not named by the environment: build (or reuse) it with the script, as
     // the control-plane binaries are built on first use.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/image-build.sh");
+    let script = crate::package_dir().join("../scripts/image-build.sh");
     let out = Command::new("bash")
         .arg(&script)
         .stderr(Stdio::inherit())
@@ -131,7 +131,7 @@ impl Drop for FileLock {
 /// and the test sidecar. Keyed by its inputs, so a rebuilt agent makes a new
 /// tag and an unchanged one reuses the stored image.
 pub fn test_image(podman: &Podman, base: &SprigImage, agent_bin: &Path) -> Result<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/sprig-test");
+    let src = crate::package_dir().join("images/sprig-test");
     let files = ["Containerfile", "test-sidecar.sh"];
     let mut h = Sha256::new();
     h.update(base.id.as_bytes());

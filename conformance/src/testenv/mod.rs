@@ -173,7 +173,7 @@ pub fn binary_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("BUZZ_TESTENV_BIN_DIR") {
         return Ok(PathBuf::from(dir));
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/testenv-build.sh");
+    let script = crate::package_dir().join("../scripts/testenv-build.sh");
     let out = Command::new("bash")
         .arg(&script)
         .stderr(Stdio::inherit())

@@ -209,7 +209,7 @@ async fn exit_6_relay_lost() {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/launch-harness.sh")
+    buzz_conformance::package_dir().join("../scripts/launch-harness.sh")
 }
 
 /// Writes an env file with mode 0600.
@@ -478,10 +478,8 @@ async fn launch_script_refuses_an_agent_that_owns_itself() {
 
 #[test]
 fn systemd_unit_example_follows_the_exit_code_contract() {
-    let unit = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/buzz-acp.service"),
-    )
-    .unwrap();
+    let unit =
+        std::fs::read_to_string(buzz_conformance::package_dir().join("../scripts/buzz-acp.service")).unwrap();
     let lines: Vec<&str> = unit.lines().map(str::trim).collect();
     assert!(lines.contains(&"Restart=on-failure"));
     assert!(

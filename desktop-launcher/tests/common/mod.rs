@@ -21,7 +21,7 @@ pub fn harness() -> PathBuf {
     }
     let status = Command::new(env!("CARGO"))
         .args(["build", "-p", "buzz-acp", "--bin", "buzz-acp"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .status()
         .expect("cargo runs");
     assert!(status.success(), "building buzz-acp");

@@ -10,7 +10,7 @@ use runtime_agent::payload::{CgroupMode, Signal};
 use runtime_agent::procfs;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
 }

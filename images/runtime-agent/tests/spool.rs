@@ -291,7 +291,8 @@ fn a_failed_write_is_counted_and_keeps_the_previous_version() {
 #[test]
 fn the_fuzz_seed_corpus_of_spooled_files_parses() {
     use runtime_agent::payload::parse_spooled;
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/spooled");
+    let corpus = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus/spooled");
     let pod = "0d9f6a52-1111-2222-3333-444455556666";
     for (seed, name) in [
         ("coverage", "coverage.json".to_owned()),
