@@ -96,6 +96,29 @@ pub fn derive(last: Option<&Report>, now: u64, ttl: Duration) -> Derived {
     }
 }
 
+/// Why an agent whose last word was `online` or `away` now counts as
+/// offline (issue 34 item 2: "host unreachable or presence stale shows last
+/// seen and why"): its presence was not renewed within the TTL, and nothing
+/// said it stopped. `None` while it is fresh, after a final `offline` (its
+/// stop says why), or when it was never seen.
+pub fn silence(last: Option<&Report>, now: u64, ttl: Duration) -> Option<String> {
+    let r = last?;
+    let age = now.saturating_sub(r.at);
+    match r.state {
+        PresenceState::Offline => None,
+        _ if age <= ttl.as_secs() => None,
+        PresenceState::Online | PresenceState::Away => Some(format!(
+            "silent: it said {} {age} s ago and has not renewed it within {} s; its host, or its way to the relay, is down, or it was killed without a word",
+            if r.state == PresenceState::Online {
+                "online"
+            } else {
+                "away"
+            },
+            ttl.as_secs()
+        )),
+    }
+}
+
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
@@ -310,6 +333,38 @@ mod tests {
         let t = Tracker::new([pk('a')], TTL);
         assert_eq!(t.state(&pk('a')), Derived::Unknown);
         assert_eq!(derive(None, 0, TTL), Derived::Unknown);
+    }
+
+    #[test]
+    fn a_stale_online_says_it_went_silent_and_a_stop_does_not() {
+        let ttl = Duration::from_secs(180);
+        let at = |state, at| Report {
+            state,
+            at,
+            run: None,
+            seq: None,
+        };
+        let line = silence(Some(&at(PresenceState::Online, 1000)), 1300, ttl).unwrap();
+        assert!(
+            line.starts_with("silent: it said online 300 s ago and has not renewed it within 180 s"),
+            "{line}"
+        );
+        assert!(
+            silence(Some(&at(PresenceState::Away, 1000)), 1300, ttl)
+                .unwrap()
+                .contains("said away")
+        );
+        assert_eq!(
+            silence(Some(&at(PresenceState::Online, 1000)), 1180, ttl),
+            None,
+            "fresh"
+        );
+        assert_eq!(
+            silence(Some(&at(PresenceState::Offline, 1000)), 9000, ttl),
+            None,
+            "a stop says why"
+        );
+        assert_eq!(silence(None, 9000, ttl), None);
     }
 
     #[test]

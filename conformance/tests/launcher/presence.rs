@@ -303,3 +303,53 @@ async fn status_times_replayed_presence_by_created_at_and_drops_what_is_older_th
         "{since:?}"
     );
 }
+
+/// Rule (issue 34 item 2, "host unreachable or presence stale shows last
+/// seen and why"): in `status --watch`, an agent whose last word was
+/// `online`, not renewed within the TTL, turns offline saying when it was
+/// heard and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
+    use std::io::BufRead;
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
+        .args(["status", "--watch"])
+        .env("BUZZ_LAUNCHER_HOME", w.store.root())
+        .env("BUZZ_LAUNCHER_PRESENCE_TTL_SECS", "3")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let agent = agent_client(&relay.url, w.store.agent_keys("agent").unwrap()).await;
+    publish_presence(&agent, "online", vec![]).await;
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let went = loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(l) if l.starts_with("agent: online -> offline") => break Some(l),
+            Ok(l) => said.push(l),
+            Err(_) if std::time::Instant::now() > deadline => break None,
+            Err(_) => {}
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let went = went.unwrap_or_else(|| panic!("never went offline: {said:?}"));
+    assert!(
+        went.contains("(silent: it said online ") && went.contains("has not renewed it within 3 s"),
+        "{went}"
+    );
+    assert!(
+        said.iter().any(|l| l.starts_with("agent: unknown -> online")),
+        "{said:?}"
+    );
+}

@@ -139,6 +139,16 @@ fn ui_presence_ages_out_after_a_kill_when_the_relay_was_down_at_open() {
         agent(&ui, "ttl")
     );
     assert_eq!(agent(&ui, "ttl")["running"], false);
+    // Killed without a word: the card says when it was heard and why it is offline.
+    let silent = agent(&ui, "ttl")["silent"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        silent.starts_with("silent: it said online ") && silent.contains("within 5 s"),
+        "{}",
+        agent(&ui, "ttl")
+    );
 }
 
 /// Finding 9: while a provider start is deploying, Delete is refused with

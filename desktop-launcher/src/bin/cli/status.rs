@@ -78,11 +78,24 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
                 }
             }
             let mut changed = Vec::new();
-            let mut collect = |c: &Change, _: &Tracker| changed.push(c.clone());
+            let mut collect = |c: &Change, t: &Tracker| {
+                // An online that aged out says when it was heard and why it counts as offline.
+                let why = (c.to == Derived::Offline)
+                    .then(|| {
+                        desktop_launcher::presence::silence(
+                            t.last(&c.pubkey),
+                            app::unix_now(),
+                            app::presence_ttl(),
+                        )
+                    })
+                    .flatten();
+                changed.push((c.clone(), why));
+            };
             w.pump(step, &mut collect).await;
-            for c in &changed {
+            for (c, why) in &changed {
                 let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
-                out!("{n}: {} -> {}", c.from.as_str(), c.to.as_str());
+                let why = why.as_ref().map_or(String::new(), |w| format!(" ({w})"));
+                out!("{n}: {} -> {}{why}", c.from.as_str(), c.to.as_str());
             }
             if !changed.is_empty() {
                 let rows = rows_for(store, &agents, &w.tracker)?;
@@ -157,6 +170,10 @@ fn print_table(
         let note = match app::waker::rest_text(rest, waker) {
             Some(r) => format!("{note}  ({r})"),
             None => note,
+        };
+        let note = match desktop_launcher::presence::silence(last, now, app::presence_ttl()) {
+            Some(why) if !live => format!("{note}  ({why})"),
+            _ => note,
         };
         out!(
             "{}\t{}\t{}\t{}\t{}{}",

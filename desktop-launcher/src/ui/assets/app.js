@@ -182,6 +182,8 @@ function renderAgent(card, a) {
   // Undeploy is a provider operation (it also clears a Start that never confirmed).
   q('.undeploy').hidden = !a.backend.startsWith('provider:');
   // Sleeping or stopped, and whether anything wakes it (issue 33).
+  q('.silent-row').hidden = !a.silent;
+  q('.silent').textContent = a.silent || '';
   q('.rest-row').hidden = !a.rest_note;
   q('.rest').textContent = a.rest_note || '';
   q('.note').hidden = !a.restart_note;
