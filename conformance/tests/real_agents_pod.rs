@@ -106,6 +106,12 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         s.rt.block_on(app::chat(&s.store, NAME, "please write proof.txt", WAIT))
             .unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
+    // What the fake API reported for the first turn's requests (issue 34).
+    let first_turn = fake
+        .reported()
+        .into_iter()
+        .flatten()
+        .fold((0, 0), |(i, o), r| (i + r.input, o + r.output));
     let reply =
         s.rt.block_on(app::chat(&s.store, NAME, "what does it say?", WAIT))
             .unwrap_or_else(|e| panic!("a second reply: {e}; logs: {}", s.logs(&pod)));
@@ -132,6 +138,26 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
             .unwrap_or_else(|e| panic!("a reply after the restart: {e}; logs: {}", s.logs(&pod2)));
     assert_eq!(reply, "We wrote proof.txt before the restart.");
     assert_resumed(&s, &fake, &pod2, "what did we do before?", "messages");
+    // Each turn's usage as the owner's `usage` reads it from the relay,
+    // across the pod replacement: the first turn's tokens are the ones the
+    // fake API reported for its requests, and its cost is claude's.
+    let found =
+        s.rt.block_on(app::usage::usage(&s.store, Some(NAME), 0))
+            .expect("usage reads the relay");
+    assert!(found.skipped.is_empty(), "{:?}", found.skipped);
+    assert_eq!(
+        found.turns.len(),
+        3,
+        "one usage event a turn, both pods: {:?}",
+        found.turns
+    );
+    let t = found.turns[0].metric.turn.clone().expect("the turn's figures");
+    assert_eq!(
+        (t.input_tokens, t.output_tokens),
+        (Some(first_turn.0), Some(first_turn.1)),
+        "{t:?}"
+    );
+    assert!(t.cost_usd.is_some_and(|c| c > 0.0), "{t:?}");
     s.rt.block_on(app::stop(&s.store, NAME, WAIT))
         .expect("stop sees offline");
 }

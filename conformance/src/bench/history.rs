@@ -12,8 +12,12 @@
 //!   history is not loaded yet (its panel loads when opened);
 //! - `page_card_ms`: navigation to the agent's card drawn;
 //! - `history_panel_ms`: the click that opens "Conversation and usage" to
-//!   every turn, the usage total and both plots drawn — the relay read,
-//!   the owner's decryption of every usage event and the page's drawing.
+//!   its newest 100 turns, the usage total and both plots drawn (older
+//!   turns follow a page a click, `history_older_pages_ms` for all of
+//!   them) — the relay read,
+//!   the owner's decryption of every usage event and the page's drawing;
+//!   `history_api_conversation_ms` and `history_api_usage_ms` are its two
+//!   API reads as the browser timed them (they run at once).
 
 use super::harness::sibling;
 use crate::harness_support::{Observer, TestRelay, post};
@@ -147,6 +151,10 @@ pub fn run() -> anyhow::Result<serde_json::Value> {
         "page_card_ms": f["cards_ms"].as_f64().map(f64::round),
         "history_panel_ms": f["history_ms"].as_f64().map(f64::round),
         "history_panel_goal_ms": 500,
-        "history_messages_shown": f["said"],
+        "history_messages_shown_first": f["said"],
+        "history_messages_shown_after_every_older_page": f["all"],
+        "history_older_pages_ms": f["older_ms"].as_f64().map(f64::round),
+        "history_api_conversation_ms": f["api"]["conversation"],
+        "history_api_usage_ms": f["api"]["usage"],
     }))
 }

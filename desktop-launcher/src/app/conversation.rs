@@ -82,25 +82,20 @@ async fn parties(store: &Store, name: &str) -> Result<Parties, AppError> {
 /// holds it.
 pub async fn conversation(store: &Store, name: &str, since: u64) -> Result<Vec<Said>, AppError> {
     let p = parties(store, name).await?;
-    let mut out = Vec::new();
-    for f in filters(p.agent, since) {
-        let got = p
-            .client
-            .fetch_events(f, LOG_WAIT)
-            .await
-            .map_err(|e| relay::RelayError::Connect {
-                url: p.url.clone(),
-                message: e.to_string(),
-            });
-        match got {
-            Ok(events) => out.extend(events.iter().map(|e| said(e, &p.owner, &p.agent))),
-            Err(e) => {
-                p.client.shutdown().await;
-                return Err(e.into());
-            }
-        }
-    }
+    // Both sides at once: one round trip, not two.
+    let looks = filters(p.agent, since)
+        .into_iter()
+        .map(|f| p.client.fetch_events(f, LOG_WAIT));
+    let got = futures::future::join_all(looks).await;
     p.client.shutdown().await;
+    let mut out = Vec::new();
+    for g in got {
+        let events = g.map_err(|e| relay::RelayError::Connect {
+            url: p.url.clone(),
+            message: e.to_string(),
+        })?;
+        out.extend(events.iter().map(|e| said(e, &p.owner, &p.agent)));
+    }
     Ok(out)
 }
 

@@ -124,6 +124,40 @@ function saidItem(m) {
   return li;
 }
 
+// The newest turns first drawn, a page at a time: a long-lived agent's
+// history does not hold the panel up (issue 34: 1 000 turns).
+const TURNS_PAGE = 100;
+
+function turnItem(t) {
+  const li = t.mention ? saidItem(t.mention) : document.createElement('li');
+  if (t.replies.length) {
+    const replies = document.createElement('ol');
+    replies.className = 'replies';
+    for (const r of t.replies) replies.append(saidItem(r));
+    li.append(replies);
+  }
+  return li;
+}
+
+// Draws turns[from - TURNS_PAGE .. from) at the top of `list`, under a
+// button for the older ones when there are any.
+function showTurns(list, turns, from) {
+  const start = Math.max(0, from - TURNS_PAGE);
+  const page = document.createDocumentFragment();
+  if (start > 0) {
+    const more = document.createElement('li');
+    more.className = 'older';
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = `Show ${Math.min(TURNS_PAGE, start)} older turn(s) of ${start}`;
+    b.addEventListener('click', () => { more.remove(); showTurns(list, turns, start); });
+    more.append(b);
+    page.append(more);
+  }
+  for (const t of turns.slice(start, from)) page.append(turnItem(t));
+  list.prepend(page);
+}
+
 async function loadHistory(name) {
   const card = cards.get(name);
   if (!card) return;
@@ -133,18 +167,7 @@ async function loadHistory(name) {
   const [conv, usage] = await Promise.all([api('GET', `${path}/conversation`), api('GET', `${path}/usage`)]);
   const list = q('.conversation');
   list.replaceChildren();
-  if (conv.ok) {
-    for (const t of conv.data.turns) {
-      const li = t.mention ? saidItem(t.mention) : document.createElement('li');
-      if (t.replies.length) {
-        const replies = document.createElement('ol');
-        replies.className = 'replies';
-        for (const r of t.replies) replies.append(saidItem(r));
-        li.append(replies);
-      }
-      list.append(li);
-    }
-  }
+  if (conv.ok) showTurns(list, conv.data.turns, conv.data.turns.length);
   const plots = q('.plots');
   plots.replaceChildren();
   if (usage.ok) {
