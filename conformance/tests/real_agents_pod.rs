@@ -160,16 +160,31 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         );
         counted += i;
     }
-    // claude reports its cost in `usage_update`; a turn it sent none for
-    // carries none (null, never 0).
+    // claude reports its session's cost so far in `usage_update`; a turn's
+    // cost is the difference. On the new pod the harness does not know the
+    // resumed session's cost before the turn (buzz-acp `metrics.rs`): that
+    // turn's cost is null and not reliable, its session figure is claude's.
     let costs: Vec<Option<f64>> = found
         .turns
         .iter()
         .map(|u| u.metric.turn.as_ref().and_then(|t| t.cost_usd))
         .collect();
     println!("claude in a pod: costs per turn {costs:?}");
-    assert!(costs.iter().flatten().any(|c| *c > 0.0), "{costs:?}");
-    assert!(costs.iter().flatten().all(|c| *c > 0.0), "{costs:?}");
+    assert!(
+        costs[0].is_some_and(|c| c > 0.0) && costs[1].is_some_and(|c| c > 0.0),
+        "{costs:?}"
+    );
+    let resumed = &found.turns[2].metric;
+    assert_eq!(costs[2], None, "{resumed:?}");
+    assert!(!resumed.delta_reliable, "{resumed:?}");
+    assert!(
+        resumed
+            .cumulative
+            .as_ref()
+            .and_then(|c| c.cost_usd)
+            .is_some_and(|c| c > 0.0),
+        "{resumed:?}"
+    );
     assert!(
         counted <= all_in,
         "more counted ({counted}) than the API reported ({all_in})"

@@ -31,6 +31,7 @@ const ORDER: &[&str] = &[
     "waits",
     "wake",
     "usage_view",
+    "measured",
     "usage_plot",
     "conversation_view",
     "activity",

@@ -64,6 +64,12 @@ pub fn presence_ttl() -> Duration {
         .map_or(buzz_contract::presence::PRESENCE_TTL, Duration::from_secs)
 }
 
+/// Why an agent whose last word was `online` counts as offline at `now`,
+/// under the TTL in force ([`crate::presence::silence`]).
+pub fn silence(last: Option<&crate::presence::Report>, now: u64) -> Option<String> {
+    crate::presence::silence(last, now, presence_ttl())
+}
+
 /// Sets one `provider_config` field from user input (`key=value`); an empty
 /// value clears it (Known Defect 8: cleared means omitted).
 pub fn set_config_field(config: &mut serde_json::Map<String, Value>, key: &str, value: &str) {

@@ -53,8 +53,8 @@ pub mod usage;
 pub mod waker;
 
 pub use agent::{
-    StartOptions, inactivity_text, is_deployed, is_live, presence_ttl, set_config_field, waker_running,
-    waker_text,
+    StartOptions, inactivity_text, is_deployed, is_live, presence_ttl, set_config_field, silence,
+    waker_running, waker_text,
 };
 pub use delete::delete;
 pub use error::AppError;

@@ -17,7 +17,7 @@ pub(super) struct Snap {
     pub(super) at: Option<u64>,
     pub(super) run: Option<String>,
     /// Why an agent whose last word was online counts as offline
-    /// ([`crate::presence::silence`]).
+    /// ([`crate::app::silence`]).
     pub(super) silent: Option<String>,
     /// The revision of this snapshot: the order of the task's decisions.
     pub(super) rev: u64,

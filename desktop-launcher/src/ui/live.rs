@@ -102,7 +102,7 @@ impl Watcher {
             state: c.to,
             at: last.map(|r| r.at),
             run: last.and_then(|r| r.run.clone()),
-            silent: crate::presence::silence(last, crate::relay::unix_now(), crate::app::presence_ttl()),
+            silent: crate::app::silence(last, crate::app::unix_now()),
             rev: 0,
         };
         let changed = {

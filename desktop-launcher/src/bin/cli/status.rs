@@ -81,13 +81,7 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
             let mut collect = |c: &Change, t: &Tracker| {
                 // An online that aged out says when it was heard and why it counts as offline.
                 let why = (c.to == Derived::Offline)
-                    .then(|| {
-                        desktop_launcher::presence::silence(
-                            t.last(&c.pubkey),
-                            app::unix_now(),
-                            app::presence_ttl(),
-                        )
-                    })
+                    .then(|| app::silence(t.last(&c.pubkey), app::unix_now()))
                     .flatten();
                 changed.push((c.clone(), why));
             };
@@ -171,7 +165,7 @@ fn print_table(
             Some(r) => format!("{note}  ({r})"),
             None => note,
         };
-        let note = match desktop_launcher::presence::silence(last, now, app::presence_ttl()) {
+        let note = match app::silence(last, now) {
             Some(why) if !live => format!("{note}  ({why})"),
             _ => note,
         };
