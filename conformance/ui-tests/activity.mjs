@@ -42,7 +42,11 @@ try {
       return true;
     }
     return false;
-  }, card, { timeout: 30000, polling: 20 });
+  }, card, { timeout: 30000, polling: 20 }).catch(async (e) => {
+    const p = await page.$(`${card} .activity`);
+    console.error('the activity line at the timeout (hidden, text):', p && await p.evaluate((x) => [x.hidden, x.textContent]));
+    throw e;
+  });
   figures.activity_seen_at_ms = await page.evaluate(() => window.__seen);
   figures.activity_text = await page.textContent(`${card} .activity`);
   await page.screenshot({ path: path.join(SHOT_DIR, 'activity-running.png'), fullPage: true });
