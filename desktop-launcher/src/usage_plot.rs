@@ -138,11 +138,7 @@ pub fn memory_over_time(m: &Measured) -> String {
         .filter_map(|k| k.memory_limit_bytes)
         .next_back()
         .map(|b| b as f64 / 1_048_576.0);
-    let kills: Vec<u64> = m
-        .oom_kills
-        .iter()
-        .filter_map(|k| measured::unix_of(&k.observed_at))
-        .collect();
+    let kills: Vec<u64> = m.oom_kills.iter().filter_map(|k| k.observed_unix).collect();
     hourly(
         "memory (largest working set per hour, MiB)",
         m,
@@ -278,6 +274,7 @@ mod tests {
             windows_omitted: 0,
             oom_kills: vec![measured::OomKill {
                 observed_at: "1970-01-01T02:30:00Z".into(),
+                observed_unix: Some(9000),
                 container: "agent".into(),
                 memory_limit_bytes: Some(128 << 20),
                 oom_kill_total: 1,

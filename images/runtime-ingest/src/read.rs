@@ -55,6 +55,8 @@ pub struct AgentUsage {
 pub struct OomKill {
     /// RFC 3339, when the collector saw the counter move.
     pub observed_at: String,
+    /// The same instant in Unix seconds.
+    pub observed_unix: Option<u64>,
     pub container: String,
     /// The container's memory limit then, when it had one.
     pub memory_limit_bytes: Option<u64>,
@@ -102,8 +104,10 @@ fn oom_of(e: &Value, namespace: &str, pod: &str) -> Option<OomKill> {
     if e["namespace"].as_str() != Some(namespace) || e["pod"].as_str() != Some(pod) {
         return None;
     }
+    let observed_at = e["observed_at"].as_str()?;
     Some(OomKill {
-        observed_at: e["observed_at"].as_str()?.to_string(),
+        observed_unix: crate::checks::parse_rfc3339(observed_at),
+        observed_at: observed_at.to_string(),
         container: e["container"].as_str().unwrap_or_default().to_string(),
         memory_limit_bytes: e["memory_limit_bytes"].as_u64(),
         oom_kill_total: e["oom_kill_total"].as_u64()?,
@@ -180,6 +184,7 @@ mod tests {
         let at: Vec<&str> = u.oom_kills.iter().map(|k| k.observed_at.as_str()).collect();
         assert_eq!(at, ["2026-12-03T11:10:00Z", "2026-12-03T11:30:00Z"]);
         assert_eq!(u.oom_kills[1].memory_limit_bytes, Some(268_435_456));
+        assert_eq!(u.oom_kills[1].observed_unix, Some(1_796_297_400));
         assert_eq!((u.windows_omitted, u.oom_kills_omitted), (0, 0));
         assert!(agent_usage(&rows, "other", "buzz-a").windows.is_empty());
     }
