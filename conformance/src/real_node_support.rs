@@ -267,8 +267,14 @@ impl Scenario {
                 .map(|s| (s.event, s.at))
         }));
         got.unwrap_or_else(|| {
+            let seen: Vec<String> = self
+                .obs
+                .matching(|e| e.kind == Kind::from(20001) && e.pubkey == a)
+                .iter()
+                .map(|s| format!("{} {:?} at -{:?}", s.event.content, s.event.tags, s.at.elapsed()))
+                .collect();
             panic!(
-                "presence {content} never came; kubelet: {}",
+                "presence {content} never came; the agent's presence seen: {seen:?}; kubelet: {}",
                 self.node.log_tail("kubelet", 10)
             )
         })

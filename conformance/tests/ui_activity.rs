@@ -3,7 +3,9 @@
 //! the embedded relay, the real harness running the scripted ACP agent with
 //! the observer on, and Debian's Chromium headless driven by
 //! `playwright-core` (`conformance/ui-tests/activity.mjs`): a tool call
-//! shows as "running …" while the tool runs; the history panel shows the
+//! shows as "running …" while the tool runs, and the line says idle once
+//! the turn ended (the harness publishes a turn's result ahead of its last
+//! text chunk); the history panel shows the
 //! mention and its reply from the relay, the usage total and both plots.
 //! Prints `activity_tool_to_page_ms`, from the agent's own log of the
 //! tool's start to the page showing it (goal ≤ 1000), never asserted.
@@ -114,12 +116,15 @@ fn a_running_tool_the_conversation_and_the_usage_show_on_the_page() {
         );
     };
     let figures: serde_json::Value = serde_json::from_str(&result).expect("result json");
-    let started = agent_events(&log, "tool_started")[0]["t_ms"]
-        .as_u64()
-        .expect("the tool's start");
-    let finished = agent_events(&log, "tool_finished")[0]["t_ms"]
-        .as_u64()
-        .expect("the tool's end");
+    // The measured turn's tool is the last (warm-up turns come first).
+    let last_t = |event: &str| {
+        agent_events(&log, event)
+            .last()
+            .and_then(|e| e["t_ms"].as_u64())
+            .unwrap_or_else(|| panic!("the agent's log has no {event}"))
+    };
+    let started = last_t("tool_started");
+    let finished = last_t("tool_finished");
     let seen = figures["activity_seen_at_ms"]
         .as_u64()
         .expect("when the page showed it");

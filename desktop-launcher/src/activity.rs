@@ -6,7 +6,11 @@
 //! One match arm per thing a frame can say:
 //! - the harness sent `session/prompt`: a turn is running, waiting for the
 //!   model until something else is heard;
-//! - the agent streamed text or a thought: writing the answer / thinking;
+//! - the agent streamed text or a thought: writing the answer / thinking,
+//!   unless the harness saw it before the prompt or result that set the
+//!   state (the harness publishes the frames that mark activity ahead of
+//!   streamed text, so a turn's last chunk can arrive after its result;
+//!   the frame's `monotonic_ms` says which came first);
 //! - a `tool_call` that is not finished: running it, since the frame's
 //!   time; its `tool_call_update` to `completed` or `failed` ends it;
 //! - a `session/request_permission`: asking the owner, until the
@@ -52,6 +56,10 @@ pub struct Activity {
     prompts: BTreeMap<String, u64>,
     /// The last thing heard that was not a tool or a question.
     stream: Option<(Doing, u64)>,
+    /// When the harness saw the prompt or result that set `stream` (its
+    /// `monotonic_ms`): a chunk not seen after it is older news (a turn's
+    /// last chunk and its result are often seen in the same millisecond).
+    stream_mark_ms: Option<u64>,
     /// When the last frame was made (unix seconds).
     pub last_heard: Option<u64>,
     /// Frames the harness skipped so far.
@@ -96,8 +104,9 @@ impl Activity {
                     self.prompts.insert(id, at);
                 }
                 self.stream = Some((Doing::WaitingForModel, at));
+                self.stream_mark_ms = Some(f.monotonic_ms);
             }
-            (READ, Some("session/update")) => self.update(p, at),
+            (READ, Some("session/update")) => self.update(p, at, f.monotonic_ms),
             (READ, Some("session/request_permission")) => {
                 if let Some(id) = id_of(p) {
                     let tool = p.pointer("/params/toolCall").map_or("a tool".into(), tool_label);
@@ -110,16 +119,20 @@ impl Activity {
                     self.asks.remove(&id);
                 }
             }
-            // A response of the agent: to a prompt.
+            // A response of the agent: to a prompt. One with a stop reason
+            // is a prompt's result even when its prompt came before the
+            // watch opened (frames are ephemeral), so a turn watched from
+            // its middle still ends.
             (READ, None) => {
-                if let Some(id) = id_of(p)
-                    && self.prompts.remove(&id).is_some()
-                {
-                    self.last_stop = str_at(p, "/result/stopReason").map(str::to_string);
+                let Some(id) = id_of(p) else { return };
+                let stop = str_at(p, "/result/stopReason");
+                if self.prompts.remove(&id).is_some() || stop.is_some() {
+                    self.last_stop = stop.map(str::to_string);
                     if self.prompts.is_empty() {
                         self.tools.clear();
                         self.asks.clear();
                         self.stream = Some((Doing::Idle, at));
+                        self.stream_mark_ms = Some(f.monotonic_ms);
                     }
                 }
             }
@@ -127,13 +140,22 @@ impl Activity {
         }
     }
 
-    fn update(&mut self, p: &Value, at: u64) {
+    /// Whether a chunk the harness saw at `seen_ms` came after what set the state.
+    fn is_news(&self, seen_ms: u64) -> bool {
+        self.stream_mark_ms.is_none_or(|m| seen_ms > m)
+    }
+
+    fn update(&mut self, p: &Value, at: u64, seen_ms: u64) {
         let u = p.pointer("/params/update").unwrap_or(&Value::Null);
         let id = str_at(u, "/toolCallId").map(str::to_string);
         let status = str_at(u, "/status");
         match (str_at(u, "/sessionUpdate"), id, status) {
-            (Some("agent_message_chunk"), _, _) => self.stream = Some((Doing::Writing, at)),
-            (Some("agent_thought_chunk"), _, _) => self.stream = Some((Doing::Thinking, at)),
+            (Some("agent_message_chunk"), _, _) if self.is_news(seen_ms) => {
+                self.stream = Some((Doing::Writing, at));
+            }
+            (Some("agent_thought_chunk"), _, _) if self.is_news(seen_ms) => {
+                self.stream = Some((Doing::Thinking, at));
+            }
             (Some("tool_call" | "tool_call_update"), Some(id), Some("completed" | "failed")) => {
                 self.tools.remove(&id);
             }
@@ -222,7 +244,12 @@ mod tests {
     const T: u64 = 1_796_256_000;
 
     impl Activity {
-        fn feed(&mut self, at: u64, f: Frame) {
+        /// Takes `f` sealed at `at`; seen by the harness then, unless
+        /// the frame says when.
+        fn feed(&mut self, at: u64, mut f: Frame) {
+            if f.monotonic_ms == 0 {
+                f.monotonic_ms = (at - T) * 1000;
+            }
             self.apply(&f, at);
         }
     }
@@ -279,6 +306,60 @@ mod tests {
             frame(READ, json!({"id": 3, "result": {"stopReason": "end_turn"}})),
         );
         assert_eq!(a.describe(T + 100), "idle (last turn: end_turn)");
+    }
+
+    #[test]
+    fn the_last_chunk_arriving_after_its_result_is_older_news() {
+        let mut a = Activity::default();
+        let seen = |ms: u64, kind: &str, payload: Value| Frame {
+            monotonic_ms: ms,
+            ..frame(kind, payload)
+        };
+        a.feed(T, seen(100, WRITE, json!({"id": 2, "method": "session/prompt"})));
+        // Published in this order: the result ahead of the text before it.
+        a.feed(
+            T + 1,
+            seen(900, READ, json!({"id": 2, "result": {"stopReason": "end_turn"}})),
+        );
+        for ms in [850, 900] {
+            a.feed(
+                T + 1,
+                seen(ms, READ, update(json!({"sessionUpdate": "agent_message_chunk"}))),
+            );
+        }
+        assert_eq!(a.describe(T + 5), "idle (last turn: end_turn)");
+        // The next turn's text is news again.
+        a.feed(
+            T + 6,
+            seen(2000, WRITE, json!({"id": 3, "method": "session/prompt"})),
+        );
+        a.feed(
+            T + 7,
+            seen(
+                2100,
+                READ,
+                update(json!({"sessionUpdate": "agent_thought_chunk"})),
+            ),
+        );
+        assert_eq!(a.describe(T + 8), "thinking for 1 s");
+    }
+
+    #[test]
+    fn a_turn_watched_from_its_middle_still_ends() {
+        let mut a = Activity::default();
+        a.feed(
+            T,
+            frame(READ, update(json!({"sessionUpdate": "agent_message_chunk"}))),
+        );
+        assert_eq!(a.describe(T + 1), "writing the answer for 1 s");
+        // The response to `session/initialize` or `session/new` is no turn's end.
+        a.feed(T + 1, frame(READ, json!({"id": 1, "result": {"sessionId": "s"}})));
+        assert_eq!(a.doing().0, Doing::Writing);
+        a.feed(
+            T + 2,
+            frame(READ, json!({"id": 4, "result": {"stopReason": "end_turn"}})),
+        );
+        assert_eq!(a.describe(T + 30), "idle (last turn: end_turn)");
     }
 
     #[test]

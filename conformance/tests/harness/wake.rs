@@ -19,14 +19,15 @@ async fn said(w: &World, from: &Keys, content: &str, at: u64) -> nostr_sdk::prel
     post_raw(&w.relay.url, from, content, t, Some(at)).await
 }
 
-/// The agent's `offline` presence, as the observer saw it.
-fn last_offline(w: &World) -> nostr_sdk::prelude::Event {
+/// The agent's `offline` presence, as the observer saw it. Waited for: the
+/// harness exits once the relay acknowledged it, which can be before the
+/// relay's fan-out reached the observer.
+async fn last_offline(w: &World) -> nostr_sdk::prelude::Event {
     w.obs
-        .presence_of(&w.agent)
-        .into_iter()
-        .map(|s| s.event)
-        .find(|e| e.content == "offline")
+        .wait_presence(WAIT, &w.agent, "offline")
+        .await
         .expect("offline")
+        .event
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -84,7 +85,7 @@ async fn a_woken_harness_answers_what_woke_it_in_order_and_never_an_old_command(
         "the slept run's !shutdown did not stop the woken one"
     );
     stop_gracefully(&mut h).await;
-    let last = last_offline(&w);
+    let last = last_offline(&w).await;
     assert!(
         tags(&last).iter().any(|t| t == &["stop", "signal"]),
         "a SIGTERM says so: {:?}",
@@ -106,7 +107,7 @@ async fn an_inactivity_stop_says_idle_in_its_last_presence_and_log() {
     let mut h = w.start(&env).await;
     w.wait_offline().await;
     assert_eq!(h.wait_exit(WAIT).await, Some(0));
-    let last = last_offline(&w);
+    let last = last_offline(&w).await;
     assert!(
         tags(&last).iter().any(|t| t == &["stop", "idle"]),
         "{:?}",

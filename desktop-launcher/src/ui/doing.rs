@@ -7,9 +7,14 @@
 //!
 //! The watch covers every agent and is reopened when the set of (relay,
 //! agent) pairs changes or a relay could not be reached, checked every
-//! [`RECHECK`] (more often while none is open). Frames are
-//! ephemeral: what an agent did before the watch opened is not shown. Only agents whose record turns the observer on send frames;
-//! the others never show a line.
+//! [`RECHECK`] (more often while none is open) and at once when the page
+//! changed an agent or started a relay (the embedded relay starts with the
+//! first Start, and the agent's first turn follows its `online` closely).
+//! Frames are ephemeral: what an agent did before the watch opened is not
+//! shown, and a turn watched from its middle shows from its next frame
+//! ([`crate::activity`] ends it on its result all the same). Only agents
+//! whose record turns the observer on send frames; the others never show a
+//! line.
 
 use super::shared::{S, emit};
 use crate::app::activity::Doing;
@@ -41,14 +46,18 @@ async fn task(s: S) {
     let mut watch: Option<ActivityWatch> = None;
     let mut checked: Option<Instant> = None;
     let mut said: BTreeMap<String, (Doing, Instant)> = BTreeMap::new();
+    let mut agents_rx = s.agents_gen.subscribe();
+    let mut relay_rx = s.presence.relay_gen.subscribe();
     loop {
+        // Both read, so neither change is left for the next round.
+        let poked = changed(&mut agents_rx) | changed(&mut relay_rx);
         let whole = watch.as_ref().is_some_and(|w| w.unreachable.is_empty());
         let every = match &watch {
             Some(w) if w.unreachable.is_empty() => RECHECK,
             Some(w) if w.watching() > 0 => RECHECK_PARTIAL,
             _ => RECHECK_DOWN,
         };
-        if checked.is_none_or(|c| c.elapsed() >= every) {
+        if poked || checked.is_none_or(|c| c.elapsed() >= every) {
             checked = Some(Instant::now());
             let agents = s.store.agents().unwrap_or_default();
             let set: BTreeSet<(String, String)> = agents
@@ -83,4 +92,13 @@ async fn task(s: S) {
             }
         }
     }
+}
+
+/// Whether `rx` moved since it was last read (and marks it read).
+fn changed(rx: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+    let moved = rx.has_changed().unwrap_or(false);
+    if moved {
+        rx.borrow_and_update();
+    }
+    moved
 }
