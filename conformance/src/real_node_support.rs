@@ -288,9 +288,17 @@ impl Scenario {
 
     /// Waits until the waker says it woke the agent, and returns the pod
     /// the wake deployed (the record's `agent_id` then).
-    pub fn woken_pod(&self, lines: &Arc<Mutex<Vec<String>>>) -> Pod {
+    /// `nth` counts the wakes so far, this one included.
+    pub fn woken_pod(&self, lines: &Arc<Mutex<Vec<String>>>, nth: usize) -> Pod {
         let end = Instant::now() + WAIT;
-        while !lines.lock().unwrap().iter().any(|l| l.contains("woke")) {
+        while lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("woke"))
+            .count()
+            < nth
+        {
             assert!(Instant::now() < end, "never woken: {:?}", lines.lock().unwrap());
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -9,7 +9,9 @@
 //!
 //! A mention makes claude write a file with its Bash tool, a second one
 //! makes it read the file back: the tool result the model API receives
-//! comes from inside the pod, from its workspace (`/home/agent`).
+//! comes from inside the pod, from its workspace (`/home/agent`). The
+//! observer is on: the owner's activity watch (the fold the page and
+//! `status --watch` show) sees the shell tool running, then the turn end.
 //!
 //! The workspace is a claim (`workspace_size`, issue 32): the pod is then
 //! deleted by other hands and a Start brings up a new one on the same
@@ -33,10 +35,11 @@ use buzz_conformance::fake_model::{FakeModel, Script, Turn};
 use buzz_conformance::harness_support::{post_raw, wait_until};
 use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, secret_of};
 use buzz_conformance::testenv::RealNode;
+use desktop_launcher::activity::Doing;
 use desktop_launcher::app;
 use k8s_openapi::api::core::v1::Pod;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const PROVIDER: &str = env!("CARGO_BIN_EXE_provider-under-test");
 const RESTRICTED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "restricted");
@@ -76,6 +79,7 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         // Node and the Claude Code CLI: a few hundred MB (real-agents.md).
         config.insert("memory_request".into(), "256Mi".into());
         config.insert("workspace_size".into(), "256Mi".into());
+        rec.relay_observer = true;
     });
     let mut rec = s.store.agent(NAME).expect("the record");
     let changes = [("ANTHROPIC_API_KEY".to_string(), Some(KEY.to_string()))].into();
@@ -102,10 +106,19 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         "a deploy carries the command name, never a path"
     );
 
-    let reply =
-        s.rt.block_on(app::chat(&s.store, NAME, "please write proof.txt", WAIT))
-            .unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
+    let (reply, doing) = s.rt.block_on(chat_watched(&s, "please write proof.txt"));
+    let reply = reply.unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
+    // What it did, live (issue 34): the owner's watch of its observer
+    // frames saw claude's shell tool run in the pod, then the turn end.
+    println!("claude in a pod, live activity: {doing:?}");
+    assert!(
+        doing
+            .iter()
+            .any(|d| matches!(d, Doing::Running(label) if label.contains("proof.txt"))),
+        "the shell tool never showed as running: {doing:?}"
+    );
+    assert_eq!(doing.last(), Some(&Doing::Idle), "the turn's end: {doing:?}");
     let reply =
         s.rt.block_on(app::chat(&s.store, NAME, "what does it say?", WAIT))
             .unwrap_or_else(|e| panic!("a second reply: {e}; logs: {}", s.logs(&pod)));
@@ -230,10 +243,19 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     s.store.save_agent(&rec).expect("saved");
 
     let (pod, _) = s.start();
-    let reply =
-        s.rt.block_on(app::chat(&s.store, NAME, "please write proof.txt", WAIT))
-            .unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
+    let (reply, doing) = s.rt.block_on(chat_watched(&s, "please write proof.txt"));
+    let reply = reply.unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
+    // What it did, live (issue 34): the owner's watch of its observer
+    // frames saw claude's shell tool run in the pod, then the turn end.
+    println!("claude in a pod, live activity: {doing:?}");
+    assert!(
+        doing
+            .iter()
+            .any(|d| matches!(d, Doing::Running(label) if label.contains("proof.txt"))),
+        "the shell tool never showed as running: {doing:?}"
+    );
+    assert_eq!(doing.last(), Some(&Doing::Idle), "the turn's end: {doing:?}");
     assert!(
         !s.logs(&pod).contains(OPENAI_KEY),
         "the key is not in the pod's logs"
@@ -287,7 +309,7 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     // Where `chat` asked (the record names no channel): the same conversation.
     let to = vec![vec!["p".to_string(), agent.public_key().to_hex()]];
     s.rt.block_on(post_raw(&s.relay.url, &owner, woke_by, to, None));
-    let pod3 = s.woken_pod(&lines);
+    let pod3 = s.woken_pod(&lines, 1);
     assert_ne!(pod3.metadata.uid, pod2.metadata.uid, "a new pod was woken");
     s.wait_message("First I wrote proof.txt.", || {
         format!(
@@ -317,6 +339,41 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
 
 /// Deletes `pod` by other hands (what a drain does), waits until it is gone,
 /// and Starts again: the new pod mounts the same claim.
+/// A chat with the agent while the owner's activity watch, opened before
+/// the mention, folds its observer frames: the reply, and what the agent
+/// was doing after each frame (until it is idle again, or 30 s after the
+/// reply).
+async fn chat_watched(s: &Scenario, text: &str) -> (Result<String, app::AppError>, Vec<Doing>) {
+    let agents = [s.store.agent(NAME).expect("the record")];
+    let mut watch = app::activity_feed::watch(&s.store, &agents)
+        .await
+        .expect("the activity watch");
+    assert!(watch.unreachable.is_empty(), "{:?}", watch.unreachable);
+    let mut doing = Vec::new();
+    let chat = app::chat(&s.store, NAME, text, WAIT);
+    tokio::pin!(chat);
+    let reply = loop {
+        tokio::select! {
+            r = &mut chat => break r,
+            // Matched inside: a `None` (no frame this round) must not
+            // disable the branch for the rest of the wait.
+            got = watch.next(Duration::from_millis(200)) => {
+                if let Some(name) = got {
+                    doing.push(watch.activity[&name].doing().0);
+                }
+            }
+        }
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while doing.last() != Some(&Doing::Idle) && Instant::now() < end {
+        if let Some(name) = watch.next(Duration::from_millis(200)).await {
+            doing.push(watch.activity[&name].doing().0);
+        }
+    }
+    watch.close().await;
+    (reply, doing)
+}
+
 fn replace_pod(s: &Scenario, pod: &Pod) -> Pod {
     let name = pod.metadata.name.clone().unwrap_or_default();
     s.rt.block_on(s.pods.delete(&name, &kube::api::DeleteParams::default()))
