@@ -22,7 +22,8 @@
 //! codex (`buzz-sprig-codex`) takes the same way across a restart: it keeps
 //! its sessions in `$HOME/.codex`, on the claim, and a new pod resumes the
 //! conversation with `session/resume`; the file its shell wrote before the
-//! restart is still in the workspace after it. Then it sleeps by its
+//! restart is still in the workspace after it; its first turn, too, shows
+//! live as its shell tool running, then the turn end. Then it sleeps by its
 //! inactivity bound, and its owner's mention wakes it (issue 33) into the
 //! same conversation, from a third pod on the claim. The mention is sent
 //! the moment the run says it stopped, while its pod still reads as
@@ -234,6 +235,7 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
         rec.permission_mode = Some("full-access".into());
         config.insert("memory_request".into(), "256Mi".into());
         config.insert("workspace_size".into(), "256Mi".into());
+        rec.relay_observer = true;
     });
     let mut rec = s.store.agent(NAME).expect("the record");
     let changes = [("OPENAI_API_KEY".to_string(), Some(OPENAI_KEY.to_string()))].into();
@@ -247,8 +249,8 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     let reply = reply.unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
     // What it did, live (issue 34): the owner's watch of its observer
-    // frames saw claude's shell tool run in the pod, then the turn end.
-    println!("claude in a pod, live activity: {doing:?}");
+    // frames saw codex's shell tool run in the pod, then the turn end.
+    println!("codex in a pod, live activity: {doing:?}");
     assert!(
         doing
             .iter()
