@@ -196,10 +196,12 @@ npm_installs() {
 # image-build.sh installs podman, buildah, runc and mmdebstrap when run as
 # root, and builds the base rootfs once per package set). Its static build
 # locks target/<host>/dist, clippy target/debug: they run side by side.
-say "in the background: test cluster binaries, npm packages, sprig image"
+say "in the background: test cluster binaries, npm packages, sprig image, nostr-rs-relay"
 bg_start "cluster binaries" "$root/scripts/testenv-build.sh"
 bg_start npm npm_installs
 bg_start image "$root/scripts/image-build.sh"
+# The production relay the suite also runs against (issue 35), cached by version.
+bg_start "nostr-rs-relay" "$root/scripts/relay-build.sh"
 
 # --- format and lint ---------------------------------------------------------------
 phase fmt
@@ -225,6 +227,10 @@ export BUZZ_TESTENV_BIN_DIR
 for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr pause.oci.tar; do
   [[ -e "$BUZZ_TESTENV_BIN_DIR/$b" ]] || die "$b missing in '$BUZZ_TESTENV_BIN_DIR'; run scripts/testenv-build.sh"
 done
+await "nostr-rs-relay"
+BUZZ_NOSTR_RS_RELAY="$(tail -n 1 "$jobs_dir/nostr-rs-relay.out")"
+[[ -x "$BUZZ_NOSTR_RS_RELAY" ]] || die "nostr-rs-relay missing at '$BUZZ_NOSTR_RS_RELAY'; run scripts/relay-build.sh"
+export BUZZ_NOSTR_RS_RELAY
 await image
 image_env="$(tail -n 1 "$jobs_dir/image.out")"
 [[ -f "$image_env" ]] || die "scripts/image-build.sh did not report its env file"

@@ -5,6 +5,7 @@
 //! address a pod can reach. Used by the e2e and real-kubelet suites.
 
 use crate::container::{Podman, image_cache};
+use crate::harness_support::nostr_rs_relay::NostrRsRelay;
 use crate::harness_support::{Observer, TestRelay, wait_until};
 use crate::launcher_support::provider_agent;
 use crate::testenv::RealNode;
@@ -67,12 +68,20 @@ pub struct Scenario {
     pub pods: Api<Pod>,
     pub secrets: Api<Secret>,
     pub events: Api<KubeEvent>,
-    pub relay: TestRelay,
+    pub relay: ScenarioRelay,
     pub obs: Observer,
     pub store: Store,
     pub opts: StartOptions,
     pub agent: PublicKey,
     pub tmp: tempfile::TempDir,
+}
+
+/// The relay a scenario's agent uses, on the node's host address: the
+/// suite's own, or nostr-rs-relay (issue 35, [`Scenario::on_production_relay`]).
+pub struct ScenarioRelay {
+    pub url: String,
+    _own: Option<TestRelay>,
+    _production: Option<NostrRsRelay>,
 }
 
 /// The first container's status.
@@ -110,6 +119,26 @@ impl Scenario {
     /// provider config names `image` (none: the provider's default), the
     /// relay on the bridge address, and an observer.
     pub fn new(prefix: &str, labels: &[(&str, &str)], image: Option<&str>, provider: &Path) -> Scenario {
+        Scenario::with_relay(prefix, labels, image, provider, false)
+    }
+
+    /// [`Scenario::new`] with nostr-rs-relay as the agent's relay.
+    pub fn on_production_relay(
+        prefix: &str,
+        labels: &[(&str, &str)],
+        image: Option<&str>,
+        provider: &Path,
+    ) -> Scenario {
+        Scenario::with_relay(prefix, labels, image, provider, true)
+    }
+
+    fn with_relay(
+        prefix: &str,
+        labels: &[(&str, &str)],
+        image: Option<&str>,
+        provider: &Path,
+        production: bool,
+    ) -> Scenario {
         let node = RealNode::shared();
         // The provider inherits the launcher's environment (spec §Invocation).
         static KUBECONFIG: std::sync::Once = std::sync::Once::new();
@@ -127,7 +156,21 @@ impl Scenario {
             .block_on(node.create_namespace(prefix, labels))
             .expect("a namespace");
         let client = rt.block_on(node.env().admin_client()).expect("a client");
-        let relay = rt.block_on(TestRelay::start_at(node.host_addr().into()));
+        let relay = if production {
+            let r = NostrRsRelay::start(node.host_addr().into());
+            ScenarioRelay {
+                url: r.url.clone(),
+                _own: None,
+                _production: Some(r),
+            }
+        } else {
+            let r = rt.block_on(TestRelay::start_at(node.host_addr().into()));
+            ScenarioRelay {
+                url: r.url.clone(),
+                _own: Some(r),
+                _production: None,
+            }
+        };
         let obs = rt.block_on(Observer::start(&relay.url));
         let tmp = tempfile::tempdir().expect("a temp dir");
         let store = Store::open(tmp.path().join("state")).expect("a store");

@@ -1,6 +1,7 @@
 //! The relay connection's pure rules (wire-facts §2, §3): how an AUTH answer
 //! is classified, the re-subscription's `since` (review b30b1a0 #3: never
-//! below the run's start) and which unacknowledged events are resent.
+//! below the run's start), which unacknowledged events are resent and
+//! which stop being waited for.
 
 use super::RESUBSCRIBE_OVERLAP;
 use buzz_contract::presence::KIND_PRESENCE;
@@ -52,6 +53,15 @@ pub fn resubscribe_since(start: Timestamp, last_accepted: Option<Timestamp>, now
     }
 }
 
+/// Whether sending `new` ends the wait for the OK of `old`, sent before
+/// it: a presence supersedes every earlier presence. A relay that never
+/// acknowledges ephemeral events (nostr-rs-relay 0.8: docs/relays.md)
+/// would otherwise leave one unanswered presence per interval waiting for
+/// the whole session.
+pub fn supersedes(new: &Event, old: &Event) -> bool {
+    new.kind == Kind::from(KIND_PRESENCE) && old.kind == Kind::from(KIND_PRESENCE)
+}
+
 /// Puts events that were sent but never acknowledged back in front of the
 /// outbox, oldest first, skipping presence (a stale presence must not be
 /// resent), keeping at most `cap` events (the oldest are dropped first).
@@ -72,6 +82,23 @@ pub fn requeue_unacknowledged(outbox: &mut VecDeque<Event>, mut unacked: Vec<Eve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_presence_ends_the_wait_for_earlier_presence_only() {
+        let k = Keys::generate();
+        let ev = |kind: u16| {
+            EventBuilder::new(Kind::from(kind), "x")
+                .sign_with_keys(&k)
+                .unwrap()
+        };
+        let (presence, reply) = (ev(KIND_PRESENCE), ev(9));
+        assert!(supersedes(&ev(KIND_PRESENCE), &presence));
+        assert!(
+            !supersedes(&ev(KIND_PRESENCE), &reply),
+            "a reply is still waited for"
+        );
+        assert!(!supersedes(&ev(9), &presence));
+    }
 
     #[test]
     fn unacknowledged_events_are_requeued_oldest_first_without_presence() {

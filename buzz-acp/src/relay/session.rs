@@ -5,7 +5,7 @@
 //! a new session (issue 32) and of a woken harness (issue 33), and the
 //! bounded stop.
 
-use super::rules::{AuthOutcome, classify_auth_ok};
+use super::rules::{AuthOutcome, classify_auth_ok, supersedes};
 use super::{OUTBOX_CAP, RelayCmd, RelayEvent, SUB_ID, SessionEnd, StopReq, Task, requeue_unacknowledged};
 use crate::events;
 use crate::exit::Exit;
@@ -150,7 +150,7 @@ impl Task {
                                 tracing::info!("subscription live");
                                 if self.s.presence {
                                     let e = self.presence_event(ONLINE);
-                                    pending.insert(e.id, (e.clone(), false));
+                                    track(pending, &e);
                                     let _ = relay.send_msg(ClientMessage::event(e));
                                     tick.reset();
                                 }
@@ -209,7 +209,7 @@ impl Task {
                 }
                 _ = tick.tick(), if live && self.s.presence => {
                     let e = self.presence_event(ONLINE);
-                    pending.insert(e.id, (e.clone(), false));
+                    track(pending, &e);
                     let _ = relay.send_msg(ClientMessage::event(e));
                 }
                 cmd = self.cmds.recv() => match cmd {
@@ -242,9 +242,26 @@ impl Task {
                         if self.s.presence && live {
                             let e = self.presence_event_stopping(OFFLINE, reason);
                             let id = e.id;
-                            let sent = relay.send_msg(ClientMessage::event(e)).is_ok();
-                            let waited = sent && tokio::time::timeout(offline_bound, wait_ok(&mut notes, id)).await.is_ok();
-                            tracing::info!(acknowledged = waited, "presence offline published");
+                            // A REQ behind it: its EOSE says the relay read the
+                            // offline, from a relay that acknowledges no
+                            // ephemeral event too (docs/relays.md).
+                            let probe = SubscriptionId::new(format!("{SUB_ID}-sent"));
+                            let sent = relay.send_msg(ClientMessage::event(e)).is_ok()
+                                && relay
+                                    .send_msg(ClientMessage::req(probe.clone(), vec![Filter::new().id(id).limit(1)]))
+                                    .is_ok();
+                            let heard = if sent {
+                                tokio::time::timeout(offline_bound, wait_read(&mut notes, id, &probe))
+                                    .await
+                                    .ok()
+                            } else {
+                                None
+                            };
+                            tracing::info!(
+                                acknowledged = heard == Some(Read::Acknowledged),
+                                read = matches!(heard, Some(Read::Acknowledged | Read::Probed)),
+                                "presence offline published"
+                            );
                         }
                         let closed = tokio::time::timeout(close_bound, client.shutdown()).await.is_ok();
                         tracing::info!(closed, "relay closed");
@@ -258,13 +275,44 @@ impl Task {
     }
 }
 
-async fn wait_ok(notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>, id: EventId) {
+/// Waits for the OK of a sent event now waited for, after dropping the
+/// waits it [`supersedes`].
+fn track(pending: &mut HashMap<EventId, (Event, bool)>, e: &Event) {
+    pending.retain(|_, (old, _)| !supersedes(e, old));
+    pending.insert(e.id, (e.clone(), false));
+}
+
+/// How the relay showed it read the offline presence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Its OK.
+    Acknowledged,
+    /// The EOSE (or CLOSED) of the REQ sent after it.
+    Probed,
+    /// The connection ended first.
+    Gone,
+}
+
+async fn wait_read(
+    notes: &mut tokio::sync::broadcast::Receiver<RelayNotification>,
+    id: EventId,
+    probe: &SubscriptionId,
+) -> Read {
     loop {
         match notes.recv().await {
             Ok(RelayNotification::Message {
                 message: RelayMessage::Ok { event_id, .. },
-            }) if event_id == id => return,
-            Ok(RelayNotification::Shutdown) | Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }) if event_id == id => return Read::Acknowledged,
+            Ok(RelayNotification::Message {
+                message:
+                    RelayMessage::EndOfStoredEvents(sub)
+                    | RelayMessage::Closed {
+                        subscription_id: sub, ..
+                    },
+            }) if *sub == *probe => return Read::Probed,
+            Ok(RelayNotification::Shutdown) | Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                return Read::Gone;
+            }
             _ => {}
         }
     }

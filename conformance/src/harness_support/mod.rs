@@ -5,6 +5,7 @@
 //! denies authentication (the one relay behaviour `LocalRelay` cannot show).
 
 pub mod deny_relay;
+pub mod nostr_rs_relay;
 pub mod proc;
 pub mod relay;
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the pinned production relay the suite also runs against (issue
+# 35): nostr-rs-relay from the Rust package registry, into a cache directory
+# keyed by its version, and prints the binary's path on stdout. A warm cache
+# is a no-op.
+#
+# nostr-rs-relay's build compiles a gRPC client with protoc (Debian's
+# protobuf-compiler), installed here when run as root and missing. The build
+# resolves its dependencies afresh (no --locked): the crate's own lock file
+# predates this toolchain, and semver-compatible releases build on it.
+#
+#   BUZZ_RELAYS_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/buzz-relays)
+#
+# Only the last line of stdout is the path; progress goes to stderr.
+set -euo pipefail
+
+version="0.8.12"
+root="${BUZZ_RELAYS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-relays}"
+out="$root/nostr-rs-relay-$version"
+bin="$out/bin/nostr-rs-relay"
+if [[ -x "$bin" ]]; then
+  echo "relay-build: cached nostr-rs-relay $version at $bin" >&2
+  echo "$bin"
+  exit 0
+fi
+
+if ! command -v protoc >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "relay-build: installing protobuf-compiler (nostr-rs-relay's build runs protoc)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    (apt-get install -y protobuf-compiler || (apt-get update && apt-get install -y protobuf-compiler)) >&2
+  else
+    echo "relay-build: protoc is required to build nostr-rs-relay. fix: sudo apt-get update && sudo apt-get install -y protobuf-compiler" >&2
+    exit 1
+  fi
+fi
+
+mkdir -p "$root"
+tmp="$(mktemp -d "$root/.build.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+echo "relay-build: building nostr-rs-relay $version (a cold build takes minutes)" >&2
+# Its own target dir (kept beside the cache, so a failed build resumes), and
+# no LTO: a test relay, built once per version.
+CARGO_TARGET_DIR="$root/target" CARGO_PROFILE_RELEASE_LTO=false \
+  cargo install --quiet --version "$version" --root "$tmp/root" nostr-rs-relay >&2
+mkdir -p "$out/bin"
+mv "$tmp/root/bin/nostr-rs-relay" "$bin"
+rm -rf "$root/target"
+echo "relay-build: nostr-rs-relay $version built in $(( $(date +%s) - start )) s: $bin" >&2
+echo "$bin"
