@@ -9,8 +9,9 @@
 
 use crate::fake_model::agents::{RealAgent, agents_bin_dir};
 use crate::fake_model::{FakeModel, Script};
+use crate::harness_support::nostr_rs_relay::AnyRelay;
 use crate::harness_support::relay::tags;
-use crate::harness_support::{Observer, TestRelay, post, wait_until};
+use crate::harness_support::{Observer, post, wait_until};
 use nostr_sdk::prelude::{Event, Keys, ToBech32};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ pub const GEMINI_KEY: &str = "fake-gemini-canary-c40e";
 
 /// A relay, an observer, identities, a fake model API and a workdir.
 pub struct AgentWorld {
-    pub relay: TestRelay,
+    pub relay: AnyRelay,
     pub obs: Observer,
     pub agent: Keys,
     pub owner: Keys,
@@ -38,12 +39,22 @@ pub struct AgentWorld {
     _tmp: tempfile::TempDir,
 }
 
+const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
 impl AgentWorld {
     /// Starts everything on loopback. Panics with the install command when
     /// the agents are not installed.
     pub async fn new(script: Script) -> AgentWorld {
+        AgentWorld::on(AnyRelay::own(LOOPBACK).await, script).await
+    }
+
+    /// [`AgentWorld::new`] with nostr-rs-relay as the relay (issue 35).
+    pub async fn on_production_relay(script: Script) -> AgentWorld {
+        AgentWorld::on(AnyRelay::production(LOOPBACK), script).await
+    }
+
+    async fn on(relay: AnyRelay, script: Script) -> AgentWorld {
         let bin_dir = agents_bin_dir().unwrap_or_else(|e| panic!("{e}"));
-        let relay = TestRelay::start().await;
         let obs = Observer::start(&relay.url).await;
         let tmp = tempfile::tempdir().expect("tempdir");
         let (work, home) = (tmp.path().join("work"), tmp.path().join("home"));

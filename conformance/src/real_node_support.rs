@@ -5,8 +5,8 @@
 //! address a pod can reach. Used by the e2e and real-kubelet suites.
 
 use crate::container::{Podman, image_cache};
-use crate::harness_support::nostr_rs_relay::NostrRsRelay;
-use crate::harness_support::{Observer, TestRelay, wait_until};
+use crate::harness_support::nostr_rs_relay::AnyRelay;
+use crate::harness_support::{Observer, wait_until};
 use crate::launcher_support::provider_agent;
 use crate::testenv::RealNode;
 use desktop_launcher::app::{self, StartOptions};
@@ -68,20 +68,12 @@ pub struct Scenario {
     pub pods: Api<Pod>,
     pub secrets: Api<Secret>,
     pub events: Api<KubeEvent>,
-    pub relay: ScenarioRelay,
+    pub relay: AnyRelay,
     pub obs: Observer,
     pub store: Store,
     pub opts: StartOptions,
     pub agent: PublicKey,
     pub tmp: tempfile::TempDir,
-}
-
-/// The relay a scenario's agent uses, on the node's host address: the
-/// suite's own, or nostr-rs-relay (issue 35, [`Scenario::on_production_relay`]).
-pub struct ScenarioRelay {
-    pub url: String,
-    _own: Option<TestRelay>,
-    _production: Option<NostrRsRelay>,
 }
 
 /// The first container's status.
@@ -157,19 +149,9 @@ impl Scenario {
             .expect("a namespace");
         let client = rt.block_on(node.env().admin_client()).expect("a client");
         let relay = if production {
-            let r = NostrRsRelay::start(node.host_addr().into());
-            ScenarioRelay {
-                url: r.url.clone(),
-                _own: None,
-                _production: Some(r),
-            }
+            AnyRelay::production(node.host_addr().into())
         } else {
-            let r = rt.block_on(TestRelay::start_at(node.host_addr().into()));
-            ScenarioRelay {
-                url: r.url.clone(),
-                _own: Some(r),
-                _production: None,
-            }
+            rt.block_on(AnyRelay::own(node.host_addr().into()))
         };
         let obs = rt.block_on(Observer::start(&relay.url));
         let tmp = tempfile::tempdir().expect("a temp dir");

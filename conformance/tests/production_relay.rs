@@ -1,7 +1,8 @@
 //! A production relay nobody here wrote (issue 35 item 1): nostr-rs-relay
 //! with NIP-42 on and its SQLite store (`harness_support::nostr_rs_relay`),
 //! in place of the suite's own relays, end to end:
-//! - the real harness on it: `online` once its subscription is live, the
+//! - the real harness on it, launched as on a VPS
+//!   (`scripts/launch-harness.sh` and an env file): `online` once its subscription is live, the
 //!   owner's mention answered, a stranger's not, and the owner's
 //!   `!shutdown` ending in `offline` with `["stop","owner"]` and exit 0,
 //!   the offline known read by the relay that acknowledges no ephemeral
@@ -9,14 +10,23 @@
 //! - the real launcher with a local agent on it: Start, chat, what the
 //!   agent is doing live (its observer frames, ephemeral: forwarded to the
 //!   watch and never stored), `usage` and `log` from what the relay stored,
-//!   across a stop and a Start, and a stop that sees `offline`.
+//!   across a stop and a Start, and a stop that sees `offline`;
+//! - `buzz-launcher demo --relay URL`: every step green on it, and the
+//!   relay left running;
+//! - a real coding agent's turn: claude-agent-acp, against the fake model
+//!   API, runs its shell tool in the workdir and answers through it.
 //!
 //! Where nostr-rs-relay differs from our relays, docs/relays.md says how
 //! and what the code does about it.
 
+use buzz_conformance::fake_model::agents::RealAgent;
+use buzz_conformance::fake_model::{Script, Turn};
+use buzz_conformance::harness_support::harness_command;
 use buzz_conformance::harness_support::nostr_rs_relay::NostrRsRelay;
+use buzz_conformance::harness_support::proc::path_dir_with_buzz_acp;
 use buzz_conformance::harness_support::relay::tags;
-use buzz_conformance::harness_support::{HarnessProc, Observer, harness_command, post};
+use buzz_conformance::harness_support::{HarnessProc, Observer, post};
+use buzz_conformance::real_agents_support::AgentWorld;
 use desktop_launcher::activity::Doing;
 use desktop_launcher::app;
 use desktop_launcher::conversation_view::{self, Entry};
@@ -32,9 +42,13 @@ const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
 const AGENT: &str = env!("CARGO_BIN_EXE_acp-test-agent");
 const WAIT: Duration = Duration::from_secs(30);
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// One at a time: a real agent is a Node process of hundreds of MB, and
+/// the others' waits are bounded.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_harness_answers_its_owner_and_stops_through_nostr_rs_relay() {
+async fn the_harness_launched_as_on_a_vps_answers_its_owner_and_stops_through_nostr_rs_relay() {
+    let _g = SERIAL.lock().await;
     let relay = NostrRsRelay::start(LOOPBACK);
     let obs = Observer::start(&relay.url).await;
     let (agent, owner, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
@@ -49,7 +63,23 @@ async fn the_harness_answers_its_owner_and_stops_through_nostr_rs_relay() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let mut h = HarnessProc::spawn(harness_command(HARNESS, &env));
+    // The VPS path: an env file of mode 0600, `scripts/launch-harness.sh`
+    // finds `buzz-acp` on PATH and execs it in place.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.env");
+    let body: String = env.iter().map(|(k, v)| format!("{k}='{v}'\n")).collect();
+    std::fs::write(&file, body).unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let (_bins, bin_dir) = path_dir_with_buzz_acp(HARNESS);
+    let mut c = tokio::process::Command::new("bash");
+    c.arg(buzz_conformance::package_dir().join("../scripts/launch-harness.sh"))
+        .arg(&file)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut h = HarnessProc::spawn(c);
     let why = |h: &HarnessProc| format!("harness:\n{}\nrelay:\n{}", h.stderr(), relay.log());
     obs.wait_presence(WAIT, &agent, "online")
         .await
@@ -102,6 +132,7 @@ async fn the_harness_answers_its_owner_and_stops_through_nostr_rs_relay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_launcher_starts_chats_watches_and_stops_a_local_agent_on_nostr_rs_relay() {
+    let _g = SERIAL.lock().await;
     let relay = NostrRsRelay::start(LOOPBACK);
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path().join("state")).unwrap();
@@ -231,4 +262,52 @@ async fn the_launcher_starts_chats_watches_and_stops_a_local_agent_on_nostr_rs_r
     app::stop(&store, "agent", WAIT)
         .await
         .unwrap_or_else(|e| panic!("{e}; {}", show()));
+}
+
+#[test]
+fn the_demo_runs_every_step_on_nostr_rs_relay_and_leaves_it_running() {
+    let _g = SERIAL.blocking_lock();
+    let relay = NostrRsRelay::start(LOOPBACK);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
+        .args(["demo", "--relay", &relay.url, "--state-dir"])
+        .arg(tmp.path().join("state"))
+        .env("BUZZ_ACP_BIN", HARNESS)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("demo ok: every step succeeded"),
+        "{stdout}\n{}\nrelay:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        relay.log()
+    );
+    assert!(
+        stdout.contains(&format!("relay {} answers", relay.url)),
+        "{stdout}"
+    );
+    assert!(
+        std::net::TcpStream::connect(relay.url.trim_start_matches("ws://")).is_ok(),
+        "the demo left the user's relay running"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_claude_turn_runs_its_shell_tool_and_answers_through_nostr_rs_relay() {
+    let _g = SERIAL.lock().await;
+    let (lead, done) = ("I'll create the file.", "Done: proof.txt written.");
+    let w = AgentWorld::on_production_relay(Script::new().turn(Turn::say_then_shell(
+        lead,
+        "echo proof-ok-42 > proof.txt",
+        done,
+    )))
+    .await;
+    let mut h = HarnessProc::spawn(harness_command(HARNESS, &w.env(RealAgent::Claude)));
+    w.wait_online(WAIT).await;
+    let m = w.mention("c1", "please write proof.txt").await;
+    let r = w.wait_reply(&m, Duration::from_secs(60)).await;
+    assert_eq!(r.content, format!("{lead}\n\n{done}"), "{}", h.stderr());
+    assert_eq!(w.work_file("proof.txt").as_deref(), Some("proof-ok-42\n"));
+    h.signal(libc::SIGTERM);
+    assert_eq!(h.wait_exit(WAIT).await, Some(0), "{}", h.stderr());
 }

@@ -8,6 +8,11 @@
 //! a spinner shows on a terminal while a step runs. The exit code is 0 only
 //! when every step succeeded; otherwise the failing step and its log are
 //! named, and the agent and the relay are stopped.
+//!
+//! `--relay URL` runs the same loop on a relay the user runs (issue 35: a
+//! production relay such as nostr-rs-relay): the agent is created on it,
+//! the relay step checks that it answers as a relay, and the demo neither
+//! starts nor stops it.
 
 use crate::app::embedded_relay::{self as embedded, Ensured};
 use crate::app::{self, HARNESS_BIN_ENV, Store, StoreError, find_harness, on_path};
@@ -43,6 +48,11 @@ pub struct DemoArgs {
     /// cluster's node (host network) does.
     #[arg(long)]
     pub kubernetes: bool,
+    /// Run on this relay (`ws://…` or `wss://…`) instead of the embedded
+    /// one: a relay you run, which the demo checks but neither starts nor
+    /// stops.
+    #[arg(long, value_name = "URL")]
+    pub relay: Option<String>,
 }
 
 /// The `provider_config` of a `--kubernetes` demo, from the environment.
@@ -265,6 +275,12 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
         },
     }) && cx.step("create", |c| {
         if let Ok(rec) = c.store.agent(AGENT) {
+            if let Some(url) = args.relay.as_ref().filter(|u| **u != rec.relay_url) {
+                return Outcome::Failed(format!(
+                    "agent `{AGENT}` exists in this state dir on relay {}, not {url}; use another --state-dir",
+                    rec.relay_url
+                ));
+            }
             return if rec.agent_command.as_deref() == Some(buzz_contract::env::BUILTIN_ECHO_AGENT) {
                 Outcome::Ok(format!("{AGENT} {} (existing, built-in echo agent)", rec.pubkey))
             } else {
@@ -273,7 +289,11 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
                 ))
             };
         }
-        match c.launcher("create", &["agent", "create", AGENT, "--agent", "echo"]) {
+        let mut argv = vec!["agent", "create", AGENT, "--agent", "echo"];
+        if let Some(url) = &args.relay {
+            argv.extend(["--relay", url.as_str()]);
+        }
+        match c.launcher("create", &argv) {
             Ok(o) => Outcome::Ok(format!("{} (built-in echo agent)", first_line(&o))),
             Err(e) => Outcome::Failed(e),
         }
@@ -305,16 +325,9 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
                 )),
                 Err(e) => Outcome::Failed(e),
             }
-        })) && cx.step("relay", |c| match embedded::ensure_running(&c.store, &c.exe) {
-        Ok(Ensured::Started { pid, .. }) | Ok(Ensured::Running { pid }) => {
-            let url = embedded::url(&c.store).unwrap_or_default();
-            let _ = std::fs::write(c.log("relay"), format!("relay {url} pid {pid}\n"));
-            Outcome::Ok(format!("embedded relay {url} (pid {pid})"))
-        }
-        Err(e) => {
-            let _ = std::fs::write(c.log("relay"), format!("{e}\n"));
-            Outcome::Failed(e.to_string())
-        }
+        })) && cx.step("relay", |c| match &args.relay {
+        Some(url) => relay_step(c, url),
+        None => embedded_relay_step(c),
     }) && cx.step("start", |c| {
         match c.launcher("start", &["start", AGENT, "--wait-online", &wait]) {
             Ok(o) if o.lines().any(|l| l.trim() == format!("{AGENT} online")) => {
@@ -349,18 +362,21 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
     }) && cx.step("status", |c| {
         match c.launcher("status", &["status", "--listen", "3"]) {
             Ok(o) if status_state(&o, AGENT) != Some("online") => Outcome::Ok(format!(
-                "{AGENT} {} (not online; `stop` saw its presence offline, and the embedded relay keeps no presence to replay)",
+                "{AGENT} {} (not online; `stop` saw its presence offline, and the relay keeps no presence to replay)",
                 status_state(&o, AGENT).unwrap_or("not listed")
             )),
             Ok(_) => Outcome::Failed(format!("{AGENT} still online")),
             Err(e) => Outcome::Failed(e),
         }
-    }) && cx.step("cleanup", |c| match c.launcher("cleanup", &["relay", "stop"]) {
-        Ok(o) => Outcome::Ok(first_line(&o)),
-        Err(e) => Outcome::Failed(e),
+    }) && cx.step("cleanup", |c| match &args.relay {
+        Some(url) => Outcome::Ok(format!("{url} left running: it is yours, not the demo's")),
+        None => match c.launcher("cleanup", &["relay", "stop"]) {
+            Ok(o) => Outcome::Ok(first_line(&o)),
+            Err(e) => Outcome::Failed(e),
+        },
     });
     if !ok {
-        cleanup_after_failure(&cx.store);
+        cleanup_after_failure(&cx.store, args.relay.is_none());
         println!("state dir kept for inspection: {}", root.display());
         return Ok(1);
     }
@@ -377,10 +393,50 @@ pub fn run(args: &DemoArgs) -> Result<i32, DemoError> {
 /// review b30b1a0 finding 5: a reused `--state-dir` keeps an old
 /// `local_pid`, and a failure before `start` leaves one that names whatever
 /// has that pid now).
-fn cleanup_after_failure(store: &Store) {
+fn cleanup_after_failure(store: &Store, embedded_relay: bool) {
     app::terminate_local(store, AGENT, Duration::from_secs(5));
-    let _ = embedded::stop(store);
+    if embedded_relay {
+        let _ = embedded::stop(store);
+    }
 }
+
+/// The relay step: the embedded relay, started unless it runs.
+fn embedded_relay_step(c: &Ctx) -> Outcome {
+    match embedded::ensure_running(&c.store, &c.exe) {
+        Ok(Ensured::Started { pid, .. }) | Ok(Ensured::Running { pid }) => {
+            let url = embedded::url(&c.store).unwrap_or_default();
+            let _ = std::fs::write(c.log("relay"), format!("relay {url} pid {pid}\n"));
+            Outcome::Ok(format!("embedded relay {url} (pid {pid})"))
+        }
+        Err(e) => {
+            let _ = std::fs::write(c.log("relay"), format!("{e}\n"));
+            Outcome::Failed(e.to_string())
+        }
+    }
+}
+
+/// The relay step of `--relay`: the relay answers (TCP, then the WebSocket
+/// handshake), or the step fails with what did not.
+fn relay_step(c: &Ctx, url: &str) -> Outcome {
+    let reached = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(app::reach_relay(url, RELAY_WAIT))
+                .map_err(|e| e.to_string())
+        });
+    let _ = std::fs::write(c.log("relay"), format!("relay {url}: {reached:?}\n"));
+    match reached {
+        Ok(()) => Outcome::Ok(format!(
+            "relay {url} answers (yours: the demo neither starts nor stops it)"
+        )),
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// How long `--relay`'s relay has to answer.
+const RELAY_WAIT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -115,3 +115,33 @@ impl Drop for NostrRsRelay {
         let _ = self.child.wait();
     }
 }
+
+/// The relay a test world's agent uses: the suite's own test relay, or
+/// nostr-rs-relay. Only its URL is read; it runs while this lives.
+pub struct AnyRelay {
+    pub url: String,
+    _own: Option<super::TestRelay>,
+    _production: Option<NostrRsRelay>,
+}
+
+impl AnyRelay {
+    /// The suite's own relay on `ip` (NIP-42 required).
+    pub async fn own(ip: IpAddr) -> AnyRelay {
+        let r = super::TestRelay::start_at(ip).await;
+        AnyRelay {
+            url: r.url.clone(),
+            _own: Some(r),
+            _production: None,
+        }
+    }
+
+    /// nostr-rs-relay on `ip`.
+    pub fn production(ip: IpAddr) -> AnyRelay {
+        let r = NostrRsRelay::start(ip);
+        AnyRelay {
+            url: r.url.clone(),
+            _own: None,
+            _production: Some(r),
+        }
+    }
+}

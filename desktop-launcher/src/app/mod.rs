@@ -60,8 +60,8 @@ pub use delete::delete;
 pub use error::AppError;
 pub use local_state::{last_error, live_local, rest_now, terminate_local};
 pub use relay_ops::{
-    StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, start_local_watched, stop,
-    stop_with, until_after_second, wait_online,
+    StartOutcome, StopOptions, Stopped, Watched, WatchedStart, chat, chat_with, reach_relay,
+    start_local_watched, stop, stop_with, until_after_second, wait_online,
 };
 pub use start::{LocalStart, start_local, start_local_with, start_provider, start_provider_with};
 pub use status_watch::{PresenceWatch, expected_live, local_status, running_local};

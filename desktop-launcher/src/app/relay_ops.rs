@@ -402,6 +402,15 @@ pub async fn start_local_watched(
     }))
 }
 
+/// Whether `url` answers as a relay within `wait`: its TCP connection and
+/// its WebSocket handshake, each failure named ([`relay::connect`]). A
+/// throwaway key: nothing is published.
+pub async fn reach_relay(url: &str, wait: Duration) -> Result<(), AppError> {
+    let client = relay::connect(url, nostr_sdk::prelude::Keys::generate(), wait).await?;
+    client.shutdown().await;
+    Ok(())
+}
+
 /// `chat` with nothing said while it waits ([`chat_with`]).
 pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Result<String, AppError> {
     chat_with(store, name, text, wait, &mut |_| {}).await
