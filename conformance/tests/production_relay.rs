@@ -26,6 +26,7 @@ use buzz_conformance::harness_support::nostr_rs_relay::NostrRsRelay;
 use buzz_conformance::harness_support::proc::path_dir_with_buzz_acp;
 use buzz_conformance::harness_support::relay::tags;
 use buzz_conformance::harness_support::{HarnessProc, Observer, post};
+use buzz_conformance::launcher_support::chat_watched;
 use buzz_conformance::real_agents_support::AgentWorld;
 use desktop_launcher::activity::Doing;
 use desktop_launcher::app;
@@ -36,7 +37,7 @@ use nostr_sdk::prelude::{Keys, ToBech32};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_buzz-acp-under-test");
 const AGENT: &str = env!("CARGO_BIN_EXE_acp-test-agent");
@@ -180,31 +181,9 @@ async fn the_launcher_starts_chats_watches_and_stops_a_local_agent_on_nostr_rs_r
 
     let first = start().await;
     // What it does, live: the watch opens before the mention.
-    let agents = [store.agent("agent").unwrap()];
-    let mut watch = app::activity_feed::watch(&store, &agents).await.unwrap();
-    assert!(watch.unreachable.is_empty(), "{:?}", watch.unreachable);
-    let chat = app::chat(&store, "agent", "[usage:1200,80,1300,4500][tool:300] one", WAIT);
-    tokio::pin!(chat);
-    let mut doing = Vec::new();
-    let reply = loop {
-        tokio::select! {
-            r = &mut chat => break r,
-            got = watch.next(Duration::from_millis(200)) => {
-                if let Some(name) = got {
-                    doing.push(watch.activity[&name].doing().0);
-                }
-            }
-        }
-    };
+    let (reply, doing) = chat_watched(&store, "agent", "[usage:1200,80,1300,4500][tool:300] one", WAIT).await;
     let reply = reply.unwrap_or_else(|e| panic!("{e}; {}", show()));
     assert_eq!(reply, "echo: [usage:1200,80,1300,4500][tool:300] one");
-    let end = Instant::now() + WAIT;
-    while doing.last() != Some(&Doing::Idle) && Instant::now() < end {
-        if let Some(name) = watch.next(Duration::from_millis(200)).await {
-            doing.push(watch.activity[&name].doing().0);
-        }
-    }
-    watch.close().await;
     assert!(
         doing.iter().any(|d| matches!(d, Doing::Running(_))) && doing.last() == Some(&Doing::Idle),
         "the tool ran, then the turn ended: {doing:?}"

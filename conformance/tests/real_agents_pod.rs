@@ -34,13 +34,14 @@ use buzz_conformance::container::agent_images::build_agent;
 use buzz_conformance::fake_model::agents::codex_flags;
 use buzz_conformance::fake_model::{FakeModel, Script, Turn};
 use buzz_conformance::harness_support::{post_raw, wait_until};
+use buzz_conformance::launcher_support::chat_watched;
 use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, secret_of};
 use buzz_conformance::testenv::RealNode;
 use desktop_launcher::activity::Doing;
 use desktop_launcher::app;
 use k8s_openapi::api::core::v1::Pod;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const PROVIDER: &str = env!("CARGO_BIN_EXE_provider-under-test");
 const RESTRICTED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "restricted");
@@ -107,19 +108,13 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
         "a deploy carries the command name, never a path"
     );
 
-    let (reply, doing) = s.rt.block_on(chat_watched(&s, "please write proof.txt"));
+    let (reply, doing) =
+        s.rt.block_on(chat_watched(&s.store, NAME, "please write proof.txt", WAIT));
     let reply = reply.unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
     // What it did, live (issue 34): the owner's watch of its observer
     // frames saw claude's shell tool run in the pod, then the turn end.
-    println!("claude in a pod, live activity: {doing:?}");
-    assert!(
-        doing
-            .iter()
-            .any(|d| matches!(d, Doing::Running(label) if label.contains("proof.txt"))),
-        "the shell tool never showed as running: {doing:?}"
-    );
-    assert_eq!(doing.last(), Some(&Doing::Idle), "the turn's end: {doing:?}");
+    assert_ran_live("claude", &doing);
     let reply =
         s.rt.block_on(app::chat(&s.store, NAME, "what does it say?", WAIT))
             .unwrap_or_else(|e| panic!("a second reply: {e}; logs: {}", s.logs(&pod)));
@@ -245,19 +240,13 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     s.store.save_agent(&rec).expect("saved");
 
     let (pod, _) = s.start();
-    let (reply, doing) = s.rt.block_on(chat_watched(&s, "please write proof.txt"));
+    let (reply, doing) =
+        s.rt.block_on(chat_watched(&s.store, NAME, "please write proof.txt", WAIT));
     let reply = reply.unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
     assert_eq!(reply, format!("{LEAD}\n\n{DONE}"));
     // What it did, live (issue 34): the owner's watch of its observer
     // frames saw codex's shell tool run in the pod, then the turn end.
-    println!("codex in a pod, live activity: {doing:?}");
-    assert!(
-        doing
-            .iter()
-            .any(|d| matches!(d, Doing::Running(label) if label.contains("proof.txt"))),
-        "the shell tool never showed as running: {doing:?}"
-    );
-    assert_eq!(doing.last(), Some(&Doing::Idle), "the turn's end: {doing:?}");
+    assert_ran_live("codex", &doing);
     assert!(
         !s.logs(&pod).contains(OPENAI_KEY),
         "the key is not in the pod's logs"
@@ -339,43 +328,25 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
         .expect("stop sees offline");
 }
 
-/// Deletes `pod` by other hands (what a drain does), waits until it is gone,
-/// and Starts again: the new pod mounts the same claim.
-/// A chat with the agent while the owner's activity watch, opened before
-/// the mention, folds its observer frames: the reply, and what the agent
-/// was doing after each frame (until it is idle again, or 30 s after the
-/// reply).
-async fn chat_watched(s: &Scenario, text: &str) -> (Result<String, app::AppError>, Vec<Doing>) {
-    let agents = [s.store.agent(NAME).expect("the record")];
-    let mut watch = app::activity_feed::watch(&s.store, &agents)
-        .await
-        .expect("the activity watch");
-    assert!(watch.unreachable.is_empty(), "{:?}", watch.unreachable);
-    let mut doing = Vec::new();
-    let chat = app::chat(&s.store, NAME, text, WAIT);
-    tokio::pin!(chat);
-    let reply = loop {
-        tokio::select! {
-            r = &mut chat => break r,
-            // Matched inside: a `None` (no frame this round) must not
-            // disable the branch for the rest of the wait.
-            got = watch.next(Duration::from_millis(200)) => {
-                if let Some(name) = got {
-                    doing.push(watch.activity[&name].doing().0);
-                }
-            }
-        }
-    };
-    let end = Instant::now() + Duration::from_secs(30);
-    while doing.last() != Some(&Doing::Idle) && Instant::now() < end {
-        if let Some(name) = watch.next(Duration::from_millis(200)).await {
-            doing.push(watch.activity[&name].doing().0);
-        }
-    }
-    watch.close().await;
-    (reply, doing)
+/// What `agent` did, as the owner's watch saw it, shows its shell tool
+/// (the command writes proof.txt) running, and ends idle.
+fn assert_ran_live(agent: &str, doing: &[Doing]) {
+    println!("{agent} in a pod, live activity: {doing:?}");
+    assert!(
+        doing
+            .iter()
+            .any(|d| matches!(d, Doing::Running(label) if label.contains("proof.txt"))),
+        "{agent}'s shell tool never showed as running: {doing:?}"
+    );
+    assert_eq!(
+        doing.last(),
+        Some(&Doing::Idle),
+        "{agent}'s turn's end: {doing:?}"
+    );
 }
 
+/// Deletes `pod` by other hands (what a drain does), waits until it is gone,
+/// and Starts again: the new pod mounts the same claim.
 fn replace_pod(s: &Scenario, pod: &Pod) -> Pod {
     let name = pod.metadata.name.clone().unwrap_or_default();
     s.rt.block_on(s.pods.delete(&name, &kube::api::DeleteParams::default()))

@@ -216,3 +216,48 @@ pub fn provider_agent(
     };
     Ok((rec, opts))
 }
+
+/// A chat with agent `name` while the owner's activity watch, opened before
+/// the mention, folds its observer frames (issue 34): the reply, and what
+/// the agent was doing after each frame, until it is idle again or 30 s
+/// after the reply.
+pub async fn chat_watched(
+    store: &Store,
+    name: &str,
+    text: &str,
+    wait: Duration,
+) -> (
+    Result<String, desktop_launcher::app::AppError>,
+    Vec<desktop_launcher::activity::Doing>,
+) {
+    use desktop_launcher::activity::Doing;
+    use desktop_launcher::app;
+    let agents = [store.agent(name).expect("the record")];
+    let mut watch = app::activity_feed::watch(store, &agents)
+        .await
+        .expect("the activity watch");
+    assert!(watch.unreachable.is_empty(), "{:?}", watch.unreachable);
+    let mut doing = Vec::new();
+    let chat = app::chat(store, name, text, wait);
+    tokio::pin!(chat);
+    let reply = loop {
+        tokio::select! {
+            r = &mut chat => break r,
+            // Matched inside: a `None` (no frame this round) must not
+            // disable the branch for the rest of the wait.
+            got = watch.next(Duration::from_millis(200)) => {
+                if let Some(name) = got {
+                    doing.push(watch.activity[&name].doing().0);
+                }
+            }
+        }
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while doing.last() != Some(&Doing::Idle) && Instant::now() < end {
+        if let Some(name) = watch.next(Duration::from_millis(200)).await {
+            doing.push(watch.activity[&name].doing().0);
+        }
+    }
+    watch.close().await;
+    (reply, doing)
+}
