@@ -107,43 +107,39 @@ cargo clippy --version >/dev/null 2>&1 || die "clippy missing. fix: rustup compo
 command -v go >/dev/null 2>&1 ||
   die "go not found (needed once, to build the test control plane). fix: apt-get update && apt-get install -y golang-go (any Go >= 1.21 fetches the pinned toolchain itself)"
 command -v cc >/dev/null 2>&1 || die "a C compiler is needed by ring. fix: apt-get update && apt-get install -y build-essential"
-# libfaketime runs the provider with a skewed local clock (GC same-clock rule test).
-if ! ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1; then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    say "installing faketime"
-    (apt-get install -y faketime || (apt-get update && apt-get install -y faketime)) >/dev/null
-  else
-    die "libfaketime missing. fix: sudo apt-get update && sudo apt-get install -y faketime"
-  fi
-fi
-
 # The real node (kubelet, containerd, CNI, a local registry) runs as root
 # with Debian's runc, CNI plugins, iptables, docker-registry and skopeo.
 [[ $(id -u) -eq 0 ]] ||
   die "the suites run containers and a real Kubernetes node, which need root. fix: sudo scripts/test.sh"
-node_pkgs=()
-[[ -x /usr/sbin/runc ]] || node_pkgs+=(runc)
-[[ -x /usr/lib/cni/bridge ]] || node_pkgs+=(containernetworking-plugins)
-command -v iptables >/dev/null 2>&1 || node_pkgs+=(iptables)
-[[ -x /usr/bin/docker-registry ]] || node_pkgs+=(docker-registry)
-command -v skopeo >/dev/null 2>&1 || node_pkgs+=(skopeo)
-command -v ip >/dev/null 2>&1 || node_pkgs+=(iproute2)
-if [[ ${#node_pkgs[@]} -gt 0 ]]; then
-  command -v apt-get >/dev/null 2>&1 ||
-    die "missing ${node_pkgs[*]}. fix: apt-get update && apt-get install -y ${node_pkgs[*]}"
-  say "installing ${node_pkgs[*]}"
-  (apt-get install -y "${node_pkgs[@]}" || (apt-get update && apt-get install -y "${node_pkgs[@]}")) >/dev/null
-fi
-
-# Chromium for the Start page's browser test (headless, Debian's package).
 export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
-if [[ ! -x "$BUZZ_CHROMIUM" ]]; then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    say "installing chromium"
-    (apt-get install -y chromium || (apt-get update && apt-get install -y chromium)) >/dev/null
-  else
-    die "chromium missing (the Start page's browser test). fix: sudo apt-get update && sudo apt-get install -y chromium"
-  fi
+# Every Debian package the run needs, installed here in one apt-get before
+# any background job starts: two apt-gets at once fail on dpkg's lock (a
+# fresh machine's run did, the image's and the relay's installs side by
+# side). The scripts the jobs run keep their own checks for a run by hand.
+apt_pkgs=()
+# libfaketime runs the provider with a skewed local clock (GC same-clock rule test).
+ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1 || apt_pkgs+=(faketime)
+[[ -x /usr/sbin/runc ]] || apt_pkgs+=(runc)
+[[ -x /usr/lib/cni/bridge ]] || apt_pkgs+=(containernetworking-plugins)
+command -v iptables >/dev/null 2>&1 || apt_pkgs+=(iptables)
+[[ -x /usr/bin/docker-registry ]] || apt_pkgs+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || apt_pkgs+=(skopeo)
+command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
+# Chromium for the Start page's browser tests (headless, Debian's package).
+[[ -x "$BUZZ_CHROMIUM" ]] || apt_pkgs+=(chromium)
+# The image's build (scripts/image-build.sh) and nostr-rs-relay's (protoc,
+# scripts/relay-build.sh).
+for c in podman buildah mmdebstrap newuidmap; do
+  command -v "$c" >/dev/null 2>&1 || { apt_pkgs+=(podman buildah mmdebstrap uidmap); break; }
+done
+command -v protoc >/dev/null 2>&1 || apt_pkgs+=(protobuf-compiler)
+if [[ ${#apt_pkgs[@]} -gt 0 ]]; then
+  command -v apt-get >/dev/null 2>&1 ||
+    die "missing Debian packages ${apt_pkgs[*]}. fix: apt-get update && apt-get install -y ${apt_pkgs[*]}"
+  say "installing ${apt_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt_install() { apt-get -o DPkg::Lock::Timeout=300 install -y "${apt_pkgs[@]}"; }
+  (apt_install || (apt-get -o DPkg::Lock::Timeout=300 update && apt_install)) >/dev/null
 fi
 
 # Node packages, pinned, in private prefixes (installed in the background
@@ -193,8 +189,8 @@ npm_installs() {
 # --- in the background: the cluster binaries, npm, the image --------------------
 # The pinned kube-apiserver, etcd, kubelet, scheduler, controller-manager and
 # containerd (cached by version), and the sprig image (cached by its inputs;
-# image-build.sh installs podman, buildah, runc and mmdebstrap when run as
-# root, and builds the base rootfs once per package set). Its static build
+# its Debian packages came with the prerequisites above; it builds the base
+# rootfs once per package set). Its static build
 # locks target/<host>/dist, clippy target/debug: they run side by side.
 say "in the background: test cluster binaries, npm packages, sprig image, nostr-rs-relay"
 bg_start "cluster binaries" "$root/scripts/testenv-build.sh"

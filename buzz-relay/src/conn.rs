@@ -23,12 +23,18 @@
 //! 4. **Session**: frames pass both ways. An agent's session is *cut off*
 //!    (finding 11) when its attestation's time window closes (a timer at
 //!    [`Session::expires_at`]) or, with an agent directory, when its record
-//!    is gone (re-read every [`Limits::records_recheck`]): the library
+//!    is gone (one relay-wide re-read every [`Limits::records_recheck`],
+//!    [`super::agents::Shared`], so a fleet's sessions share it): the library
 //!    session is detached, which drops every REQ and `NEG-*` subscription
 //!    it held, and the client gets `CLOSED restricted:` / `NEG-ERR
 //!    restricted:` for the subscriptions it opened; later EVENT, REQ,
 //!    COUNT and `NEG-*` are refused with `restricted:`. A new AUTH that is
 //!    accepted (a renewed attestation) attaches a fresh library session.
+//!
+//! Presence ([`super::presence_keep`]): a presence event forwarded to the
+//! library is kept once the library answers it `OK true`; a REQ whose
+//! filters ask for presence gets the kept events matching them just before
+//! the library's EOSE for it (after the stored ones, before anything live).
 //!
 //! A message over [`Limits::max_message_bytes`] gets `NOTICE invalid:` and
 //! the socket is closed, whether it was read whole (up to the transport's
@@ -40,16 +46,19 @@
 //! notice at a peer still sending its message (on loopback the test passes
 //! without the drain; it is there for slower links).
 
-use super::agents::AgentDirectory;
+use super::agents::Shared;
 use super::front::{Step, Track, decide, notice, ok, text};
 use super::limits::{CLOSE_LINGER, Limits, TRANSPORT_SLACK};
 use super::own_urls::OwnUrls;
 use super::policy::{self, Admitted, AuthContext, Enrollment, Session};
+use super::presence_keep::PresenceKeep;
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
-use nostr_relay_builder::prelude::{Event, LocalRelay, RelayMessage, SubscriptionId};
+use nostr_relay_builder::prelude::{
+    Event, EventId, Filter, JsonUtil, LocalRelay, RelayMessage, SubscriptionId,
+};
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,12 +84,18 @@ pub(super) struct Ctx {
     pub relay: LocalRelay,
     pub owner_hex: String,
     pub urls: OwnUrls,
-    pub agents: Option<Arc<dyn AgentDirectory>>,
+    pub agents: Option<Arc<Shared>>,
     pub limits: Limits,
     pub sessions: Arc<Semaphore>,
     pub pending: Arc<Semaphore>,
     pub shutdown: watch::Sender<bool>,
+    /// Each author's latest presence, replayed to REQs that ask for it.
+    pub presence: PresenceKeep,
 }
+
+/// Presence events forwarded and not yet answered by the library, per
+/// connection (a client waits for each OK, so a few suffice).
+const PENDING_PRESENCE: usize = 16;
 
 /// Resolves once the relay is stopping.
 pub(super) async fn stopped(rx: &mut watch::Receiver<bool>) {
@@ -161,6 +176,21 @@ async fn lib_next(lib: &mut Option<Lib>) -> Option<Result<Message, WsError>> {
     }
 }
 
+/// The next relay-wide read of the records; pending forever without a
+/// directory or once the relay has gone.
+async fn roster_changed(
+    rx: &mut Option<watch::Receiver<Option<Arc<HashSet<String>>>>>,
+) -> Arc<HashSet<String>> {
+    if let Some(rx) = rx {
+        while rx.changed().await.is_ok() {
+            if let Some(keys) = rx.borrow_and_update().clone() {
+                return keys;
+            }
+        }
+    }
+    std::future::pending().await
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -220,6 +250,10 @@ struct Conn {
     slot: Option<OwnedSemaphorePermit>,
     subs: HashSet<SubscriptionId>,
     negs: HashSet<SubscriptionId>,
+    /// REQs whose kept presence goes out before the library's EOSE.
+    replays: HashMap<SubscriptionId, Vec<Filter>>,
+    /// Presence forwarded to the library, kept once it says OK.
+    presence: HashMap<EventId, Event>,
     /// The agent's session was cut off and its library session detached.
     cut: bool,
 }
@@ -244,6 +278,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, pending:
         slot: None,
         subs: HashSet::new(),
         negs: HashSet::new(),
+        replays: HashMap::new(),
+        presence: HashMap::new(),
         cut: false,
     };
     match conn.authenticate(&mut ws).await {
@@ -256,19 +292,19 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, pending:
 }
 
 impl Conn {
-    /// The agent directory's answer for `key`, read now on a blocking thread.
+    /// The agent directory's answer for `key`, from a read that began
+    /// after this call ([`Shared::fresh`]).
     async fn enrollment(&self, key: &str) -> Enrollment {
-        let Some(dir) = self.ctx.agents.clone() else {
+        let Some(dir) = self.ctx.agents.as_ref() else {
             return Enrollment::Unchecked;
         };
-        match tokio::task::spawn_blocking(move || dir.enrolled()).await {
-            Ok(Ok(keys)) if keys.contains(key) => Enrollment::Enrolled,
-            Ok(Ok(_)) => Enrollment::Absent,
-            Ok(Err(e)) => {
+        match dir.fresh().await {
+            Ok(keys) if keys.contains(key) => Enrollment::Enrolled,
+            Ok(_) => Enrollment::Absent,
+            Err(e) => {
                 tracing::warn!("refusing an agent's AUTH: {e}");
                 Enrollment::Unreadable
             }
-            Err(_) => Enrollment::Unreadable,
         }
     }
 
@@ -382,14 +418,25 @@ impl Conn {
         let cap = self.ctx.limits.max_subscriptions.saturating_mul(2);
         match t {
             Track::None => {}
-            Track::Req(id) if self.subs.len() < cap => {
+            Track::Req(id, replay) if self.subs.len() < cap => {
+                if replay.is_empty() {
+                    self.replays.remove(&id);
+                } else {
+                    self.replays.insert(id.clone(), replay);
+                }
                 self.subs.insert(id);
             }
             Track::NegOpen(id) if self.negs.len() < cap => {
                 self.negs.insert(id);
             }
-            Track::Req(_) | Track::NegOpen(_) => {}
+            Track::Req(..) | Track::NegOpen(_) => {}
+            Track::Presence(e) => {
+                if self.presence.len() < PENDING_PRESENCE {
+                    self.presence.insert(e.id, *e);
+                }
+            }
             Track::Close(id) => {
+                self.replays.remove(&id);
                 self.subs.remove(&id);
             }
             Track::NegClose(id) => {
@@ -405,6 +452,8 @@ impl Conn {
         };
         self.cut = true;
         *lib = None;
+        self.replays.clear();
+        self.presence.clear();
         let reason = reason.to_string();
         for id in std::mem::take(&mut self.subs) {
             let m = text(RelayMessage::Closed {
@@ -427,13 +476,52 @@ impl Conn {
         true
     }
 
+    /// Reads a library message on its way to the client for what
+    /// [`super::presence_keep`] needs: an OK for a forwarded presence keeps
+    /// it; an EOSE of a REQ that asked for presence is preceded by the kept
+    /// events (sent here); `false` when the client is gone.
+    async fn before_client(&mut self, raw: &str, otx: &mut SplitSink<Ws, Message>) -> bool {
+        if self.replays.is_empty() && self.presence.is_empty() {
+            return true;
+        }
+        let now = unix_now();
+        match RelayMessage::from_json(raw) {
+            Ok(RelayMessage::Ok { event_id, status, .. }) => {
+                if let Some(e) = self.presence.remove(&event_id)
+                    && status
+                {
+                    self.ctx.presence.keep(&e, now);
+                }
+            }
+            Ok(RelayMessage::Closed { subscription_id, .. }) => {
+                self.replays.remove(subscription_id.as_ref());
+            }
+            Ok(RelayMessage::EndOfStoredEvents(sid)) => {
+                let Some(filters) = self.replays.remove(sid.as_ref()) else {
+                    return true;
+                };
+                for event in self.ctx.presence.replay(&filters, now) {
+                    let m = text(RelayMessage::Event {
+                        subscription_id: Cow::Borrowed(sid.as_ref()),
+                        event: Cow::Owned(event),
+                    });
+                    if otx.send(m).await.is_err() {
+                        return false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
     /// The authenticated phase: frames both ways until either side ends.
     async fn serve(mut self, ws: Ws, peer: SocketAddr) {
         let mut lib = Some(Lib::attach(&self.ctx.relay, peer).await);
         let (mut otx, mut orx) = ws.split();
         let mut stop = self.ctx.shutdown.subscribe();
-        let recheck_every = self.ctx.limits.records_recheck;
-        let mut recheck = tokio::time::interval_at(Instant::now() + recheck_every, recheck_every);
+        // Live agent sessions follow the relay-wide re-read of the records.
+        let mut roster = self.ctx.agents.as_ref().map(|d| d.roster());
         let mut too_large = false;
         loop {
             let expiry = self.expiry();
@@ -484,7 +572,7 @@ impl Conn {
                 }
                 m = lib_next(&mut lib) => match m {
                     Some(Ok(Message::Text(t))) => {
-                        if otx.send(Message::Text(t)).await.is_err() {
+                        if !self.before_client(&t, &mut otx).await || otx.send(Message::Text(t)).await.is_err() {
                             break;
                         }
                     }
@@ -496,9 +584,9 @@ impl Conn {
                         break;
                     }
                 }
-                _ = recheck.tick(), if checks_records => {
-                    let key = self.session.as_ref().map(|s| s.key.clone()).unwrap_or_default();
-                    if self.enrollment(&key).await == Enrollment::Absent {
+                keys = roster_changed(&mut roster), if checks_records => {
+                    let key = self.session.as_ref().map(|s| s.key.as_str()).unwrap_or_default();
+                    if !keys.contains(key) {
                         if let Some(s) = self.session.as_mut() {
                             s.remove();
                         }

@@ -5,7 +5,11 @@
 //! a cut-off can answer each one ([`super::conn`]).
 
 use super::policy::{self, Session};
-use nostr_relay_builder::prelude::{ClientMessage, Event, JsonUtil, RelayMessage, SubscriptionId};
+use super::presence_keep::asks_for_presence;
+use buzz_contract::presence::KIND_PRESENCE;
+use nostr_relay_builder::prelude::{
+    ClientMessage, Event, Filter, JsonUtil, Kind, RelayMessage, SubscriptionId,
+};
 use std::borrow::Cow;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -35,8 +39,13 @@ const AUTH_FIRST: &str = "auth-required: authenticate first (NIP-42)";
 pub(super) enum Track {
     /// The frame opens or closes nothing.
     None,
-    /// A REQ opens this subscription.
-    Req(SubscriptionId),
+    /// A REQ opens this subscription; the filters that ask for kept
+    /// presence ([`super::presence_keep::asks_for_presence`]), replayed
+    /// before its EOSE.
+    Req(SubscriptionId, Vec<Filter>),
+    /// A presence event to keep once the library accepts it
+    /// ([`super::presence_keep`]).
+    Presence(Box<Event>),
     /// A CLOSE ends it.
     Close(SubscriptionId),
     /// A NEG-OPEN opens this negentropy session.
@@ -89,11 +98,24 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
     match msg {
         ClientMessage::Auth(event) => Step::Auth(Box::new(event.into_owned())),
         ClientMessage::Event(event) => match policy::check_publish(&event, s, now) {
+            Ok(()) if event.kind == Kind::from(KIND_PRESENCE) => {
+                Step::Forward(Track::Presence(Box::new(event.into_owned())))
+            }
             Ok(()) => Step::Forward(Track::None),
             Err(r) => Step::Reply(ok(&event, false, r.to_string())),
         },
-        ClientMessage::Req { subscription_id, .. } => match s.check(now) {
-            Ok(()) => Step::Forward(Track::Req(subscription_id.into_owned())),
+        ClientMessage::Req {
+            subscription_id,
+            filters,
+        } => match s.check(now) {
+            Ok(()) => {
+                let presence = filters
+                    .into_iter()
+                    .map(Cow::into_owned)
+                    .filter(asks_for_presence)
+                    .collect();
+                Step::Forward(Track::Req(subscription_id.into_owned(), presence))
+            }
             Err(r) => refused(subscription_id, r.to_string()),
         },
         ClientMessage::Count { subscription_id, .. } => match s.check(now) {
@@ -150,7 +172,7 @@ mod tests {
         // In time, the same frames pass, and the subscriptions are tracked.
         assert!(matches!(
             decide(&json!(["REQ", "r", {}]).to_string(), Some(&s), 99),
-            Step::Forward(Track::Req(_))
+            Step::Forward(Track::Req(_, _))
         ));
         assert!(matches!(
             decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), Some(&s), 99),

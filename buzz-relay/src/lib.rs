@@ -26,7 +26,11 @@
 //!   authenticated key.
 //! - **Ephemeral presence**: kinds 20000–29999 are broadcast to live
 //!   subscriptions and never stored (the library's rule, and
-//!   [`log_store::LogStore`] refuses them too), so never replayed.
+//!   [`log_store::LogStore`] refuses them too). Presence alone is also
+//!   kept in memory, each author's latest for 180 s, and replayed to a REQ
+//!   that names kind 20001 with a `since` ([`presence_keep`], as the Buzz
+//!   relay's presence store does): `status` hears every agent at once
+//!   instead of at its next republish.
 //! - **Bounds** ([`Limits`]): authenticated sessions (a further accepted
 //!   AUTH gets `OK false rate-limited:` and the socket is closed), sockets
 //!   not yet authenticated (counted apart, so they never take a session's
@@ -51,6 +55,7 @@ mod log_file;
 pub mod log_store;
 pub mod own_urls;
 pub mod policy;
+pub mod presence_keep;
 
 pub use limits::Limits;
 
@@ -59,6 +64,7 @@ use conn::Ctx;
 use log_store::{LogStore, Replay, StoreOpenError};
 use nostr_relay_builder::prelude::{LocalRelay, RateLimit, RelayBuilder};
 use own_urls::{BadPublicUrl, OwnUrls};
+use presence_keep::PresenceKeep;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -244,16 +250,22 @@ pub async fn serve_with(cfg: RelayConfig, admission: Admission) -> Result<Runnin
                 notes_per_minute: cfg.limits.events_per_minute,
             }),
     );
+    let agents = admission.agents.map(|dir| Arc::new(agents::Shared::new(dir)));
     let ctx = Arc::new(Ctx {
         relay,
         owner_hex: cfg.owner_hex.clone(),
         urls,
-        agents: admission.agents,
+        agents: agents.clone(),
         sessions: Arc::new(Semaphore::new(cfg.limits.max_connections)),
         pending: Arc::new(Semaphore::new(cfg.limits.max_pending)),
         limits: cfg.limits.clone(),
         shutdown: watch::channel(false).0,
+        presence: PresenceKeep::default(),
     });
+    if let Some(dir) = agents {
+        let (every, stop) = (cfg.limits.records_recheck, ctx.shutdown.subscribe());
+        tokio::spawn(async move { dir.recheck_every(every, stop).await });
+    }
     tokio::spawn(conn::accept_loop(listener, ctx.clone()));
     Ok(Running { addr, ctx, replay })
 }

@@ -6,7 +6,9 @@
 //! Issue "First run on embedded defaults", Tests: challenge on connect;
 //! unauthenticated REQ/EVENT refused; the owner and a NIP-OA agent of the
 //! owner accepted, a stranger refused with `restricted:`; kind 20001 never
-//! replayed; limits enforced. Issue 19 "Hardening" (review b30b1a0 findings
+//! stored, and replayed (each author's latest, from memory) only to a REQ
+//! that asks for its recent past with `since` (issue 35, `buzz_relay::presence_keep`);
+//! limits enforced. Issue 19 "Hardening" (review b30b1a0 findings
 //! 4 and the large-message check): silent sockets never take an
 //! authenticated client's slot, a handshake has a timeout, and a message
 //! over the bound gets its `NOTICE invalid:` at any size. Admission
@@ -196,7 +198,7 @@ async fn an_agents_nip_oa_conditions_bound_its_admission_and_its_session() {
 }
 
 #[tokio::test]
-async fn presence_is_broadcast_live_and_never_replayed() {
+async fn presence_is_broadcast_live_kept_for_a_req_with_since_and_never_stored() {
     let owner = Keys::generate();
     let dir = tempfile::tempdir().unwrap();
     let r = relay_with(&owner, Limits::default(), Some(dir.path().to_path_buf())).await;
@@ -222,13 +224,36 @@ async fn presence_is_broadcast_live_and_never_replayed() {
     let (mut later, _) = authed(&r, &owner, None).await;
     let (events, _) = req(&mut later, "later", json!({"kinds": [20001, 9]})).await;
     let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
-    assert_eq!(ids, vec![chat.id.to_hex()], "kind 20001 must never be replayed");
-    // Nor after a restart on the same data directory.
+    assert_eq!(
+        ids,
+        vec![chat.id.to_hex()],
+        "kind 20001 is not replayed without since"
+    );
+    // A reader that asks for presence's recent past gets the author's
+    // latest, before EOSE: first the online, then the offline that replaced it.
+    let since = online.created_at.as_secs() - 10;
+    let asks = json!({"kinds": [20001], "authors": [agent.public_key().to_hex()], "since": since});
+    let (events, _) = req(&mut later, "asks", asks.clone()).await;
+    let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids, vec![online.id.to_hex()], "the kept online");
+    let offline = note(&agent, 20001, "offline");
+    assert_eq!(publish(&mut aws, &offline).await[2], true);
+    let (events, _) = req(&mut later, "asks-again", asks.clone()).await;
+    let said: Vec<&str> = events.iter().filter_map(|e| e["content"].as_str()).collect();
+    assert_eq!(said, vec!["offline"], "only the latest is kept");
+    let (events, _) = req(
+        &mut later,
+        "other",
+        json!({"kinds": [20001], "authors": [owner.public_key().to_hex()], "since": since}),
+    )
+    .await;
+    assert!(events.is_empty(), "the filter applies: {events:?}");
+    // Nothing of it after a restart on the same data directory.
     drop(r);
     let r2 = reopen(&owner, Limits::default(), dir.path()).await;
     assert_eq!(r2.replay.loaded, 1);
     let (mut after, _) = authed(&r2, &owner, None).await;
-    let (events, _) = req(&mut after, "after", json!({"kinds": [20001, 9]})).await;
+    let (events, _) = req(&mut after, "after", json!({"kinds": [20001, 9], "since": since})).await;
     let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(
         ids,

@@ -3,7 +3,8 @@
 //! running an echo ACP agent, the fake provider with a `config_schema`, and
 //! Debian's Chromium headless driven by `playwright-core`
 //! (`conformance/ui-tests/start-page.mjs`). Screenshots of every state land
-//! in `target/ui-screenshots/`; the test prints `ui_first_paint_ms` and
+//! in `target/ui-screenshots/` (`target/ui-screenshots-nostr-rs-relay/` for
+//! the run on nostr-rs-relay); the test prints `ui_first_paint_ms` and
 //! `presence_to_dot_ms` (median) and `restart_to_online_ms` (20 rounds of
 //! Stop then Start at once, issue 30 item 8).
 //!
@@ -24,11 +25,14 @@
 //! launcher's embedded relay (agents created without a relay URL use it; the
 //! page starts it in the background) and the harness's built-in echo agent
 //! (`builtin:echo`); `BUZZ_UI_TEST_RELAY_URL` and `BUZZ_UI_TEST_AGENT_COMMAND`
-//! point the same test at another relay or agent. The test's own presence
+//! point the same test at another relay or agent, and
+//! `start_page_end_to_end_on_nostr_rs_relay` runs every flow with
+//! nostr-rs-relay as the agents' relay (issue 35 item 1). The test's own presence
 //! publisher (the `presence_to_dot_ms` figure) speaks raw NIP-42 with the
 //! agent's NIP-OA tag, as the harness does: the embedded relay admits an
 //! agent key only with one.
 
+use buzz_conformance::harness_support::nostr_rs_relay::NostrRsRelay;
 use buzz_conformance::launcher_support::install_provider;
 use buzz_conformance::ui_support::{UiProc, init, launcher};
 use buzz_contract::nip_oa::AuthTag;
@@ -51,7 +55,20 @@ pub const PLAYWRIGHT_CORE: &str = "1.65.1";
 struct Scenario {
     relay_url: String,
     agent_command: String,
+    /// Whether the relay answers a good AUTH and an ephemeral event with
+    /// `OK` (ours do; nostr-rs-relay does neither, docs/relays.md).
+    acks: bool,
 }
+
+/// The relay of a run: the page's embedded relay (or `BUZZ_UI_TEST_RELAY_URL`),
+/// or nostr-rs-relay on loopback.
+enum Relay {
+    Embedded,
+    NostrRs,
+}
+
+/// One browser at a time: each drives a real harness and measures figures.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn npm_prefix() -> PathBuf {
     std::env::var_os("BUZZ_NPM_PREFIX")
@@ -90,12 +107,12 @@ fn prerequisites() -> (PathBuf, PathBuf) {
     (prefix, chromium)
 }
 
-fn screenshots_dir() -> PathBuf {
-    // CARGO_TARGET_DIR/ui-screenshots (the bins live in CARGO_TARGET_DIR/<profile>/).
+fn screenshots_dir(name: &str) -> PathBuf {
+    // CARGO_TARGET_DIR/<name> (the bins live in CARGO_TARGET_DIR/<profile>/).
     let dir = Path::new(BIN)
         .parent()
         .and_then(Path::parent)
-        .map_or_else(|| PathBuf::from("ui-screenshots"), |t| t.join("ui-screenshots"));
+        .map_or_else(|| PathBuf::from(name), |t| t.join(name));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     dir
@@ -119,7 +136,7 @@ async fn frame(ws: &mut Ws) -> serde_json::Value {
 
 /// A raw NIP-42 client authenticated as the agent `keys`, with the NIP-OA
 /// tag its owner signed (what the embedded relay requires of an agent).
-async fn publisher(url: &str, owner: &Keys, keys: &Keys) -> Ws {
+async fn publisher(url: &str, owner: &Keys, keys: &Keys, acks: bool) -> Ws {
     let (mut ws, _) = tokio_tungstenite::connect_async(url)
         .await
         .expect("connect to the relay");
@@ -142,17 +159,21 @@ async fn publisher(url: &str, owner: &Keys, keys: &Keys) -> Ws {
     ws.send(serde_json::json!(["AUTH", auth_json]).to_string().into())
         .await
         .expect("send AUTH");
-    loop {
-        let f = frame(&mut ws).await;
-        if f[0] == "OK" && f[1] == auth.id.to_hex() {
-            assert_eq!(f[2], true, "AUTH refused: {f}");
-            break;
+    // A relay that sends no OK to a good AUTH still reads it before the
+    // next frame on the socket.
+    if acks {
+        loop {
+            let f = frame(&mut ws).await;
+            if f[0] == "OK" && f[1] == auth.id.to_hex() {
+                assert_eq!(f[2], true, "AUTH refused: {f}");
+                break;
+            }
         }
     }
     ws
 }
 
-async fn publish_presence(ws: &mut Ws, keys: &Keys, state: &str, round: usize) -> u128 {
+async fn publish_presence(ws: &mut Ws, keys: &Keys, state: &str, round: usize, acks: bool) -> u128 {
     // A distinct tag per round: two equal events within one second would share an id.
     let ev = EventBuilder::new(Kind::from(20001), state)
         .tag(Tag::parse(["round", &round.to_string()]).expect("tag"))
@@ -165,6 +186,9 @@ async fn publish_presence(ws: &mut Ws, keys: &Keys, state: &str, round: usize) -
     ws.send(serde_json::json!(["EVENT", ev_json]).to_string().into())
         .await
         .expect("send EVENT");
+    if !acks {
+        return at;
+    }
     loop {
         let f = frame(ws).await;
         if f[0] == "OK" && f[1] == ev.id.to_hex() {
@@ -215,6 +239,19 @@ fn median(mut v: Vec<u128>) -> u128 {
 
 #[test]
 fn start_page_end_to_end_in_headless_chromium() {
+    run(Relay::Embedded);
+}
+
+/// The same flows with nostr-rs-relay as every agent's relay (issue 35
+/// item 1): a production relay that requires no AUTH, acknowledges no
+/// ephemeral event and keeps no presence.
+#[test]
+fn start_page_end_to_end_on_nostr_rs_relay() {
+    run(Relay::NostrRs);
+}
+
+fn run(relay: Relay) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (prefix, chromium) = prerequisites();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -237,8 +274,18 @@ fn start_page_end_to_end_in_headless_chromium() {
     };
     let embedded =
         desktop_launcher::embedded::url(&Store::open(&home).expect("store")).expect("embedded relay URL");
+    let production = match relay {
+        Relay::Embedded => None,
+        Relay::NostrRs => Some(NostrRsRelay::start(std::net::Ipv4Addr::LOCALHOST.into())),
+    };
+    let external = production
+        .as_ref()
+        .map(|r| r.url.clone())
+        .or_else(|| std::env::var("BUZZ_UI_TEST_RELAY_URL").ok());
+    let first_run = external.is_none();
     let scenario = Scenario {
-        relay_url: std::env::var("BUZZ_UI_TEST_RELAY_URL").unwrap_or(embedded),
+        acks: production.is_none(),
+        relay_url: external.unwrap_or(embedded),
         // The harness's built-in smoke-test agent (`builtin:echo`).
         agent_command: std::env::var("BUZZ_UI_TEST_AGENT_COMMAND")
             .unwrap_or_else(|_| buzz_contract::env::BUILTIN_ECHO_AGENT.to_string()),
@@ -283,14 +330,17 @@ fn start_page_end_to_end_in_headless_chromium() {
         agent: "echo",
     };
     let ui = UiProc::start(Path::new(BIN), &home, &envs);
-    if std::env::var_os("BUZZ_UI_TEST_RELAY_URL").is_none() {
+    if first_run {
         assert_eq!(
             desktop_launcher::embedded::running(&Store::open(&home).expect("store")).expect("relay.json"),
             None,
             "the page started the embedded relay at launch: the presence figure would not be first-run"
         );
     }
-    let shots = screenshots_dir();
+    let shots = screenshots_dir(match relay {
+        Relay::Embedded => "ui-screenshots",
+        Relay::NostrRs => "ui-screenshots-nostr-rs-relay",
+    });
 
     let script = buzz_conformance::package_dir().join("ui-tests/start-page.mjs");
     let mut node = Command::new("node")
@@ -323,11 +373,11 @@ fn start_page_end_to_end_in_headless_chromium() {
             let store = Store::open(&home).expect("store");
             let keys = store.agent_keys(agent).expect("agent keys");
             let owner = store.owner().expect("owner keys");
-            let mut client = rt.block_on(publisher(&scenario.relay_url, &owner, &keys));
+            let mut client = rt.block_on(publisher(&scenario.relay_url, &owner, &keys, scenario.acks));
             // Alternate away/online, ending online (the page then stops the agent).
             for i in 0..8 {
                 let state = if i % 2 == 0 { "away" } else { "online" };
-                let at = rt.block_on(publish_presence(&mut client, &keys, state, i));
+                let at = rt.block_on(publish_presence(&mut client, &keys, state, i, scenario.acks));
                 writeln!(to_node, "PUBLISHED {state}").expect("to node");
                 let seen = lines
                     .next()
@@ -368,6 +418,7 @@ fn start_page_end_to_end_in_headless_chromium() {
         harness_log()
     );
     let result = result.unwrap_or_else(|| panic!("no RESULT line; stderr:\n{node_err}"));
+    println!("relay {}", scenario.relay_url);
     assert_eq!(delays.len(), 8, "presence rounds: {delays:?}");
     let first_paint = result["ui_first_paint_ms"].as_u64().expect("ui_first_paint_ms");
     println!("ui_first_paint_ms {first_paint}");

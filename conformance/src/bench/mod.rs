@@ -3,12 +3,14 @@
 
 pub mod agents;
 pub mod collector;
+pub mod fleet;
 pub mod harness;
 pub mod history;
 pub mod image;
 pub mod image_agents;
 pub mod launcher;
 pub mod observer;
+pub mod presence;
 pub mod provider;
 pub mod real_node;
 pub mod relay;

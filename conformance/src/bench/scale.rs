@@ -65,7 +65,7 @@ mod cpu;
 mod lists;
 mod node;
 mod report;
-mod status;
+pub(crate) mod status;
 
 use cpu::{Cpu, proc_cpu_s};
 use node::Node;

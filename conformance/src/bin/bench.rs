@@ -1,5 +1,8 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer|history>`
-//! prints one JSON object of figures for that component.
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|observer|history|presence>`
+//! prints one JSON object of figures for that component; `real-node --fleet
+//! N,N… [--relay embedded|nostr-rs-relay|both]` runs the fleet instead
+//! (`bench::fleet`); `presence [--agents N] [--every S] [--relay R]` runs
+//! simulated harnesses through each relay (`bench::presence`).
 //!
 //! `bench __provider` makes this binary act as the provider (the same
 //! `buzz_backend_kubernetes::cli::main` the real binary runs), so the provider
@@ -20,8 +23,19 @@ fn main() -> ExitCode {
         "image-agents" => buzz_conformance::bench::image_agents::run(),
         "collector" => buzz_conformance::bench::collector::run(),
         "relay" => buzz_conformance::bench::relay::run(),
-        "real-node" => buzz_conformance::bench::real_node::run(),
+        "real-node" => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            match buzz_conformance::bench::fleet::plan(&rest) {
+                Ok(Some(plan)) => buzz_conformance::bench::fleet::run(plan),
+                Ok(None) => buzz_conformance::bench::real_node::run(),
+                Err(e) => Err(e),
+            }
+        }
         "agents" => buzz_conformance::bench::agents::run(),
+        "presence" => {
+            let rest: Vec<String> = std::env::args().skip(2).collect();
+            buzz_conformance::bench::presence::plan(&rest).and_then(buzz_conformance::bench::presence::run)
+        }
         "scale" => buzz_conformance::bench::scale::run(),
         "wake" => buzz_conformance::bench::wake::run(),
         "observer" => buzz_conformance::bench::observer::run(),

@@ -99,6 +99,11 @@ impl NostrRsRelay {
         std::fs::read_to_string(self.dir.path().join("relay.log")).unwrap_or_default()
     }
 
+    /// Its process id (for benchmarks' CPU and memory figures).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its resident memory now, in kB (`/proc`), if it still runs.
     pub fn rss_kb(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;

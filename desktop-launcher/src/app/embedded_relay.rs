@@ -60,6 +60,8 @@ pub struct Serve {
     pub data: Option<PathBuf>,
     pub allow_public: bool,
     pub public_urls: Vec<String>,
+    /// Authenticated sessions at once (default [`buzz_relay::limits::MAX_CONNECTIONS`]).
+    pub max_sessions: Option<usize>,
 }
 
 /// A relay serving in this process.
@@ -84,6 +86,27 @@ pub enum ServeError {
     Relay(#[from] buzz_relay::ServeError),
 }
 
+/// Raises this process's soft limit of open files to its hard limit (a
+/// relay serving a fleet holds a socket per agent).
+pub fn raise_open_files() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!(
+                    "cannot raise the open-files limit: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
 /// Serves the owner and its agents. Agents are admitted only while their
 /// record exists in `store` (revocation is deleting the record). Only the
 /// process that bound this state dir's own port records itself.
@@ -95,12 +118,19 @@ pub async fn serve(store: &Store, opts: Serve) -> Result<Serving, ServeError> {
         .listen
         .unwrap_or_else(|| SocketAddr::from((host, state_port)));
     let data = opts.data.unwrap_or_else(|| embedded::data_dir(store));
+    let mut limits = buzz_relay::Limits::default();
+    if let Some(n) = opts.max_sessions {
+        limits.max_connections = n;
+    }
+    // Each session is a socket: a fleet needs more descriptors than the
+    // usual soft limit of 1 024.
+    raise_open_files();
     let cfg = buzz_relay::RelayConfig {
         listen,
         allow_public: opts.allow_public,
         data: Some(data.clone()),
         owner_hex: owner.clone(),
-        limits: Default::default(),
+        limits,
     };
     let admission = buzz_relay::Admission {
         public_urls: opts.public_urls,

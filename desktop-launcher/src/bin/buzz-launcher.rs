@@ -181,6 +181,10 @@ struct RelayArgs {
     /// proxy's wss://…); NIP-42 AUTH must name it or the listen address. Repeatable.
     #[arg(long = "public-url", value_name = "URL")]
     public_urls: Vec<String>,
+    /// Authenticated sessions at once: the owner's clients and every agent's
+    /// harness each hold one (default 256; a larger fleet needs more).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_sessions: Option<u32>,
 }
 
 #[derive(Subcommand)]

@@ -110,6 +110,17 @@ fn fleet(n: usize, relay_url: &str) -> anyhow::Result<Fleet> {
     let home = tempfile::tempdir()?;
     let store = Store::open(home.path())?;
     store.init_owner(None)?;
+    let agents = deployed_agents(&store, n, relay_url)?;
+    Ok(Fleet { home, agents })
+}
+
+/// `n` agent records on `relay_url` in `store`, each marked deployed with
+/// the generation its presence `run` tag carries: each agent's key and run.
+pub(crate) fn deployed_agents(
+    store: &Store,
+    n: usize,
+    relay_url: &str,
+) -> anyhow::Result<Vec<(Keys, String)>> {
     let mut agents = Vec::new();
     for i in 0..n {
         let name = format!("agent-{i:03}");
@@ -127,11 +138,11 @@ fn fleet(n: usize, relay_url: &str) -> anyhow::Result<Fleet> {
         )?;
         agents.push((store.agent_keys(&name)?, run));
     }
-    Ok(Fleet { home, agents })
+    Ok(agents)
 }
 
 /// Runs `buzz-launcher status` against `home`; fails unless every agent is online.
-async fn status(launcher: &Path, home: &Path, n: usize) -> anyhow::Result<Duration> {
+pub(crate) async fn status(launcher: &Path, home: &Path, n: usize) -> anyhow::Result<Duration> {
     let (bin, home) = (launcher.to_path_buf(), home.to_path_buf());
     let (took, out) = tokio::task::spawn_blocking(move || {
         let t0 = Instant::now();

@@ -137,6 +137,17 @@ impl RealNode {
         Ok((sum, count))
     }
 
+    /// Every process of the node with its name (containerd, kubelet,
+    /// scheduler, controller-manager, provisioner; then the apiserver and
+    /// etcd): for benchmarks' CPU accounting.
+    pub fn component_pids(&self) -> Vec<(&'static str, u32)> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(&'static str, u32)> = children.iter().map(|(n, c)| (*n, c.id())).collect();
+        out.push(("kube-apiserver", self.env.apiserver_pid()));
+        out.push(("etcd", self.env.etcd_pid()));
+        out
+    }
+
     /// Stops the kubelet process (SIGSTOP) until the guard is dropped
     /// (SIGCONT): containers keep running and exiting under containerd,
     /// but nothing reports it to the apiserver meanwhile — a node whose

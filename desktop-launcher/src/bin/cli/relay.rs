@@ -46,6 +46,7 @@ pub(crate) fn relay_cmd(store: &Store, args: RelayArgs) -> Result<()> {
                 data: args.data,
                 allow_public: args.allow_public,
                 public_urls: args.public_urls,
+                max_sessions: args.max_sessions.map(|n| n as usize),
             };
             runtime()?.block_on(async {
                 let serving = embedded::serve(store, opts).await?;
