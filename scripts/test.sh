@@ -118,7 +118,8 @@ export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
 # side). The scripts the jobs run keep their own checks for a run by hand.
 apt_pkgs=()
 # libfaketime runs the provider with a skewed local clock (GC same-clock rule test).
-ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1 || apt_pkgs+=(faketime)
+compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || [[ -f /usr/lib/faketime/libfaketime.so.1 ]] ||
+  apt_pkgs+=(faketime)
 [[ -x /usr/sbin/runc ]] || apt_pkgs+=(runc)
 [[ -x /usr/lib/cni/bridge ]] || apt_pkgs+=(containernetworking-plugins)
 command -v iptables >/dev/null 2>&1 || apt_pkgs+=(iptables)

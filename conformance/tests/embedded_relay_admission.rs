@@ -8,7 +8,11 @@
 //!   sign our challenge and forwards it; a configured public URL is ours;
 //! - finding 11: an agent is admitted only while its record exists in the
 //!   launcher's state dir; deleting it refuses the key at once and ends its
-//!   open session, whose subscription stops delivering.
+//!   open session, whose subscription stops delivering;
+//! - a fleet (issue 35): `buzz-launcher relay --max-sessions N` admits N
+//!   sessions and answers the next AUTH `rate-limited:`, and a burst of
+//!   agents' AUTHs at once is admitted (their records are read once per
+//!   burst, not once each: `buzz_relay::agents::Shared` and its tests).
 
 mod embedded_relay_client;
 
@@ -257,4 +261,74 @@ async fn an_agent_created_after_the_relay_started_is_admitted() {
     let tag = Tag::parse(serde_json::from_str::<Vec<String>>(&json).unwrap()).unwrap();
     let (_, ok) = authed(&r, &keys, Some(tag)).await;
     assert_eq!(ok[2], true, "records are read at AUTH: {ok}");
+}
+
+/// A relay process serving `home` until dropped: `buzz-launcher relay`.
+struct RelayProc(std::process::Child, String);
+
+impl Drop for RelayProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn relay_proc(home: &std::path::Path, args: &[&str]) -> RelayProc {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
+        .args(["relay", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("BUZZ_LAUNCHER_HOME", home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("buzz-launcher relay");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("relay ")
+        .expect("the relay's URL")
+        .to_string();
+    RelayProc(child, url)
+}
+
+async fn authed_at(url: &str, keys: &Keys, tag: Option<Tag>) -> (Ws, Value) {
+    let mut ws = tokio_tungstenite::connect_async(url).await.expect("connects").0;
+    let c = challenge(&mut ws).await;
+    let ok = auth_on(&mut ws, keys, &c, url, tag).await;
+    (ws, ok)
+}
+
+#[tokio::test]
+async fn relay_max_sessions_bounds_the_sessions_and_a_burst_of_agents_is_admitted() {
+    let (home, store, owner, _, _) = state_with_agent();
+    let agents: Vec<(Keys, Tag)> = (0..40)
+        .map(|i| {
+            let name = format!("f{i:02}");
+            store.create_agent(&name, "ws://127.0.0.1:1").unwrap();
+            let json = store.identity(&name).unwrap().auth_tag.unwrap();
+            let tag = Tag::parse(serde_json::from_str::<Vec<String>>(&json).unwrap()).unwrap();
+            (store.agent_keys(&name).unwrap(), tag)
+        })
+        .collect();
+    let r = relay_proc(home.path(), &["--max-sessions", "41"]);
+    // 40 enrolled agents at once, and the owner: 41 sessions.
+    let burst = agents.iter().map(|(k, t)| authed_at(&r.1, k, Some(t.clone())));
+    let sessions = futures::future::join_all(burst).await;
+    for (_, ok) in &sessions {
+        assert_eq!(ok[2], true, "{ok}");
+    }
+    let (_owner_ws, ok) = authed_at(&r.1, &owner, None).await;
+    assert_eq!(ok[2], true, "{ok}");
+    // The 42nd is told the relay is full, not that it is refused.
+    let (_, ok) = authed_at(&r.1, &owner, None).await;
+    assert_eq!(ok[2], false, "{ok}");
+    assert!(
+        text_of(&ok).starts_with("rate-limited: too many connections (limit 41)"),
+        "{ok}"
+    );
+    drop(sessions);
 }

@@ -158,7 +158,11 @@ fn print_table(
         .map_or(String::new(), |_| {
             "  (edit applies after the agent's next restart)".to_string()
         });
-        let live = matches!(tracker.state(&a.pubkey), Derived::Online | Derived::Away)
+        // The row's state decides: a local agent whose harness ended here is
+        // not live, whatever `online` the relay still keeps of its run (a
+        // killed harness published no `offline`; the relay keeps its last
+        // presence up to the 180 s expiry, wire-facts §3).
+        let live = matches!(state.as_str(), "online" | "away" | "running")
             || app::live_local(a, &st, None).is_some();
         let rest = app::rest_now(store, a, live)?;
         let note = match app::waker::rest_text(rest, waker) {
