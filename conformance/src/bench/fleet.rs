@@ -24,9 +24,11 @@
 //!    node process's CPU seconds over the batch against the wall time times
 //!    the machine's cores (where the 2-core machine is the floor);
 //! 4. `buzz-launcher status` (the real binary) for the N agents: wall time and
-//!    how many it heard online. Neither relay keeps presence (wire-facts §3),
-//!    so `status` waits for each agent's next republish, up to the
-//!    harness's 60 s interval; the figure says so;
+//!    how many it heard online. The embedded relay keeps each agent's latest
+//!    presence (`buzz_relay::presence_keep`) and answers at once;
+//!    nostr-rs-relay keeps none (docs/relays.md), so there `status` waits for
+//!    each agent's next republish, up to the harness's 60 s interval; the
+//!    figure says which;
 //! 5. a chat to every agent at once (`app::chat`: the owner's mention → the
 //!    agent's reply, p50 and p99), then a Stop of every agent at once
 //!    (`app::stop`, the owner's `!shutdown`) to the last `offline` at the
@@ -150,6 +152,7 @@ pub(super) fn spread(v: &[f64]) -> Value {
 
 /// A batch's relay: its URL and process (for CPU and memory).
 struct FleetRelay {
+    kind: RelayKind,
     url: String,
     pid: u32,
     _production: Option<NostrRsRelay>,
@@ -161,6 +164,7 @@ impl FleetRelay {
             RelayKind::NostrRs => {
                 let r = NostrRsRelay::start(node.host_addr().into());
                 Ok(FleetRelay {
+                    kind,
                     url: r.url.clone(),
                     pid: r.pid(),
                     _production: Some(r),
@@ -170,6 +174,7 @@ impl FleetRelay {
                 app::embedded_relay::ensure_running(store, launcher)?;
                 let st = app::embedded_relay::status(store)?;
                 Ok(FleetRelay {
+                    kind,
                     pid: st
                         .pid
                         .ok_or_else(|| anyhow!("the embedded relay is not running"))?,
@@ -502,7 +507,10 @@ impl<'a> Batch<'a> {
             "status": {
                 "ms": ms(status_took),
                 "summary": status_line,
-                "note": "neither relay keeps presence: status waits for each agent's next republish (every 60 s)",
+                "note": match self.relay.kind {
+                    RelayKind::Embedded => "the embedded relay keeps the latest presence: status reads it at once",
+                    RelayKind::NostrRs => "nostr-rs-relay keeps no presence: status waits for each agent's next republish (every 60 s)",
+                },
             },
             "chat_mention_to_reply_ms": spread(&chat_ms),
             "chat_failed": chat_failed,
