@@ -41,11 +41,13 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 echo "relay-build: building nostr-rs-relay $version (a cold build takes minutes)" >&2
 # Its own target dir (kept beside the cache, so a failed build resumes), and
-# no LTO: a test relay, built once per version.
-CARGO_TARGET_DIR="$root/target" CARGO_PROFILE_RELEASE_LTO=false \
+# no LTO: a test relay, built once per version. Its own cargo home too: a
+# build run at a low priority (scripts/test.sh) must never hold the package
+# cache lock of the user's cargo home while the workspace's builds wait on it.
+CARGO_HOME="$root/cargo-home" CARGO_TARGET_DIR="$root/target" CARGO_PROFILE_RELEASE_LTO=false \
   cargo install --quiet --version "$version" --root "$tmp/root" nostr-rs-relay >&2
 mkdir -p "$out/bin"
 mv "$tmp/root/bin/nostr-rs-relay" "$bin"
-rm -rf "$root/target"
+rm -rf "$root/target" "$root/cargo-home"
 echo "relay-build: nostr-rs-relay $version built in $(( $(date +%s) - start )) s: $bin" >&2
 echo "$bin"

@@ -15,6 +15,15 @@
 //! test that starts the real node lands in the machine lane without a list
 //! to keep. Pure: cargo's JSON messages and the sources in, the plan out.
 //! The runner is `src/bin/test-lanes.rs`.
+//!
+//! **Late jobs.** A background build of `scripts/test.sh` that only a few
+//! binaries need ([`LATE_JOBS`]: nostr-rs-relay, a cold release build of
+//! some 800 CPU seconds) is not waited for before the lanes start. It runs
+//! at the lowest priority from the suite's start, so it takes the cycles the
+//! builds and then the lanes leave idle, and the binaries that need it run
+//! last in their lane, each once the job has ended ([`job_outcome`]). On 2
+//! cores the build phase is CPU-bound to its end, so every CPU second taken
+//! out of it is wall time saved (issue 30 item 7).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -28,6 +37,52 @@ pub const MACHINE_MARKERS: &[&str] = &[
     "podman",
     "ContainerNode",
 ];
+
+/// A background job of `scripts/test.sh` that some test binaries need.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LateJob {
+    /// Words in a test's source that say it needs the job: the helper
+    /// module's name and the helpers that start it for a test.
+    pub markers: &'static [&'static str],
+    /// The job's name in `scripts/test.sh`: it writes `<jobs dir>/<job>.rc`
+    /// (`<exit code> <seconds>`) when the job ends, and the job's stdout to
+    /// `<jobs dir>/<job>.out`, whose last line is what it made.
+    pub job: &'static str,
+    /// The variable that last line reaches the binary in.
+    pub env: &'static str,
+}
+
+/// The jobs some binaries wait for, and the rest do not.
+pub const LATE_JOBS: &[LateJob] = &[LateJob {
+    markers: &["nostr_rs_relay", "on_production_relay", "AnyRelay::production"],
+    job: "nostr-rs-relay",
+    env: "BUZZ_NOSTR_RS_RELAY",
+}];
+
+/// The late jobs a binary whose sources read `source` needs.
+pub fn late_jobs(source: &str) -> Vec<&'static LateJob> {
+    LATE_JOBS
+        .iter()
+        .filter(|j| j.markers.iter().any(|m| source.contains(m)))
+        .collect()
+}
+
+/// A late job's outcome from its files: `None` while it runs (no `.rc`
+/// yet, or one not yet whole), `Ok(last line of its stdout)` when it
+/// succeeded, `Err(why)` when it failed or made nothing.
+pub fn job_outcome(job: &LateJob, rc_file: Option<&str>, out_file: &str) -> Option<Result<String, String>> {
+    let rc: i32 = rc_file?.split_whitespace().next()?.parse().ok()?;
+    if rc != 0 {
+        return Some(Err(format!("the background job {} failed (exit {rc})", job.job)));
+    }
+    Some(match out_file.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(made) => Ok(made.trim().to_string()),
+        None => Err(format!(
+            "the background job {} ended and printed nothing",
+            job.job
+        )),
+    })
+}
 
 /// One test executable cargo built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,11 +172,27 @@ pub fn needs_the_machine(source: &str) -> bool {
     MACHINE_MARKERS.iter().any(|m| source.contains(m))
 }
 
-/// The two lanes: the machine's, then the rest's; each in the order given.
+/// The two lanes: the machine's, then the rest's; each in the order given,
+/// but for the binaries that need a late job, which come last in their lane.
 pub fn plan(binaries: Vec<TestBinary>, source_of: &dyn Fn(&TestBinary) -> String) -> [Vec<TestBinary>; 2] {
-    let (machine, rest): (Vec<_>, Vec<_>) = binaries
-        .into_iter()
-        .partition(|b| b.kind == "test" && needs_the_machine(&source_of(b)));
+    let (mut machine, mut rest) = (Vec::new(), Vec::new());
+    let (mut machine_late, mut rest_late) = (Vec::new(), Vec::new());
+    for b in binaries {
+        // Unit tests (lib, bin) start nothing of the machine's and need no job.
+        let source = if b.kind == "test" {
+            source_of(&b)
+        } else {
+            String::new()
+        };
+        match (needs_the_machine(&source), late_jobs(&source).is_empty()) {
+            (true, true) => machine.push(b),
+            (true, false) => machine_late.push(b),
+            (false, true) => rest.push(b),
+            (false, false) => rest_late.push(b),
+        }
+    }
+    machine.append(&mut machine_late);
+    rest.append(&mut rest_late);
     [machine, rest]
 }
 
@@ -209,5 +280,56 @@ mod tests {
         // The node's own binary, started as a user would start it.
         assert!(needs_the_machine("env!(\"CARGO_BIN_EXE_local-cluster\")"));
         assert!(!needs_the_machine("TestEnv::start()"));
+    }
+
+    #[test]
+    fn a_binary_that_needs_a_late_job_runs_last_in_its_lane() {
+        let t = |target: &str| TestBinary {
+            package: "buzz-conformance".into(),
+            target: target.into(),
+            kind: "test".into(),
+            executable: PathBuf::from(format!("/t/{target}")),
+            manifest_dir: PathBuf::from("/w"),
+            src_path: PathBuf::from(format!("/w/tests/{target}.rs")),
+        };
+        let sources = |b: &TestBinary| match b.target.as_str() {
+            "relay_node" => "RealNode::shared(); nostr_rs_relay::NostrRsRelay::start(ip)".to_string(),
+            "relay" => "harness_support::nostr_rs_relay::NostrRsRelay".to_string(),
+            "node" => "RealNode::shared()".to_string(),
+            _ => "fn plain() {}".to_string(),
+        };
+        let bins = ["relay_node", "relay", "node", "a", "b"].map(t).to_vec();
+        let [machine, rest] = plan(bins, &sources);
+        let names = |l: &[TestBinary]| l.iter().map(|b| b.target.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&machine), ["node", "relay_node"]);
+        assert_eq!(names(&rest), ["a", "b", "relay"]);
+        assert_eq!(
+            late_jobs("NostrRsRelay::start").len(),
+            0,
+            "a marker is the module's name"
+        );
+        assert_eq!(late_jobs("Scenario::on_production_relay(\"p\")").len(), 1);
+        assert_eq!(late_jobs(&sources(&t("relay")))[0].env, "BUZZ_NOSTR_RS_RELAY");
+    }
+
+    #[test]
+    fn a_late_job_is_running_until_its_exit_code_is_whole() {
+        let job = &LATE_JOBS[0];
+        assert_eq!(job_outcome(job, None, ""), None, "no .rc yet: running");
+        assert_eq!(
+            job_outcome(job, Some(""), ""),
+            None,
+            "an .rc being written: running"
+        );
+        assert_eq!(
+            job_outcome(job, Some("0 512\n"), "building\n/c/bin/nostr-rs-relay\n\n"),
+            Some(Ok("/c/bin/nostr-rs-relay".into()))
+        );
+        let failed = job_outcome(job, Some("101 30\n"), "").unwrap().unwrap_err();
+        assert!(failed.contains("nostr-rs-relay failed (exit 101)"), "{failed}");
+        assert!(
+            job_outcome(job, Some("0 1"), "").unwrap().is_err(),
+            "success that made nothing"
+        );
     }
 }

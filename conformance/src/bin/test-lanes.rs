@@ -12,8 +12,15 @@
 //! Every binary runs (no fail-fast), then the doc tests; the exit code is
 //! 1 when any of them failed. `test-lanes --plan` prints the two lanes
 //! and runs nothing.
+//!
+//! With `BUZZ_TEST_LANES_JOBS` set (`scripts/test.sh` sets it to its jobs
+//! directory), a binary that needs a late job
+//! ([`buzz_conformance::test_lanes::LATE_JOBS`]) first waits for that job
+//! to end and gets what it made in the job's variable; when the job failed,
+//! the binary fails without running, naming the job. Unset, nothing is
+//! waited for (a run by hand: the tests find the relay in its cache).
 
-use buzz_conformance::test_lanes::{TestBinary, plan, read_sources, test_binaries};
+use buzz_conformance::test_lanes::{TestBinary, job_outcome, late_jobs, plan, read_sources, test_binaries};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,22 +58,75 @@ struct Ran {
     passed: u64,
 }
 
+/// Waits for the late jobs `b` needs to end; their variables, or why one
+/// failed. Nothing to wait for without `BUZZ_TEST_LANES_JOBS`.
+fn await_jobs(b: &TestBinary) -> Result<Vec<(&'static str, String)>, String> {
+    let Some(dir) = std::env::var_os("BUZZ_TEST_LANES_JOBS").map(PathBuf::from) else {
+        return Ok(Vec::new());
+    };
+    let mut env = Vec::new();
+    for job in late_jobs(&read_sources(b)) {
+        let began = Instant::now();
+        let mut said = false;
+        let made = loop {
+            let rc = std::fs::read_to_string(dir.join(format!("{}.rc", job.job))).ok();
+            let out = std::fs::read_to_string(dir.join(format!("{}.out", job.job))).unwrap_or_default();
+            if let Some(outcome) = job_outcome(job, rc.as_deref(), &out) {
+                break outcome?;
+            }
+            if !said {
+                eprintln!(
+                    "test-lanes: {} waits for the background job {}",
+                    b.label(),
+                    job.job
+                );
+                said = true;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        };
+        if said {
+            eprintln!(
+                "test-lanes: {} waited {:.0} s for {}",
+                b.label(),
+                began.elapsed().as_secs_f64(),
+                job.job
+            );
+        }
+        env.push((job.env, made));
+    }
+    Ok(env)
+}
+
 fn run_one(b: &TestBinary, logs: &Path) -> Ran {
     let label = b.label();
     let log = logs.join(format!("{}.log", label.replace([' ', '(', ')', '/'], "_")));
+    let jobs = await_jobs(b);
     let began = Instant::now();
     let ok = std::fs::File::create(&log)
-        .and_then(|f| {
+        .and_then(|mut f| {
+            let env = match &jobs {
+                Ok(env) => env,
+                Err(why) => {
+                    writeln!(
+                        f,
+                        "test-lanes: not run: {why}; its log is in {}",
+                        jobs_dir_shown()
+                    )?;
+                    return Ok(false);
+                }
+            };
             let err = f.try_clone()?;
             Command::new(&b.executable)
                 .current_dir(&b.manifest_dir)
                 .env("CARGO_MANIFEST_DIR", &b.manifest_dir)
                 .env("CARGO_PKG_NAME", &b.package)
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdout(f)
                 .stderr(err)
                 .status()
+                .map(|s| s.success())
         })
-        .is_ok_and(|s| s.success());
+        .unwrap_or(false);
     let secs = began.elapsed().as_secs_f64();
     let output = std::fs::read_to_string(&log).unwrap_or_default();
     let passed = passed_in(&output);
@@ -85,6 +145,10 @@ fn run_one(b: &TestBinary, logs: &Path) -> Ran {
         log,
         passed,
     }
+}
+
+fn jobs_dir_shown() -> String {
+    std::env::var("BUZZ_TEST_LANES_JOBS").unwrap_or_default()
 }
 
 /// The tests a libtest output says passed.
