@@ -22,7 +22,10 @@
 //!    the provider's CPU per Start (`RUSAGE_CHILDREN`: the `info` and
 //!    `deploy` processes the launcher spawned and waited for), and each
 //!    node process's CPU seconds over the batch against the wall time times
-//!    the machine's cores (where the 2-core machine is the floor);
+//!    the machine's cores, with the whole machine's busy share from
+//!    `/proc/stat` from the Starts to the last `online` (every process, runc,
+//!    the shims, the CNI plugins and the harnesses included: where the
+//!    2-core machine is the floor);
 //! 4. `buzz-launcher status` (the real binary) for the N agents: wall time and
 //!    how many it heard online. The embedded relay keeps each agent's latest
 //!    presence (`buzz_relay::presence_keep`) and answers at once;
@@ -186,6 +189,50 @@ impl FleetRelay {
     }
 }
 
+/// The whole machine's CPU, sampled every 50 ms from a batch's Starts on,
+/// so its busy share can be read up to the moment the last agent was online
+/// (the Starts return seconds later: the deploy's startup settle).
+struct MachineSampler {
+    samples: Arc<Mutex<Vec<(Duration, (f64, f64))>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl MachineSampler {
+    fn start(t0: Instant) -> MachineSampler {
+        let (samples, stop) = (
+            Arc::<Mutex<Vec<_>>>::default(),
+            Arc::<std::sync::atomic::AtomicBool>::default(),
+        );
+        let (sink, stopped) = (samples.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(cpu) = super::machine_cpu_s() {
+                    sink.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((t0.elapsed(), cpu));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        MachineSampler { samples, stop }
+    }
+
+    /// Busy CPU over all CPU of the machine from the first sample to the
+    /// last one taken by `until`; `None` with fewer than two.
+    fn busy_fraction_until(&self, until: Duration) -> Option<f64> {
+        let s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, first) = *s.first()?;
+        let (_, last) = *s.iter().rev().find(|(at, _)| *at <= until)?;
+        (last.1 > first.1).then(|| (last.0 - first.0) / (last.1 - first.1))
+    }
+}
+
+impl Drop for MachineSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// When the batch's watch saw each pod reach each step, from the Starts.
 #[derive(Default, Clone, Copy, Debug)]
 struct Marks {
@@ -315,7 +362,8 @@ impl<'a> Batch<'a> {
             names.push(name);
             opts = Some(o);
         }
-        let obs = rt.block_on(Observer::start(&relay.url));
+        // As the owner: the embedded relay serves only the owner and its agents.
+        let obs = rt.block_on(Observer::start_as(&relay.url, store.owner()?));
         Ok(Batch {
             node,
             rt,
@@ -382,6 +430,7 @@ impl<'a> Batch<'a> {
             children_cpu_s(),
         );
         let t0 = Instant::now();
+        let machine = MachineSampler::start(t0);
         let (marks, watch) = watch_pods(self.rt.handle(), self.pods.clone(), t0);
         let returns = self.start_all();
         let failed: Vec<&String> = returns.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -399,6 +448,7 @@ impl<'a> Batch<'a> {
             .ok_or_else(|| anyhow!("not every agent said online within {WAIT:?}"))?;
         let all_online = online.iter().max().map_or(Duration::ZERO, |at| *at - t0);
         let wall = t0.elapsed().as_secs_f64();
+        let to_all_online = machine.busy_fraction_until(all_online);
         let (node1, relay1, children1) = (
             node_cpu(self.node),
             super::cpu_s(self.relay.pid)?,
@@ -504,6 +554,7 @@ impl<'a> Batch<'a> {
                 "providers": round2(children1 - children0),
                 "relay": round2(relay1 - relay0),
             },
+            "machine_busy_fraction_to_all_online": to_all_online.map(round2),
             "status": {
                 "ms": ms(status_took),
                 "summary": status_line,

@@ -36,6 +36,33 @@ pub(crate) fn cpu_s(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks as f64 / hz)
 }
 
+/// `(busy, all)` clock ticks of every CPU from the `cpu ` line of
+/// `/proc/stat`: busy is all but `idle` and `iowait`.
+fn machine_ticks(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal (guest time is in user).
+    let all: u64 = f.iter().take(8).sum();
+    Some((all - f.get(3)? - f.get(4)?, all))
+}
+
+/// The whole machine's CPU so far: `(busy, all)` CPU seconds over every
+/// core, from `/proc/stat`. Over an interval, busy / all is how much of the
+/// machine every process together used, the ones no figure names (runc,
+/// the shims, CNI plugins, the harnesses) included.
+pub(crate) fn machine_cpu_s() -> anyhow::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let (busy, all) = machine_ticks(&stat).ok_or_else(|| anyhow::anyhow!("unreadable /proc/stat"))?;
+    // SAFETY: sysconf reads a constant of the running system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((busy as f64 / hz, all as f64 / hz))
+}
+
 /// A memory figure of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), MiB.
 fn status_mb(pid: u32, field: &str) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -60,7 +87,14 @@ pub(crate) fn rss_mb(pid: u32) -> anyhow::Result<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::stat_ticks;
+    use super::{machine_ticks, stat_ticks};
+
+    #[test]
+    fn machine_ticks_leave_out_idle_and_iowait() {
+        let stat = "cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n";
+        assert_eq!(machine_ticks(stat), Some((160, 1000)));
+        assert_eq!(machine_ticks("cpu0 1 2 3 4 5 6 7 8\n"), None);
+    }
 
     #[test]
     fn stat_ticks_reads_utime_and_stime_past_a_spaced_command() {

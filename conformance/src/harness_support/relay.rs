@@ -154,6 +154,8 @@ pub struct Observer {
     pub client: Client,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     filter: Filter,
+    /// The key it authenticates and signs its probes with.
+    keys: Keys,
 }
 
 async fn client_for(keys: &Keys, url: &str) -> Client {
@@ -180,7 +182,13 @@ async fn client_for(keys: &Keys, url: &str) -> Client {
 impl Observer {
     /// Connects and subscribes before the harness starts (presence is ephemeral).
     pub async fn start(url: &str) -> Observer {
-        let keys = Keys::generate();
+        Observer::start_as(url, Keys::generate()).await
+    }
+
+    /// [`Observer::start`] as `keys`: a relay that serves only its owner and
+    /// the owner's agents (the launcher's embedded relay) is observed as the
+    /// owner.
+    pub async fn start_as(url: &str, keys: Keys) -> Observer {
         let client = client_for(&keys, url).await;
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let filter = Filter::new().kinds([
@@ -229,7 +237,12 @@ impl Observer {
                 }
             }
         });
-        let obs = Observer { client, seen, filter };
+        let obs = Observer {
+            client,
+            seen,
+            filter,
+            keys,
+        };
         obs.wait_live().await;
         obs
     }
@@ -243,7 +256,7 @@ impl Observer {
                 let _ = self.client.subscribe(self.filter.clone(), None).await;
             }
             let probe = EventBuilder::new(Kind::from(20002), "observer-probe")
-                .sign_with_keys(&Keys::generate())
+                .sign_with_keys(&self.keys)
                 .unwrap();
             let _ = self.client.send_event(&probe).await;
             let id = probe.id;
