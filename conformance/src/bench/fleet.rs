@@ -189,11 +189,14 @@ impl FleetRelay {
     }
 }
 
+/// When, from the Starts, and the machine's `(busy, all)` CPU seconds then.
+type MachineSample = (Duration, (f64, f64));
+
 /// The whole machine's CPU, sampled every 50 ms from a batch's Starts on,
 /// so its busy share can be read up to the moment the last agent was online
 /// (the Starts return seconds later: the deploy's startup settle).
 struct MachineSampler {
-    samples: Arc<Mutex<Vec<(Duration, (f64, f64))>>>,
+    samples: Arc<Mutex<Vec<MachineSample>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
