@@ -154,8 +154,10 @@ pub struct Observer {
     pub client: Client,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     filter: Filter,
-    /// The key it authenticates and signs its probes with.
-    keys: Keys,
+    /// The key its probes are signed with, when they must be its own (a
+    /// relay that serves only its owner); else each probe has a new key,
+    /// as every observer had before `start_as`.
+    probe_keys: Option<Keys>,
 }
 
 async fn client_for(keys: &Keys, url: &str) -> Client {
@@ -182,13 +184,17 @@ async fn client_for(keys: &Keys, url: &str) -> Client {
 impl Observer {
     /// Connects and subscribes before the harness starts (presence is ephemeral).
     pub async fn start(url: &str) -> Observer {
-        Observer::start_as(url, Keys::generate()).await
+        Observer::started(url, Keys::generate(), false).await
     }
 
     /// [`Observer::start`] as `keys`: a relay that serves only its owner and
     /// the owner's agents (the launcher's embedded relay) is observed as the
     /// owner.
     pub async fn start_as(url: &str, keys: Keys) -> Observer {
+        Observer::started(url, keys, true).await
+    }
+
+    async fn started(url: &str, keys: Keys, own_probes: bool) -> Observer {
         let client = client_for(&keys, url).await;
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let filter = Filter::new().kinds([
@@ -241,7 +247,7 @@ impl Observer {
             client,
             seen,
             filter,
-            keys,
+            probe_keys: own_probes.then_some(keys),
         };
         obs.wait_live().await;
         obs
@@ -256,7 +262,7 @@ impl Observer {
                 let _ = self.client.subscribe(self.filter.clone(), None).await;
             }
             let probe = EventBuilder::new(Kind::from(20002), "observer-probe")
-                .sign_with_keys(&self.keys)
+                .sign_with_keys(&self.probe_keys.clone().unwrap_or_else(Keys::generate))
                 .unwrap();
             let _ = self.client.send_event(&probe).await;
             let id = probe.id;
