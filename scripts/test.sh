@@ -22,14 +22,41 @@ die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
 
 # --- phase times -----------------------------------------------------------------
 # phase NAME: the foreground phase so far ends, NAME begins. A background job
-# records its own time (bg_start / await below).
+# records its own time (bg_start / await below). Each row gives the wall
+# seconds and the CPU seconds (user + system) of the phase's own processes
+# (issue 47 item 1): on 2 cores a cold run is CPU-bound, so the CPU column
+# says where a cut saves. A process tree's CPU is what the kernel counted for
+# the children this shell (or the job's subshell) waited for, and theirs:
+# what a daemon left running (a container under containerd's shim) is not in
+# it, but it is in the last row, the machine's own busy CPU over the run
+# (/proc/stat: every process, the suite's and anyone else's).
+clk_tck=$(getconf CLK_TCK)
+# tree_cpu PID: the CPU ticks of PID (a shell) and of its waited-for children.
+tree_cpu() {
+  local s f
+  s=$(<"/proc/$1/stat")
+  read -r -a f <<<"${s##*) }"
+  echo $(( f[11] + f[12] + f[13] + f[14] ))
+}
+# machine_cpu: the machine's busy ticks since boot (all but idle and iowait).
+machine_cpu() {
+  local cpu user nice system idle iowait irq softirq steal rest
+  read -r cpu user nice system idle iowait irq softirq steal rest </proc/stat
+  echo $(( user + nice + system + irq + softirq + steal ))
+}
+secs() { echo $(( ($1 + clk_tck / 2) / clk_tck )); } # ticks -> whole seconds
+machine_t0=$(machine_cpu)
 phase_rows=()
-phase_now="" phase_t0=$start
+phase_now="" phase_t0=$start phase_cpu0=$(tree_cpu $$)
+# The CPU of the background jobs this shell reaped, so far: a foreground
+# phase's own CPU leaves it out (the job has its own row).
+bg_reaped=0 phase_bg0=0
 phase() {
-  local t
-  t=$(date +%s)
-  [[ -z $phase_now ]] || phase_rows+=("$phase_now|$((t - phase_t0))|")
-  phase_now=$1 phase_t0=$t
+  local t c
+  t=$(date +%s) c=$(tree_cpu $$)
+  [[ -z $phase_now ]] ||
+    phase_rows+=("$phase_now|$((t - phase_t0))|$(secs $((c - phase_cpu0 - (bg_reaped - phase_bg0))))|")
+  phase_now=$1 phase_t0=$t phase_cpu0=$c phase_bg0=$bg_reaped
 }
 declare -A bg_pid=()
 jobs_dir="$(mktemp -d)"
@@ -39,21 +66,23 @@ kill_tree() { # PID: the process and its descendants, children first
   kill "$1" 2>/dev/null || true
 }
 report() {
-  local rc=$? failed_in=$phase_now name row
+  local rc=$? failed_in=$phase_now name row wall cpu note
   phase ""
   for name in "${!bg_pid[@]}"; do
     if kill -0 "${bg_pid[$name]}" 2>/dev/null; then
       kill_tree "${bg_pid[$name]}"
-      phase_rows+=("$name|-|stopped: the suite ended before it")
+      phase_rows+=("$name|-|-|stopped: the suite ended before it")
     fi
   done
   {
-    printf '\n== phase times (s)\n'
+    printf '\n== phase times (s): wall, CPU of its own processes\n'
     for row in "${phase_rows[@]}"; do
-      IFS='|' read -r name secs note <<<"$row"
-      printf '   %-18s %6s  %s\n' "$name" "$secs" "$note"
+      IFS='|' read -r name wall cpu note <<<"$row"
+      printf '   %-18s %6s %6s  %s\n' "$name" "$wall" "$cpu" "$note"
     done
-    printf '   %-18s %6s\n' total "$(( $(date +%s) - start ))"
+    wall=$(( $(date +%s) - start ))
+    printf '   %-18s %6s %6s  %s\n' total "$wall" "$(secs "$(tree_cpu $$)")" \
+      "the suite's processes; the machine was busy $(secs $(( $(machine_cpu) - machine_t0 ))) CPU s of $(( wall * $(nproc) ))"
     if (( rc == 0 )); then
       printf '== all green in %s s\n' "$(( $(date +%s) - start ))"
     else
@@ -70,10 +99,10 @@ trap report EXIT
 bg_start() {
   local name=$1 fn=$2
   (
-    t0=$(date +%s)
+    t0=$(date +%s) me=$BASHPID
     if "$fn" >"$jobs_dir/$name.out" 2>"$jobs_dir/$name.log"; then rc=0; else rc=$?; fi
     # Whole or absent: test-lanes polls for it (a late job, below).
-    echo "$rc $(( $(date +%s) - t0 ))" >"$jobs_dir/$name.rc.tmp"
+    echo "$rc $(( $(date +%s) - t0 )) $(tree_cpu "$me")" >"$jobs_dir/$name.rc.tmp"
     mv "$jobs_dir/$name.rc.tmp" "$jobs_dir/$name.rc"
     exit "$rc"
   ) &
@@ -82,12 +111,14 @@ bg_start() {
 # await NAME: waits for the job, shows its output, and stops the suite when it
 # failed. The job's row says how long it ran and how long the suite waited.
 await() {
-  local name=$1 t0 rc secs
+  local name=$1 t0 rc wall cpu
   t0=$(date +%s)
   wait "${bg_pid[$name]}" || true
   unset "bg_pid[$name]"
-  read -r rc secs <"$jobs_dir/$name.rc" || { rc=1 secs=-; }
-  phase_rows+=("$name|$secs|in the background; waited $(( $(date +%s) - t0 )) s for it")
+  read -r rc wall cpu <"$jobs_dir/$name.rc" || { rc=1 wall=- cpu=; }
+  bg_reaped=$(( bg_reaped + ${cpu:-0} ))
+  [[ -z $cpu ]] || cpu=$(secs "$cpu")
+  phase_rows+=("$name|$wall|${cpu:--}|in the background; waited $(( $(date +%s) - t0 )) s for it")
   sed "s/^/   [$name] /" "$jobs_dir/$name.log" >&2
   (( rc == 0 )) || die "$name failed (exit $rc); its log: $jobs_dir/$name.log"
 }
