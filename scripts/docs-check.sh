@@ -16,7 +16,8 @@
 #     call scripts/;
 #   - with the caller's toolchain (cargo and go on PATH, CARGO_HOME,
 #     RUSTUP_HOME, GOPATH), XDG_CACHE_HOME and the cache roots the caller
-#     set (BUZZ_TESTENV_CACHE, as .ci/run does; BUZZ_IMAGE_CACHE), so what
+#     set (BUZZ_TESTENV_CACHE, as .ci/run does; BUZZ_IMAGE_CACHE,
+#     BUZZ_STATIC_CACHE) and the static profile (BUZZ_STATIC_PROFILE), so what
 #     was built first is what the blocks find, because the scripts a guide
 #     calls (local-cluster.sh) build with it and keep their caches there: a
 #     fresh HOME must not mean a fresh crate download or image build;
@@ -381,8 +382,10 @@ fi
 
 target="${CARGO_TARGET_DIR:-$root/target}"
 say "building the binaries the guides use"
-cargo build --quiet --locked -p desktop-launcher -p buzz-acp -p buzz-backend-kubernetes \
-  -p runtime-agent -p runtime-ingest >&2
+# Every binary of the workspace, as scripts/test.sh's build phase builds
+# them (the same features, so a no-op after it; a subset of packages would
+# unify features differently and rebuild some crates).
+cargo build --quiet --locked --workspace --bins >&2
 bin="$target/debug"
 # A block that brings up scripts/local-cluster.sh gets what `up` would build
 # built here, outside the block's time bound (each is cached: a no-op when
@@ -392,8 +395,11 @@ if grep -lq 'local-cluster\.sh up' "${blocks[@]}"; then
   scripts/testenv-build.sh >/dev/null
   # (scripts/static-build.sh drops cargo's CARGO_MANIFEST_DIR and the like
   # when this runs under cargo, so the image's binaries are not rebuilt.)
-  scripts/image-build.sh >/dev/null
+  # The image in the profile local-cluster.sh builds it with: the caller's
+  # BUZZ_STATIC_PROFILE, passed on to the blocks, else its default.
+  BUZZ_STATIC_PROFILE="${BUZZ_STATIC_PROFILE:-suite}" scripts/image-build.sh >/dev/null
   cargo build --quiet --locked -p buzz-conformance --bin local-cluster >&2
+  scripts/local-cluster.sh keep "$target/debug/local-cluster"
 fi
 
 # The toolchain's directories, in the caller's PATH order, and its homes.
@@ -434,6 +440,8 @@ for b in "${blocks[@]}"; do
         ${BUZZ_TESTENV_BIN_DIR:+BUZZ_TESTENV_BIN_DIR="$BUZZ_TESTENV_BIN_DIR"} \
         ${BUZZ_TESTENV_CACHE:+BUZZ_TESTENV_CACHE="$BUZZ_TESTENV_CACHE"} \
         ${BUZZ_IMAGE_CACHE:+BUZZ_IMAGE_CACHE="$BUZZ_IMAGE_CACHE"} \
+        ${BUZZ_STATIC_PROFILE:+BUZZ_STATIC_PROFILE="$BUZZ_STATIC_PROFILE"} \
+        ${BUZZ_STATIC_CACHE:+BUZZ_STATIC_CACHE="$BUZZ_STATIC_CACHE"} \
         timeout --kill-after=10 "$timeout_s" bash -euo pipefail "$b") >"$dir/out" 2>&1; then
     say "ok   $where ($(( $(date +%s) - start )) s)"
   else

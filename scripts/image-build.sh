@@ -63,6 +63,7 @@
 #
 #   BUZZ_IMAGE_CACHE    cache root (default: ${XDG_CACHE_HOME:-~/.cache}/buzz-image)
 #   CARGO_TARGET_DIR    where cargo builds (default: ./target)
+#   BUZZ_STATIC_PROFILE the binaries' cargo profile (default dist; scripts/static-build.sh)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -202,7 +203,10 @@ say "base $base_image"
 # --- 2. static binaries --------------------------------------------------------
 # scripts/static-build.sh: the one build of the shipped binaries (profile
 # `dist`, fat LTO with one codegen unit: the same code, 3.5 MiB smaller, 1.1
-# MiB in the archive), shared with release-build.sh's provider.
+# MiB in the archive), shared with release-build.sh's provider. The suite
+# sets BUZZ_STATIC_PROFILE=suite (the dev profile's code): another image, with
+# its own tag and digest, from the same sources. image.env names the last
+# one built.
 bins=(buzz-acp runtime-agent)
 bin_dir="$("$root/scripts/static-build.sh" "${bins[@]}" | tail -n 1)"
 

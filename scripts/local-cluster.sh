@@ -10,6 +10,21 @@
 #   scripts/local-cluster.sh up       build what is missing, start, print the exports
 #   scripts/local-cluster.sh down     delete every pod, stop it, restore the machine
 #   scripts/local-cluster.sh status
+#   scripts/local-cluster.sh keep BIN keep BIN as the local-cluster binary of these
+#                                     sources (scripts/test.sh, after its test build)
+#
+# What `up` builds, each cached, so that a fresh clone of sources this
+# machine has built before (the suite's, say) starts in the time the node
+# takes (issue 47 item 3):
+#   - the cluster binaries (scripts/testenv-build.sh; Go, cached by version;
+#     cold, about 20 min on 2 cores);
+#   - the sprig image (scripts/image-build.sh), its binaries in the suite's
+#     profile, `suite` (static glibc, the dev profile's code; reused for the
+#     same sources by scripts/static-build.sh; cold, about 5 min); set
+#     BUZZ_STATIC_PROFILE=dist for the shipped build (fat LTO, longer);
+#   - the local-cluster binary (buzz-conformance's, debug), kept per source
+#     key (scripts/source-key.sh) in the state dir's bin/; cold, about 8 min.
+#   `up` says on stderr which of them it builds, before it does.
 #
 # Runs as root (a bridge, mounts, cgroups, and the three kernel settings the
 # kubelet changes at every start). One node per machine: a second `up` while
@@ -52,7 +67,8 @@ if [[ -z "${CARGO_TARGET_DIR:-}" && -n "${SUDO_USER:-}" && "${SUDO_USER}" != roo
   export CARGO_TARGET_DIR
 fi
 target="${CARGO_TARGET_DIR:-$root/target}"
-bin="$target/debug/local-cluster"
+# The image's binaries: the suite's profile unless told (see the header).
+export BUZZ_STATIC_PROFILE="${BUZZ_STATIC_PROFILE:-suite}"
 say() { printf '== %s\n' "$*" >&2; }
 die() { printf 'local-cluster.sh: %s\n' "$*" >&2; exit 1; }
 
@@ -67,6 +83,22 @@ running_pid() {
   [[ -n "${pid:-}" && -n "${start:-}" && "$(proc_start "$pid")" == "$start" ]] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "local-cluster $dir " || return 1
   echo "$pid"
+}
+
+# The local-cluster binary of these sources, kept in the state dir: its
+# path (which may not exist yet).
+kept_bin() { echo "$dir/bin/$("$root/scripts/source-key.sh" local-cluster debug)/local-cluster"; }
+# keep BIN: BIN becomes the kept binary of these sources (the newest four stay).
+keep() {
+  local kept tmp
+  [[ -x $1 ]] || die "keep: no executable at '$1'"
+  kept="$(kept_bin)"
+  mkdir -p "$dir/bin"
+  tmp="$(mktemp -d "$dir/bin/.new.XXXXXX")"
+  cp "$1" "$tmp/local-cluster"
+  mv -T "$tmp" "$(dirname "$kept")" 2>/dev/null || rm -rf "$tmp"
+  # shellcheck disable=SC2012 # names are ours: hex keys
+  ls -1dt "$dir"/bin/* 2>/dev/null | tail -n +5 | xargs -r rm -rf
 }
 
 prereqs() {
@@ -102,17 +134,25 @@ case "${1:-}" in
       say "builds run as root into $target (not ${SUDO_USER}'s checkout target/)"
     fi
     mkdir -p "$dir"
-    say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd)"
+    say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd; a cold Go build takes about 20 min on 2 cores)"
     BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
     export BUZZ_TESTENV_BIN_DIR
-    say "sprig image"
+    say "sprig image (binaries in the profile $BUZZ_STATIC_PROFILE; a cold build takes about 5 min, the shipped dist profile longer)"
     image_env="$("$root/scripts/image-build.sh" | tail -n 1)"
     set -a
     # shellcheck disable=SC1090
     . "$image_env"
     set +a
-    say "building the local cluster"
-    (cd "$root" && cargo build --quiet -p buzz-conformance --bin local-cluster)
+    bin="$(kept_bin)"
+    if [[ -x $bin ]]; then
+      say "local-cluster binary: built from these sources before ($bin)"
+    else
+      say "local-cluster binary: building buzz-conformance's (debug, into $target; cold, about 8 min on 2 cores)"
+      t0=$(date +%s)
+      (cd "$root" && cargo build --quiet --locked -p buzz-conformance --bin local-cluster)
+      keep "$target/debug/local-cluster"
+      say "built in $(( $(date +%s) - t0 )) s"
+    fi
     rm -f "$dir/ready" "$dir/pid"
     say "while it runs, the kubelet sets kernel.panic_on_oops=1 and kernel.panic=10 (a kernel oops reboots this machine 10 s later) and vm.overcommit_memory=1; \`$0 down\` restores them"
     BUZZ_REAL_NODE_LOCK_WAIT_SECS=0 nohup setsid "$bin" "$dir" "$ns" "$BUZZ_SPRIG_IMAGE_ARCHIVE" >"$dir/log" 2>&1 &
@@ -147,6 +187,8 @@ $(tail -n 15 "$dir/log")"
     rm -f "$dir/pid" "$dir/ready"
     # A node that died without its teardown (SIGKILL, a crash mid-start) left
     # its state record: the same teardown runs now.
+    bin="$(kept_bin)"
+    [[ -x $bin ]] || bin="$target/debug/local-cluster"
     if [[ -x "$bin" && -f /run/buzz-real-node/state ]]; then
       "$bin" --sweep >&2 && code=0 || code=$?
       case $code in
@@ -163,5 +205,9 @@ $(tail -n 15 "$dir/log")"
       echo "not running"
     fi
     ;;
-  *) die "usage: scripts/local-cluster.sh up|down|status" ;;
+  keep)
+    [[ $# -eq 2 ]] || die "usage: scripts/local-cluster.sh keep BIN"
+    keep "$2"
+    ;;
+  *) die "usage: scripts/local-cluster.sh up|down|status|keep BIN" ;;
 esac

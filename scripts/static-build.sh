@@ -14,7 +14,10 @@
 # differed in profile and environment):
 #   - one profile, `dist` (the workspace Cargo.toml: release with fat LTO and
 #     one codegen unit, 3.5 MiB off the image), so the README's `--release`
-#     stays cargo's quick default;
+#     stays cargo's quick default. BUZZ_STATIC_PROFILE names another: the
+#     suite (scripts/test.sh) sets `suite`, the dev profile's code in a
+#     directory of its own (issue 47: the same static glibc binaries for a
+#     quarter of the CPU of a cold `dist` build; what ships stays `dist`);
 #   - one target, the host's triple named explicitly (build scripts and
 #     proc-macros stay dynamic; the shipped binaries link glibc statically);
 #   - one RUSTFLAGS, `-C target-feature=+crt-static`;
@@ -42,12 +45,43 @@ while IFS= read -r var; do
   esac
 done < <(compgen -e)
 
-profile=dist
+profile="${BUZZ_STATIC_PROFILE:-dist}"
+[[ $profile =~ ^[a-z][a-z0-9-]*$ ]] || die "BUZZ_STATIC_PROFILE: not a profile name: '$profile'"
 target="$(rustc -vV | sed -n 's/^host: //p')"
 [[ -n $target ]] || die "cannot read the host triple from rustc -vV"
 pkgs=()
 for p in "$@"; do pkgs+=(-p "$p"); done
-printf 'static-build: %s (%s, profile %s: fat LTO, +crt-static)\n' "$*" "$target" "$profile" >&2
+
+# What a build of these very sources made before, in any checkout (a fresh
+# clone after the suite, say): reused, no cargo run. Keyed by
+# scripts/source-key.sh with the profile, the target, the packages and the
+# one variable a build bakes in; each package's binary (named as the
+# package) is kept. The newest six builds stay.
+memo_root="${BUZZ_STATIC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/buzz-static}"
+key="$("$root/scripts/source-key.sh" static-build "$profile" "$target" "$@" \
+  "BUZZ_K8S_DEFAULT_IMAGE=${BUZZ_K8S_DEFAULT_IMAGE:-}")"
+memo="$memo_root/$profile-$key"
+have=1
+for p in "$@"; do [[ -x $memo/$p ]] || have=0; done
+if (( have )); then
+  printf 'static-build: %s: built from these sources before, reused from %s\n' "$*" "$memo" >&2
+  touch "$memo"
+  echo "$memo"
+  exit 0
+fi
+
+printf 'static-build: %s (%s, profile %s, +crt-static)\n' "$*" "$target" "$profile" >&2
 RUSTFLAGS='-C target-feature=+crt-static' \
   cargo build --quiet --locked --profile "$profile" --target "$target" "${pkgs[@]}" >&2
-echo "${CARGO_TARGET_DIR:-$root/target}/$target/$profile"
+out="${CARGO_TARGET_DIR:-$root/target}/$target/$profile"
+mkdir -p "$memo_root"
+tmp="$(mktemp -d "$memo_root/.new.XXXXXX")"
+for p in "$@"; do
+  [[ -x $out/$p ]] || die "cargo built no binary named $p in $out"
+  cp "$out/$p" "$tmp/$p"
+done
+# Whole or absent; a build of the same key that landed first stays.
+mv -T "$tmp" "$memo" 2>/dev/null || rm -rf "$tmp"
+# shellcheck disable=SC2012 # names are ours: <profile>-<hex key>
+ls -1dt "$memo_root"/*-* 2>/dev/null | tail -n +7 | xargs -r rm -rf
+echo "$memo"

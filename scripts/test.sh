@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command. Builds what the tests need (the pinned kube-apiserver
 # and etcd, cached by version; the sprig image, cached by its inputs), then
-# runs format, lint, the whole test suite and a short smoke of every fuzz
-# target. Works on a fresh machine of this project's kind: a missing
+# runs format, lint and the whole test suite, every fuzz target's corpus
+# replay among it. Works on a fresh machine of this project's kind: a missing
 # prerequisite is installed, or the script stops with the exact command that
 # fixes it. Nothing is skipped silently.
 #
@@ -11,7 +11,7 @@
 # background while fmt and clippy run; the suite waits for all three before
 # `cargo test`. A background job's output is shown when it is waited for (in
 # full when it failed). At the end, on success or failure, a table gives each
-# phase's time.
+# phase's wall time and CPU time (issue 47 item 1).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -224,8 +224,27 @@ npm_installs() {
 # The pinned kube-apiserver, etcd, kubelet, scheduler, controller-manager and
 # containerd (cached by version), and the sprig image (cached by its inputs;
 # its Debian packages came with the prerequisites above; it builds the base
-# rootfs once per package set). Its static build
-# locks target/<host>/dist, clippy target/debug: they run side by side.
+# rootfs once per package set). Its static build locks
+# target/<host>/suite, the test build target/debug: they run side by side.
+# The image's binaries and the provider the real-node suite bakes are built
+# in the `suite` profile (static glibc like the shipped `dist`, the dev
+# profile's code; issue 47): scripts/static-build.sh reads it, here and in
+# the tests that run it. What ships is built by scripts/release-build.sh in
+# `dist` as before.
+export BUZZ_STATIC_PROFILE=suite
+# Clippy's lints with every warning an error, in the build that makes the
+# tests (scripts/clippy-rustc.sh; issue 47): each workspace crate is
+# compiled once, by clippy's driver, and every dependency once, by rustc,
+# where `cargo clippy` and then `cargo test` compiled each twice. What it
+# enforces is `cargo clippy --workspace --all-targets -- -D warnings`: every
+# target of every crate (lib, bins, tests; the workspace has no examples or
+# benches) is built, and linted, by one of the two builds of the "build and
+# lint" phase. Exported before the background jobs, so every cargo of the run
+# (the image's static build, test-lanes, the tests that build, the docs
+# check) builds the workspace the same way and reuses what the others built.
+clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+[[ -x $clippy_driver ]] || die "clippy-driver not found. fix: rustup component add clippy"
+export BUZZ_CLIPPY_DRIVER="$clippy_driver" RUSTC_WORKSPACE_WRAPPER="$root/scripts/clippy-rustc.sh"
 say "in the background: test cluster binaries, npm packages, sprig image, nostr-rs-relay"
 bg_start "cluster binaries" "$root/scripts/testenv-build.sh"
 bg_start npm npm_installs
@@ -233,30 +252,32 @@ bg_start image "$root/scripts/image-build.sh"
 # The production relay the suite also runs against (issue 35), cached by
 # version: a late job. Three test binaries need it, so the suite does not
 # wait for it before the lanes: test-lanes runs those binaries last in their
-# lanes, each once this job has ended (conformance/src/test_lanes.rs). At the
-# lowest priority, its cold release build (about 800 CPU seconds) takes only
-# the cycles the builds and the lanes leave idle; on 2 cores the build phase
-# is CPU-bound, so that is wall time off the cold run (issue 30 item 7). It
-# builds with a cargo home of its own, so it never holds the package cache
-# lock the workspace's builds wait on.
-relay_build() { nice -n 19 "$root/scripts/relay-build.sh"; }
+# lanes, each once this job has ended (conformance/src/test_lanes.rs). It
+# builds in cargo's dev profile (scripts/relay-build.sh --debug; issue 47:
+# the suite needs its protocol and its store, not its speed; the benches
+# build the release one), with a cargo home of its own, so it never holds
+# the package cache lock the workspace's builds wait on. At nice 10: the
+# build the lanes wait for comes first, and the relay still gets a tenth of
+# the machine meanwhile and the cycles the lanes leave idle after (at nice
+# 19, beside the fuzz smoke's builds, a cold run once waited for it 74
+# minutes in).
+relay_build() { nice -n 10 "$root/scripts/relay-build.sh" --debug; }
 bg_start "nostr-rs-relay" relay_build
 
-# --- format and lint ---------------------------------------------------------------
+# --- format, then lint and build in one ------------------------------------------
 phase fmt
 say "cargo fmt --check"
 cargo fmt --all -- --check
-phase clippy
-say "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
 
-# The tests build beside the last of the background jobs (a cold Go link
-# and the image's fat-LTO link each keep one core busy, not two): nothing
-# they compile reads what those jobs make.
-phase "cargo test build"
-say "cargo test --no-run"
+# The tests build beside the background jobs: nothing they compile reads
+# what those jobs make.
+phase "build and lint"
+say "cargo test --no-run and cargo build --bins, with clippy's lints (-D warnings)"
 cargo test --workspace --locked --no-run --quiet
-cargo build --quiet --locked -p buzz-conformance --bin test-lanes
+cargo build --workspace --bins --locked --quiet
+# The local cluster's binary of these sources, built with the tests: a
+# fresh clone's `scripts/local-cluster.sh up` reuses it (issue 47 item 3).
+"$root/scripts/local-cluster.sh" keep "${CARGO_TARGET_DIR:-$root/target}/debug/local-cluster"
 
 phase "waiting for jobs"
 await npm
@@ -284,19 +305,14 @@ set +a
 # Every test binary of the workspace, in two lanes side by side: those that
 # take the machine (the real node, podman) one after another, the rest one
 # after another beside them, then the doc tests (conformance/src/test_lanes.rs).
-# The tests were built above; the fuzz smoke (nightly builds in their own
-# target dir, then a few seconds per target) runs beside the lanes, whose
-# tests mostly wait on real processes with a core idle.
-# At the lowest priority: its cold nightly builds take only the cycles the
-# tests leave idle, so no test's bounded wait (a shutdown budget, an answer
-# bound) meets a starved CPU (a cold run once failed three that way).
-fuzz_smoke() { nice -n 19 "$root/scripts/fuzz.sh" --smoke; }
-bg_start "fuzz smoke" fuzz_smoke
+# The tests were built above. Every fuzz target's checks run among them, on
+# stable: its corpus, its crash inputs and seeded mutations
+# (conformance/tests/fuzz_corpus.rs, issue 47). The instrumented fuzzing,
+# five nightly builds of their own, is scripts/fuzz.sh's, run by hand.
 phase "cargo test"
-say "cargo test (two lanes; the fuzz smoke and the late jobs beside them)"
+say "cargo test (two lanes; the late jobs beside them)"
 BUZZ_TEST_LANES_JOBS="$jobs_dir" "${CARGO_TARGET_DIR:-$root/target}/debug/test-lanes"
-phase "waiting for fuzz"
-await "fuzz smoke"
+phase "waiting for the relay"
 await "nostr-rs-relay"
 
 # Every guide's runnable blocks (```bash runnable), so the docs cannot rot.

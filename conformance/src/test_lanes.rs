@@ -45,7 +45,7 @@ pub struct LateJob {
     /// module's name and the helpers that start it for a test.
     pub markers: &'static [&'static str],
     /// The job's name in `scripts/test.sh`: it writes `<jobs dir>/<job>.rc`
-    /// (`<exit code> <seconds>`) when the job ends, and the job's stdout to
+    /// (`<exit code> <seconds> <CPU ticks>`) when the job ends, and the job's stdout to
     /// `<jobs dir>/<job>.out`, whose last line is what it made.
     pub job: &'static str,
     /// The variable that last line reaches the binary in.

@@ -3,16 +3,18 @@
 //! CLI parser and the pure validation. Nothing may panic; an accepted
 //! configuration keeps its documented bounds; no refusal message carries a
 //! key-shaped private key value.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use buzz_acp::cli::Cli;
 use buzz_acp::config::{Ambient, Config, MAX_AGENTS, MAX_PRESENCE_INTERVAL_SECS};
 use buzz_acp::exit::Exit;
 use clap::Parser;
-use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -43,4 +45,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

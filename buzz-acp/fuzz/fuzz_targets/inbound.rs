@@ -2,17 +2,16 @@
 //! its event turned into the gate's input, decided under every respond-to
 //! mode with and without a channel scope, and the reply/typing tags built
 //! from it. Nothing may panic, and the owner-control invariants must hold.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use buzz_acp::events::{reply_tags, typing_tags};
 use buzz_acp::inbound::{Decision, InboundEvent, Policy, SeenIds, decide};
 use buzz_contract::gate::RespondTo;
-use libfuzzer_sys::fuzz_target;
 use nostr_sdk::prelude::{Event, JsonUtil, RelayMessage};
 
 const AGENT: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
-fn check(ev: &InboundEvent) {
+fn check_event(ev: &InboundEvent) {
     for mode in [
         RespondTo::OwnerOnly,
         RespondTo::Allowlist,
@@ -65,17 +64,23 @@ fn check(ev: &InboundEvent) {
     assert!(!seen.insert(&ev.id));
 }
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     // As a relay frame (what the relay task parses) ...
     if let Ok(RelayMessage::Event { event, .. }) = RelayMessage::from_json(text) {
-        check(&InboundEvent::from_event(&event));
+        check_event(&InboundEvent::from_event(&event));
     }
     // ... and as a bare event.
     if let Ok(event) = Event::from_json(text) {
         let _ = event.verify();
-        check(&InboundEvent::from_event(&event));
+        check_event(&InboundEvent::from_event(&event));
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

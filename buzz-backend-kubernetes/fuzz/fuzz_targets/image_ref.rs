@@ -1,12 +1,14 @@
 //! Image-reference validation on arbitrary text: no panic; an accepted
 //! reference is never `:latest` or untagged, keeps the input verbatim, and a
 //! digest-required reference carries a sha256 digest.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use buzz_backend_kubernetes::image::validate_image;
-use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let Ok(s) = std::str::from_utf8(data) else {
         return;
     };
@@ -22,4 +24,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(r.reference.contains("@sha256:"), "{s:?}");
         assert!(r.from_default);
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

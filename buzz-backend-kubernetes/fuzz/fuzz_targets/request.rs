@@ -1,14 +1,16 @@
 //! The request parser and `prepare` (every check before cluster contact) on
 //! arbitrary bytes: no panic, and every accepted deploy yields a well-formed plan.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use buzz_backend_kubernetes::protocol::{Request, parse_request, prepare};
-use libfuzzer_sys::fuzz_target;
 
 const DEFAULT_IMAGE: &str =
     "registry.test/buzz-sprig@sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let request = match parse_request(data) {
         Ok(r) => r,
         Err(e) => {
@@ -38,4 +40,7 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => assert!(!e.to_string().is_empty()),
         }
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

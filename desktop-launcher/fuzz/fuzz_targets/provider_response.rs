@@ -3,14 +3,13 @@
 //! first 0x00. The strict response rules never panic; whatever reaches the
 //! terminal or the records (status line, stderr tail, in-band error,
 //! `agent_id`) carries no control character and no fragment of a secret.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use desktop_launcher::redact::{FRAGMENT_MIN, Redactor, contains_fragment};
 use desktop_launcher::response::{
     AGENT_ID_MAX_CHARS, check_protocol_version, lossy, parse_response, sanitize_agent_id, sanitize_line,
     sanitize_text, truncate_chars,
 };
-use libfuzzer_sys::fuzz_target;
 
 const SECRET: &str = "nsec1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq";
 const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -24,7 +23,10 @@ fn clean(s: &str, newlines: bool) {
     assert!(!contains_fragment(s, HEX, FRAGMENT_MIN), "{s:?}");
 }
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let (stdout, stderr) = match data.iter().position(|b| *b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, &[][..]),
@@ -56,4 +58,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(text.starts_with("its "), "{text}");
         }
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -1,17 +1,19 @@
 //! Record, settings and bookkeeping parsing on arbitrary bytes (the state
 //! directory is user-editable): parsing never panics, what parses
 //! round-trips, and the launch resolver never panics on any parsed record.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
-use desktop_launcher::record::{AgentRecord, DeployState, Settings};
 use desktop_launcher::record::Identity;
+use desktop_launcher::record::{AgentRecord, DeployState, Settings};
 use desktop_launcher::resolve::{Target, resolve_launch};
-use libfuzzer_sys::fuzz_target;
 
 // A fixed TEST key pair, published on purpose: never use it.
 const AGENT_NSEC_HEX: &str = "2222222222222222222222222222222222222222222222222222222222222222";
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     if let Ok(rec) = serde_json::from_slice::<AgentRecord>(data) {
         let back: AgentRecord = serde_json::from_str(&serde_json::to_string(&rec).unwrap()).unwrap();
         assert_eq!(back, rec);
@@ -38,4 +40,7 @@ fuzz_target!(|data: &[u8]| {
         let back: DeployState = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
         assert_eq!(back, d);
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -6,10 +6,9 @@
 //! the secret (mapped onto printable ASCII without `[` `]`, see the
 //! redactor's module doc), two bytes the cut points, the rest the text
 //! around the secret, which may repeat it.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use desktop_launcher::redact::{FRAGMENT_MIN, Redactor, contains_fragment};
-use libfuzzer_sys::fuzz_target;
 
 fn printable(b: u8) -> char {
     let c = (0x21 + (b % 94)) as char;
@@ -24,7 +23,10 @@ fn boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     if data.len() < 4 {
         return;
     }
@@ -52,8 +54,20 @@ fuzz_target!(|data: &[u8]| {
     let start = boundary(&text, a * text.len() / 255);
     let end = boundary(&text, start + (b * text.len().saturating_sub(start)) / 255);
     let out = r.scrub(&text[start..end]);
-    assert!(!contains_fragment(&out, &secret, FRAGMENT_MIN), "{secret:?} in {out:?}");
-    assert!(!contains_fragment(&out, &other, FRAGMENT_MIN), "{other:?} in {out:?}");
+    assert!(
+        !contains_fragment(&out, &secret, FRAGMENT_MIN),
+        "{secret:?} in {out:?}"
+    );
+    assert!(
+        !contains_fragment(&out, &other, FRAGMENT_MIN),
+        "{other:?} in {out:?}"
+    );
     let whole = r.scrub(&text);
-    assert!(!contains_fragment(&whole, &secret, FRAGMENT_MIN), "{secret:?} in {whole:?}");
-});
+    assert!(
+        !contains_fragment(&whole, &secret, FRAGMENT_MIN),
+        "{secret:?} in {whole:?}"
+    );
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -11,11 +11,10 @@
 //!
 //! Input: a JSON array `[schema, config, headers]`; anything else is fed
 //! to the schema reader alone.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use desktop_launcher::ui::form::{fields_from_schema, validate_config};
 use desktop_launcher::ui::guard::{Guard, Seen};
-use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -29,11 +28,16 @@ fn strings(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let Ok(v) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    let Some([schema, config, headers]) = v.as_array().and_then(|a| <&[Value; 3]>::try_from(a.as_slice()).ok())
+    let Some([schema, config, headers]) = v
+        .as_array()
+        .and_then(|a| <&[Value; 3]>::try_from(a.as_slice()).ok())
     else {
         let _ = fields_from_schema(Some(&v));
         return;
@@ -45,10 +49,17 @@ fuzz_target!(|data: &[u8]| {
                 for (k, val) in &out {
                     assert!(input.contains_key(k), "key {k} was not sent");
                     assert!(!val.is_null(), "{k} kept as null");
-                    assert!(!val.as_str().is_some_and(|s| s.trim().is_empty()), "{k} kept blank");
+                    assert!(
+                        !val.as_str().is_some_and(|s| s.trim().is_empty()),
+                        "{k} kept blank"
+                    );
                 }
                 for f in fields.iter().filter(|f| f.required) {
-                    assert!(out.contains_key(&f.name), "required {} missing from an accepted config", f.name);
+                    assert!(
+                        out.contains_key(&f.name),
+                        "required {} missing from an accepted config",
+                        f.name
+                    );
                 }
             }
             Err(errors) => {
@@ -65,7 +76,10 @@ fuzz_target!(|data: &[u8]| {
                         continue; // the value is also a name the error may cite
                     }
                     for (field, message) in &errors {
-                        assert!(!message.contains(value.as_str()), "the error for {field} quotes a typed value");
+                        assert!(
+                            !message.contains(value.as_str()),
+                            "the error for {field} quotes a typed value"
+                        );
                     }
                 }
             }
@@ -84,7 +98,17 @@ fuzz_target!(|data: &[u8]| {
         authorization: h("authorization"),
     };
     if guard.check(&seen).is_ok() && path.starts_with("/api/") {
-        assert_eq!(seen.authorization, Some(format!("Bearer {TOKEN}").as_str()), "an API request without the token");
-        assert!(seen.host.is_some_and(|x| x.eq_ignore_ascii_case("127.0.0.1:4711")));
+        assert_eq!(
+            seen.authorization,
+            Some(format!("Bearer {TOKEN}").as_str()),
+            "an API request without the token"
+        );
+        assert!(
+            seen.host
+                .is_some_and(|x| x.eq_ignore_ascii_case("127.0.0.1:4711"))
+        );
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -45,6 +45,10 @@ pub enum Reject {
     /// The decoded payload is not UTF-8 JSON.
     #[error("the payload is not JSON")]
     NotJson,
+    /// A number of the payload is JSON by its grammar but out of a double's
+    /// range (`1e400`): no reader of the stored row could parse it back.
+    #[error("a number in the payload is out of range")]
+    NumberOutOfRange,
     /// The payload is JSON but not an object.
     #[error("the payload is not a JSON object")]
     NotObject,
@@ -116,6 +120,7 @@ impl Reject {
             Reject::BadGzip => "payload.gzip.invalid",
             Reject::DecodedTooLarge { .. } => "payload.too_large",
             Reject::NotJson => "payload.json.invalid",
+            Reject::NumberOutOfRange => "payload.json.number_out_of_range",
             Reject::NotObject => "payload.json.not_object",
             Reject::DuplicateMember => "payload.json.duplicate_member",
             Reject::UnknownKind => "payload.kind.unknown",
@@ -172,6 +177,7 @@ mod tests {
             Reject::BadGzip,
             Reject::DecodedTooLarge { cap: 1 },
             Reject::NotJson,
+            Reject::NumberOutOfRange,
             Reject::NotObject,
             Reject::DuplicateMember,
             Reject::UnknownKind,

@@ -4,9 +4,8 @@
 //! parsed keys come from the input, CPU lists count at least one CPU, a PSI total
 //! needs a `some` line with `total=`,
 //! v1 limits below the unlimited mark stay values, mountinfo fields hold no spaces.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
-use libfuzzer_sys::fuzz_target;
 use runtime_agent::cgroup::{
     Limit, V1_UNLIMITED_FROM, parse_cpu_max, parse_flat_keyed, parse_max_or_u64, parse_mountinfo,
     parse_pressure_some_total, parse_proc_cgroup, parse_u64, parse_v1_cpu_limit, parse_v1_memory_limit,
@@ -16,7 +15,10 @@ use runtime_agent::procfs::{
     parse_starttime_ticks, parse_status,
 };
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -50,4 +52,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = parse_starttime_ticks(text);
     let _ = parse_cpu_ticks(text);
     let _ = parse_btime(text);
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -2,14 +2,16 @@
 //! files are skipped, counted and kept — never shipped, never a crash). The input is
 //! offered under every name shape the spool uses; a file that parses must parse as
 //! the kind its name promises, and its records must belong to the given pod.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
-use libfuzzer_sys::fuzz_target;
 use runtime_agent::payload::{Kind, Spooled, parse_spooled, usage_key_of};
 
 const POD: &str = "0d9f6a52-1111-2222-3333-444455556666";
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     for name in [
         "usage-1786010400-3600.snapshot.json",
         "usage-1786010400-3600.json",
@@ -40,4 +42,7 @@ fuzz_target!(|data: &[u8]| {
             other => panic!("{name} parsed as {other:?}"),
         }
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));

@@ -9,17 +9,19 @@
 //! one unknown name), byte 1's low bit says whether the rest is gzip-wrapped
 //! here first (so the JSON validator sees structured input, not only
 //! whatever random bytes happen to inflate), and the rest is the body.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
 
 use std::io::Write;
 
-use libfuzzer_sys::fuzz_target;
 use runtime_ingest::{Kind, Reject, decode, validate};
 
 /// A small cap so the too-large path is reachable with small inputs.
 const CAP: usize = 4096;
 
-fuzz_target!(|data: &[u8]| {
+/// One input through every check of this target; a panic is a finding.
+/// `cargo fuzz` runs it, and the suite replays the corpus through it
+/// (conformance/tests/fuzz_corpus.rs).
+pub fn check(data: &[u8]) {
     let [pick, mode, body @ ..] = data else {
         return;
     };
@@ -38,7 +40,11 @@ fuzz_target!(|data: &[u8]| {
         Err(Reject::DecodedTooLarge { .. } | Reject::BodyTooLarge { .. }) => {
             // Only a body that inflates past the cap (or is itself over the
             // compressed cap) is too large.
-            assert!(mode & 1 == 0 || body.len() > CAP, "a {}-byte body refused as too large", body.len());
+            assert!(
+                mode & 1 == 0 || body.len() > CAP,
+                "a {}-byte body refused as too large",
+                body.len()
+            );
             return;
         }
         Err(other) => {
@@ -47,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    assert!(decoded.len() <= CAP, "decode returned {} bytes over a {CAP} cap", decoded.len());
+    assert!(
+        decoded.len() <= CAP,
+        "decode returned {} bytes over a {CAP} cap",
+        decoded.len()
+    );
     if mode & 1 == 1 {
         assert_eq!(decoded, body, "gzip round trip");
     }
@@ -58,7 +68,8 @@ fuzz_target!(|data: &[u8]| {
             for row in &v.rows {
                 assert_eq!(row.kind.as_str(), path_kind);
                 assert!(!row.pod_uid.is_empty());
-                let key: serde_json::Value = serde_json::from_str(&row.natural_key).expect("a JSON natural key");
+                let key: serde_json::Value =
+                    serde_json::from_str(&row.natural_key).expect("a JSON natural key");
                 assert!(key.is_array(), "natural key {key}");
                 // Each row reads back as valid JSON of its kind.
                 let whole = match v.envelope {
@@ -74,4 +85,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(reject) => assert!(matches!(reject.status(), 400 | 413), "{reject:?}"),
     }
-});
+}
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));
