@@ -49,10 +49,25 @@ machine_t0=$(machine_cpu)
 phase_rows=()
 phase_now="" phase_t0=$start phase_cpu0=$(tree_cpu $$)
 # The CPU of the background jobs this shell reaped, so far: a foreground
-# phase's own CPU leaves it out (the job has its own row).
+# phase's own CPU leaves it out (the job has its own row). Bash reaps a job
+# the moment it ends, whatever the foreground runs, and the kernel then adds
+# its CPU to this shell's children: so a job's CPU is taken out of the phase
+# in which it ended, once it is gone (kill -0 fails), from its .rc file.
 bg_reaped=0 phase_bg0=0
+declare -A bg_counted=()
+count_reaped() {
+  local name rc wall cpu
+  for name in "${!bg_pid[@]}"; do
+    [[ -z ${bg_counted[$name]:-} ]] || continue
+    kill -0 "${bg_pid[$name]}" 2>/dev/null && continue
+    read -r rc wall cpu <"$jobs_dir/$name.rc" 2>/dev/null || cpu=0
+    bg_reaped=$(( bg_reaped + ${cpu:-0} ))
+    bg_counted[$name]=1
+  done
+}
 phase() {
   local t c
+  count_reaped
   t=$(date +%s) c=$(tree_cpu $$)
   [[ -z $phase_now ]] ||
     phase_rows+=("$phase_now|$((t - phase_t0))|$(secs $((c - phase_cpu0 - (bg_reaped - phase_bg0))))|")
@@ -114,9 +129,9 @@ await() {
   local name=$1 t0 rc wall cpu
   t0=$(date +%s)
   wait "${bg_pid[$name]}" || true
+  count_reaped
   unset "bg_pid[$name]"
   read -r rc wall cpu <"$jobs_dir/$name.rc" || { rc=1 wall=- cpu=; }
-  bg_reaped=$(( bg_reaped + ${cpu:-0} ))
   [[ -z $cpu ]] || cpu=$(secs "$cpu")
   phase_rows+=("$name|$wall|${cpu:--}|in the background; waited $(( $(date +%s) - t0 )) s for it")
   sed "s/^/   [$name] /" "$jobs_dir/$name.log" >&2
