@@ -188,8 +188,16 @@ impl Activity {
         }
     }
 
-    /// The sentence: "running Bash: `cargo test` for 12 s".
+    /// The sentence: "running Bash: `cargo test` for 12 s". One display
+    /// line: a tool's title and a stop reason are the agent's text, which a
+    /// stranger's mention or a file can steer, so every control character
+    /// (an escape sequence, a newline) is replaced, as in the provider's text
+    /// ([`crate::response::sanitize_line`]; review afa2bf1 finding 7).
     pub fn describe(&self, now: u64) -> String {
+        crate::response::sanitize_line(&self.sentence(now))
+    }
+
+    fn sentence(&self, now: u64) -> String {
         let (doing, since) = self.doing();
         let took = since.map_or(String::new(), |s| format!(" for {} s", now.saturating_sub(s)));
         let mut out = match &doing {
@@ -252,6 +260,42 @@ mod tests {
             }
             self.apply(&f, at);
         }
+    }
+
+    #[test]
+    fn the_agents_text_reaches_the_sentence_without_a_control_character() {
+        let mut a = Activity::default();
+        a.feed(
+            T,
+            frame(WRITE, json!({"id": 3, "method": "session/prompt", "params": {}})),
+        );
+        a.feed(
+            T + 1,
+            frame(
+                READ,
+                update(
+                    json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "status": "pending",
+                    "title": "x\u{1b}]0;pwned\u{7}\nforged line",
+                    "_meta": {"claudeCode": {"toolName": "Bash\u{1b}[2J"}}}),
+                ),
+            ),
+        );
+        let running = a.describe(T + 2);
+        assert!(!running.chars().any(char::is_control), "{running:?}");
+        assert!(
+            running.contains("]0;pwned") && running.contains("forged line"),
+            "{running:?}"
+        );
+        a.feed(
+            T + 3,
+            frame(
+                READ,
+                json!({"id": 3, "result": {"stopReason": "end_turn\u{1b}]52;c;aGk=\u{7}"}}),
+            ),
+        );
+        let idle = a.describe(T + 4);
+        assert!(idle.starts_with("idle (last turn: end_turn"), "{idle:?}");
+        assert!(!idle.chars().any(char::is_control), "{idle:?}");
     }
 
     #[test]
