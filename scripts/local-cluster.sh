@@ -17,13 +17,14 @@
 # machine has built before (the suite's, say) starts in the time the node
 # takes (issue 47 item 3):
 #   - the cluster binaries (scripts/testenv-build.sh; Go, cached by version;
-#     cold, about 20 min on 2 cores);
+#     cold, 17 min on 2 cores beside the suite's other builds);
 #   - the sprig image (scripts/image-build.sh), its binaries in the suite's
 #     profile, `suite` (static glibc, the dev profile's code; reused for the
-#     same sources by scripts/static-build.sh; cold, about 5 min); set
+#     same sources by scripts/static-build.sh; cold, 3 min of CPU); set
 #     BUZZ_STATIC_PROFILE=dist for the shipped build (fat LTO, longer);
 #   - the local-cluster binary (buzz-conformance's, debug), kept per source
-#     key (scripts/source-key.sh) in the state dir's bin/; cold, about 8 min.
+#     key (scripts/source-key.sh) in the state dir's bin/; cold, minutes: a
+#     debug build of the workspace's test crate and its dependencies.
 #   `up` says on stderr which of them it builds, before it does.
 #
 # Runs as root (a bridge, mounts, cgroups, and the three kernel settings the
@@ -134,10 +135,10 @@ case "${1:-}" in
       say "builds run as root into $target (not ${SUDO_USER}'s checkout target/)"
     fi
     mkdir -p "$dir"
-    say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd; a cold Go build takes about 20 min on 2 cores)"
+    say "cluster binaries (kube-apiserver, etcd, kubelet, scheduler, controller-manager, containerd; a cold Go build takes about 17 min on 2 cores)"
     BUZZ_TESTENV_BIN_DIR="$("$root/scripts/testenv-build.sh" | tail -n 1)"
     export BUZZ_TESTENV_BIN_DIR
-    say "sprig image (binaries in the profile $BUZZ_STATIC_PROFILE; a cold build takes about 5 min, the shipped dist profile longer)"
+    say "sprig image (binaries in the profile $BUZZ_STATIC_PROFILE; a cold build takes about 3 min of CPU, the shipped dist profile longer)"
     image_env="$("$root/scripts/image-build.sh" | tail -n 1)"
     set -a
     # shellcheck disable=SC1090
@@ -147,7 +148,7 @@ case "${1:-}" in
     if [[ -x $bin ]]; then
       say "local-cluster binary: built from these sources before ($bin)"
     else
-      say "local-cluster binary: building buzz-conformance's (debug, into $target; cold, about 8 min on 2 cores)"
+      say "local-cluster binary: building buzz-conformance's (debug, into $target; minutes when cold: the test crate and its dependencies)"
       t0=$(date +%s)
       (cd "$root" && cargo build --quiet --locked -p buzz-conformance --bin local-cluster)
       keep "$target/debug/local-cluster"

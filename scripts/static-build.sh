@@ -16,8 +16,9 @@
 #     one codegen unit, 3.5 MiB off the image), so the README's `--release`
 #     stays cargo's quick default. BUZZ_STATIC_PROFILE names another: the
 #     suite (scripts/test.sh) sets `suite`, the dev profile's code in a
-#     directory of its own (issue 47: the same static glibc binaries for a
-#     quarter of the CPU of a cold `dist` build; what ships stays `dist`);
+#     directory of its own (issue 47: the same static glibc binaries; the
+#     suite's cold image job fell from 503 to 213 CPU s; what ships stays
+#     `dist`);
 #   - one target, the host's triple named explicitly (build scripts and
 #     proc-macros stay dynamic; the shipped binaries link glibc statically);
 #   - one RUSTFLAGS, `-C target-feature=+crt-static`;
