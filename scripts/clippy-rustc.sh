@@ -13,4 +13,4 @@
 # cargo runs it as `clippy-rustc.sh RUSTC ARGS...`; the driver drops RUSTC
 # (its wrapper mode). BUZZ_CLIPPY_DRIVER is the toolchain's clippy-driver.
 set -euo pipefail
-exec "${BUZZ_CLIPPY_DRIVER:?the toolchain\'s clippy-driver}" "$@" -D warnings
+exec "${BUZZ_CLIPPY_DRIVER:?the path of the toolchain clippy-driver}" "$@" -D warnings

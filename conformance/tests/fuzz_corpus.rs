@@ -135,18 +135,24 @@ fn repo() -> PathBuf {
     buzz_conformance::package_dir().join("..")
 }
 
-/// The files of a directory, sorted by name; none when it does not exist.
-fn files_in(dir: &Path) -> Vec<PathBuf> {
+/// The entries of a directory that `keep` takes, sorted by name; none when
+/// it does not exist.
+fn entries(dir: &Path, keep: fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| p.is_file())
+                .filter(|p| keep(p))
                 .collect()
         })
         .unwrap_or_default();
     out.sort();
     out
+}
+
+/// The files of a directory, sorted by name.
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    entries(dir, Path::is_file)
 }
 
 /// A seeded generator of inputs near the corpus: one to four edits of a
@@ -355,18 +361,7 @@ fn dependencies(manifest: &str) -> BTreeSet<String> {
 /// The directories (relative to the repository) one or two levels down
 /// that hold a `fuzz/Cargo.toml`, as `scripts/fuzz.sh` finds them.
 fn fuzz_projects(root: &Path) -> Vec<String> {
-    let dirs = |d: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
+    let dirs = |d: &Path| entries(d, Path::is_dir);
     let skip = |p: &Path| {
         matches!(
             p.file_name().and_then(|n| n.to_str()),
