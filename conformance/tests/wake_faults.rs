@@ -13,9 +13,18 @@
 //!   [`MIN_GAP`] after one failure), never in a tight loop; the wait is
 //!   said once, not once per scan.
 //!
+//! - An owner's undeploy of a sleeping agent is never undone by a mention
+//!   that arrives while it runs (review afa2bf1 finding 2): the waker skips
+//!   an agent whose lock is held, and decides again under the lock.
+//! - An owner's stop of a sleeping pod agent, whose relay replays its
+//!   `offline` (the embedded relay keeps presence), is recorded all the
+//!   same: the next mention does not wake it (review afa2bf1 finding 3, I5).
+//!
 //! The agent falls asleep the way a pod's harness says it: a final
 //! presence `offline` with its run and `["stop","idle"]`, here published
 //! with the agent's key for the run the fake's deploy reported.
+
+mod embedded_relay_client;
 
 use buzz_conformance::harness_support::{TestRelay, post, publish};
 use buzz_conformance::launcher_support::{World, spawn_waker};
@@ -31,13 +40,17 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// A provider agent on the fake `ok` provider, started once, on `relay`.
 fn started_world(relay: &TestRelay) -> (World, app::StartOptions) {
-    let w = World::new("ok");
+    started_world_on(World::new("ok"), &relay.url)
+}
+
+/// [`started_world`] of the world `w`, on the relay at `url`.
+fn started_world_on(w: World, url: &str) -> (World, app::StartOptions) {
     w.install(Path::new(FAKE), "ok", None);
     // The first deploy's generation, then fresh ones: a woken run is a new
     // pod, never the ended run the cluster still reports.
     w.fake_config(&json!({"stale": 1}));
     let mut rec = w.store.agent("agent").expect("the record");
-    rec.relay_url = relay.url.clone();
+    rec.relay_url = url.to_string();
     w.store.save_agent(&rec).expect("saved");
     let opts = w.options(None);
     app::start_provider(&w.store, "agent", &opts, &mut |_| {}).expect("the first Start");
@@ -73,21 +86,26 @@ fn wait_for(what: &str, bound: Duration, lines: &Arc<Mutex<Vec<String>>>, ok: im
     }
 }
 
-/// The agent's run ends by inactivity, as its harness says it; published
-/// until the waker has recorded it (presence is ephemeral: only a live
-/// subscription sees it).
-fn falls_asleep(rt: &tokio::runtime::Runtime, w: &World, url: &str, lines: &Arc<Mutex<Vec<String>>>) {
-    let agent = w.store.agent_keys("agent").expect("the agent's keys");
+/// The final presence of the agent's recorded run, ended by inactivity.
+fn idle_tags(w: &World) -> Vec<Vec<String>> {
     let run = w
         .store
         .deploy_state("agent")
         .expect("state")
         .generation
         .expect("the deploy's generation");
-    let tags = vec![
+    vec![
         vec!["run".to_string(), run],
         vec!["stop".to_string(), "idle".to_string()],
-    ];
+    ]
+}
+
+/// The agent's run ends by inactivity, as its harness says it; published
+/// until the waker has recorded it (presence is ephemeral: only a live
+/// subscription sees it).
+fn falls_asleep(rt: &tokio::runtime::Runtime, w: &World, url: &str, lines: &Arc<Mutex<Vec<String>>>) {
+    let agent = w.store.agent_keys("agent").expect("the agent's keys");
+    let tags = idle_tags(w);
     let end = Instant::now() + WAIT;
     while w.store.deploy_state("agent").expect("state").ended.is_none() {
         assert!(
@@ -180,6 +198,104 @@ fn a_wake_whose_deploy_fails_is_said_and_tried_again_only_after_a_backoff() {
         said(&lines, "waking agent failed"),
         2,
         "{:?}",
+        lines.lock().unwrap()
+    );
+}
+
+#[test]
+fn an_undeploy_of_a_sleeping_agent_is_never_undone_by_a_mention_during_it() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let relay = rt.block_on(TestRelay::start());
+    let (w, opts) = started_world(&relay);
+    w.fake_config(&json!({"stale": 1, "undeploy": "counts", "undeploy_delay_ms": 5000}));
+    let lines = spawn_waker(&w.store, &opts);
+    falls_asleep(&rt, &w, &relay.url, &lines);
+
+    let (store, o) = (w.store.clone(), opts.clone());
+    let undeploy = std::thread::spawn(move || {
+        app::teardown::undeploy(&store, "agent", &o, app::teardown::Workspace::Remove, &mut |_| {})
+    });
+    wait_for("the undeploy never reached the provider", WAIT, &lines, || {
+        w.calls().iter().any(|c| c["op"] == "undeploy")
+    });
+    let (agent, owner) = (w.store.agent_keys("agent").unwrap(), w.store.owner().unwrap());
+    rt.block_on(post(&relay.url, &owner, "c1", &agent, "are you there?", vec![]));
+    undeploy.join().expect("the undeploy thread").expect("undeployed");
+    // Longer than a scan and the wake's deploy would take.
+    std::thread::sleep(Duration::from_secs(5));
+    let ops: Vec<Value> = w.calls().iter().map(|c| c["op"].clone()).collect();
+    assert_eq!(
+        ops.last(),
+        Some(&json!("undeploy")),
+        "the owner's undeploy is the last word: {ops:?}; the waker said {:?}",
+        lines.lock().unwrap()
+    );
+    assert!(wakes(&w).is_empty(), "no wake after an undeploy: {:?}", wakes(&w));
+    let st = w.store.deploy_state("agent").expect("state");
+    assert_eq!(st.agent_id, None, "not deployed again");
+}
+
+#[test]
+fn a_stop_of_a_sleeping_pod_agent_holds_against_the_next_mention() {
+    use embedded_relay_client::{agent_tag, authed};
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let w = World::new("ok");
+    let owner = w.store.owner().expect("the owner");
+    // The embedded relay: it keeps each agent's last presence and replays
+    // it, so the stop's look hears the sleeping agent's `offline`.
+    let relay = rt
+        .block_on(buzz_relay::serve(embedded_relay_client::config(
+            &owner,
+            buzz_relay::Limits::default(),
+            None,
+        )))
+        .expect("the embedded relay");
+    let (w, opts) = started_world_on(w, &relay.url());
+    let lines = spawn_waker(&w.store, &opts);
+    let agent = w.store.agent_keys("agent").expect("the agent's keys");
+    let tags: Vec<nostr_sdk::prelude::Tag> = idle_tags(&w)
+        .into_iter()
+        .map(|t| nostr_sdk::prelude::Tag::parse(t).unwrap())
+        .collect();
+    let end = Instant::now() + WAIT;
+    while w.store.deploy_state("agent").expect("state").ended.is_none() {
+        assert!(
+            Instant::now() < end,
+            "the waker never saw the run end: {:?}",
+            lines.lock().unwrap()
+        );
+        rt.block_on(async {
+            let (mut ws, _) = authed(&relay, &agent, Some(agent_tag(&owner, &agent))).await;
+            let e = nostr_sdk::prelude::EventBuilder::new(nostr_sdk::prelude::Kind::from(20001), "offline")
+                .tags(tags.clone())
+                .sign_with_keys(&agent)
+                .unwrap();
+            embedded_relay_client::publish(&mut ws, &e).await;
+        });
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    let stop = app::StopOptions {
+        wait: Duration::from_secs(5),
+        force: false,
+    };
+    let said = rt.block_on(app::stop_with(&w.store, "agent", stop, &mut |_| {}));
+    let Err(app::AppError::NotRunning(why)) = said else {
+        panic!("a sleeping agent's stop answers that it does not run: {said:?}");
+    };
+    assert!(why.contains("a mention no longer wakes it"), "{why}");
+    let rec = w.store.agent("agent").unwrap();
+    assert_eq!(
+        app::rest_now(&w.store, &rec, false).unwrap().word(),
+        "stopped",
+        "the stop is recorded"
+    );
+    rt.block_on(post(&relay.url(), &owner, "c1", &agent, "wake up", vec![]));
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        wakes(&w).is_empty(),
+        "a stopped agent is not woken: {:?}; the waker said {:?}",
+        wakes(&w),
         lines.lock().unwrap()
     );
 }

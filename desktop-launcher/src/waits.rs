@@ -104,6 +104,15 @@ pub fn stop_of_sleeping(name: &str, live: &Liveness) -> Option<String> {
     )))
 }
 
+/// A stop of a deployed agent asleep, whose relay replays its `offline`
+/// (`seen_secs_ago`): recorded all the same, so nothing wakes it now.
+pub fn presence_stop_of_sleeping(name: &str, seen_secs_ago: Option<u64>) -> String {
+    let ago = seen_secs_ago.map_or(String::new(), |s| format!(" {s}s ago"));
+    format!(
+        "agent `{name}` reported presence offline{ago}: it was asleep and is stopped now: a mention no longer wakes it; start it with `buzz-launcher start {name}`"
+    )
+}
+
 /// A stop's refusal: why, and the way to wait anyway.
 pub fn nothing_to_stop(why: &str) -> String {
     format!("{why} (nothing to stop; --force sends !shutdown and waits anyway, for a harness run elsewhere)")

@@ -40,6 +40,8 @@
 //! exit 1). With `provider_config.workspace_size` set, `counts` also
 //! removes one workspace volume, or keeps `buzz-workspace-fake` and names
 //! it under `kept` when the request says `keep_workspace`.
+//! `"undeploy_delay_ms": N` makes every `undeploy` wait N ms before it
+//! answers (logged at its start, as every call is).
 //! `"deploy": "unconfirmed"` makes a `deploy` that would succeed
 //! create the marker and then answer `ok:false` (startup not confirmed): a
 //! Start that left a pod but no `agent_id` (review 9b395e0 finding 6);
@@ -242,6 +244,11 @@ fn info_for(behaviour: &str) -> Value {
 
 /// Answers an `undeploy` as the `undeploy` knob says (see the module doc).
 fn undeploy(knob: &str, req: &Value) {
+    // `"undeploy_delay_ms"`: an undeploy that takes its time, as a real one
+    // waiting for a pod's graceful end does.
+    if let Some(ms) = config()["undeploy_delay_ms"].as_u64() {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     let deployed = std::fs::remove_file("fake-deployed").is_ok();
     let n = u64::from(deployed);
     // A workspace volume while `provider_config.workspace_size` is set:

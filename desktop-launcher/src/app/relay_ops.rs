@@ -15,11 +15,12 @@
 //! - a chat's progress: queued (the harness's `👀`), working (its typing
 //!   indicator), the reply ([`crate::waits::Progress`]).
 
-use super::agent::presence_ttl;
+use super::agent::{agent_lock, presence_ttl};
 use super::error::AppError;
 use super::start::{LocalStart, local_launch_env, start_local};
 use crate::child_watch::{self, ChildWatch};
 use crate::local::Running;
+use crate::lock;
 use crate::presence::{Derived, Report, Tracker};
 use crate::record::{AgentRecord, Backend};
 use crate::relay::{self, Heard};
@@ -139,15 +140,14 @@ pub async fn stop_with(
     let owner = store.owner()?;
     // Refuse before publishing a `!shutdown` the agent would not accept.
     resolve::check_identity(&rec, &store.identity(name)?)?;
+    // The agent's lock, as a start and the waker take it: a wake decided
+    // before this stop re-checks under it and finds the stop recorded.
+    let held = hold_for_stop(store, name, on_line).await?;
     let live = liveness(store, name)?;
     if !opts.force
         && let Some(why) = waits::stop_refusal(name, &live)
     {
-        // Stopped all the same: no waker wakes it now (issue 33).
-        let asleep = super::local_state::rest_now(store, &rec, false)?
-            .asleep_since()
-            .is_some();
-        store.update_deploy_state(name, |state| state.stopped_at = Some(began))?;
+        let asleep = owner_stop_held(store, &rec, &held)?;
         let why = if asleep {
             waits::stop_of_sleeping(name, &live).unwrap_or(why)
         } else {
@@ -161,7 +161,15 @@ pub async fn stop_with(
         let (state, ago) = presence_look(&client, &rec).await?;
         if let Some(why) = waits::presence_says(name, state, ago) {
             client.shutdown().await;
-            return Err(AppError::NotRunning(waits::nothing_to_stop(&why)));
+            // A pod agent asleep is deployed and reports `offline`: the
+            // stop holds all the same (review afa2bf1 finding 3, I5).
+            let asleep = owner_stop_held(store, &rec, &held)?;
+            let why = if asleep {
+                waits::presence_stop_of_sleeping(name, ago)
+            } else {
+                waits::nothing_to_stop(&why)
+            };
+            return Err(AppError::NotRunning(why));
         }
     }
     let authors = vec![rec.pubkey.clone()];
@@ -172,6 +180,7 @@ pub async fn stop_with(
     let shutdown_second = relay::unix_now();
     // The owner's stop: final, whatever the agent says next (issue 33, I5).
     store.update_deploy_state(name, |state| state.stopped_at = Some(shutdown_second))?;
+    drop(held);
     on_line(&format!(
         "sent !shutdown to {name}; waiting up to {}s for its presence offline",
         opts.wait.as_secs()
@@ -229,6 +238,44 @@ pub async fn stop_with(
         }),
     }
 }
+
+/// The agent's lock for a stop: at once, or after the start, wake or
+/// undeploy that holds it ends (said once; polled, so an async caller's
+/// runtime is never blocked).
+async fn hold_for_stop(
+    store: &Store,
+    name: &str,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<lock::Held, AppError> {
+    let path = agent_lock(store, name);
+    let mut said = false;
+    loop {
+        if let Some(held) = lock::try_lock(&path)? {
+            return Ok(held);
+        }
+        if !said {
+            said = true;
+            on_line(&format!(
+                "a start or undeploy of `{name}` is in progress; the stop waits for it to end"
+            ));
+        }
+        tokio::time::sleep(HOLD_POLL).await;
+    }
+}
+
+/// Records the owner's stop of `rec` while `_held` holds its lock, whatever
+/// its presence says (spec I5: nothing wakes it until a Start). Returns
+/// whether it was asleep, so the answer can say a mention no longer wakes it.
+fn owner_stop_held(store: &Store, rec: &AgentRecord, _held: &lock::Held) -> Result<bool, AppError> {
+    let asleep = super::local_state::rest_now(store, rec, false)?
+        .asleep_since()
+        .is_some();
+    store.update_deploy_state(&rec.name, |state| state.stopped_at = Some(relay::unix_now()))?;
+    Ok(asleep)
+}
+
+/// How often a stop looks whether the agent's lock is free.
+const HOLD_POLL: Duration = Duration::from_millis(100);
 
 /// How long until the unix second `second` is over (zero once it is).
 pub fn until_after_second(second: u64, now: std::time::SystemTime) -> Duration {

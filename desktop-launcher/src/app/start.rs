@@ -44,6 +44,33 @@ pub fn start_provider_with(
     wake: Option<&wake::HandOver>,
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Deployed, AppError> {
+    if !matches!(store.agent(name)?.backend, Backend::Provider { .. }) {
+        return Err(AppError::NotProvider(name.to_string()));
+    }
+    // One start of an agent at a time; `delete` refuses while it is held.
+    let starting = match lock::try_lock(&agent_lock(store, name))? {
+        Some(held) => held,
+        None => {
+            on_status(&format!(
+                "another start, stop or undeploy of `{name}` is in progress; waiting for it to end"
+            ));
+            lock::lock(&agent_lock(store, name))?
+        }
+    };
+    deploy_held(store, name, opts, wake, on_status, &starting)
+}
+
+/// [`start_provider_with`] under the agent's lock, which `_held` proves
+/// the caller holds (the waker takes it with `try_lock` and re-checks its
+/// decision under it first). The record is read under the lock.
+pub(crate) fn deploy_held(
+    store: &Store,
+    name: &str,
+    opts: &StartOptions,
+    wake: Option<&wake::HandOver>,
+    on_status: &mut dyn FnMut(&str),
+    _held: &lock::Held,
+) -> Result<Deployed, AppError> {
     let rec = store.agent(name)?;
     let Backend::Provider {
         id,
@@ -52,16 +79,6 @@ pub fn start_provider_with(
     } = rec.backend.clone()
     else {
         return Err(AppError::NotProvider(name.to_string()));
-    };
-    // One start of an agent at a time; `delete` refuses while it is held.
-    let _starting = match lock::try_lock(&agent_lock(store, name))? {
-        Some(held) => held,
-        None => {
-            on_status(&format!(
-                "another start of `{name}` is in progress; waiting for it to end"
-            ));
-            lock::lock(&agent_lock(store, name))?
-        }
     };
     let settings = store.settings()?;
     let ident = store.identity(name)?;
@@ -273,11 +290,26 @@ pub fn start_local_with(
     harness: &std::path::Path,
     wake: Option<&wake::HandOver>,
 ) -> Result<LocalStart, AppError> {
+    if !matches!(store.agent(name)?.backend, Backend::Local) {
+        return Err(AppError::NotLocal(name.to_string()));
+    }
+    let starting = lock::lock(&agent_lock(store, name))?;
+    spawn_held(store, name, harness, wake, &starting)
+}
+
+/// [`start_local_with`] under the agent's lock, which `_held` proves the
+/// caller holds; the record is read under it.
+pub(crate) fn spawn_held(
+    store: &Store,
+    name: &str,
+    harness: &std::path::Path,
+    wake: Option<&wake::HandOver>,
+    _held: &lock::Held,
+) -> Result<LocalStart, AppError> {
     let rec = store.agent(name)?;
     if !matches!(rec.backend, Backend::Local) {
         return Err(AppError::NotLocal(name.to_string()));
     }
-    let _starting = lock::lock(&agent_lock(store, name))?;
     if let Some(r) = crate::local::running(store, name)? {
         return Ok(LocalStart::AlreadyRunning(r));
     }

@@ -26,13 +26,23 @@
 //! A local agent is woken by spawning its harness (its watch reaps it); a
 //! provider agent by a deploy whose request carries the hand-over
 //! (`agent.wake`), which the provider writes into the pod's per-attempt
-//! Secret.
+//! Secret. The deploy runs beside the scan, so the relays are drained and
+//! other agents decided while it runs; its result is taken at a later scan.
+//!
+//! **Decided twice** (review afa2bf1 finding 2): the scan decides on what it
+//! read, then takes the agent's lock with `try_lock` (skipping the agent
+//! while a Start, a stop or an undeploy holds it) and decides again under
+//! it on a fresh read of the record and the deploy state: still asleep
+//! since the same instant, no owner's stop and no undeploy meanwhile. Only
+//! then does it spawn or deploy, still holding the lock. A stop and an
+//! undeploy record themselves under that lock, so neither is undone by a
+//! wake decided before them.
 
 use super::agent::StartOptions;
-use super::agent::{waker_lock, waker_pid_path};
+use super::agent::{agent_lock, waker_lock, waker_pid_path};
 use super::error::AppError;
 use super::local_state::seen_end;
-use super::start::{LocalStart, start_local_with, start_provider_with};
+use super::start::{LocalStart, deploy_held, spawn_held};
 use crate::child_watch::{self, ChildWatch};
 use crate::lock;
 use crate::record::{AgentRecord, Backend, DeployState, EndedSeen};
@@ -94,6 +104,8 @@ struct Agent {
     presence: Option<(String, u64, Option<String>)>,
     /// The watch reaping a harness this waker spawned.
     watch: Option<ChildWatch>,
+    /// A wake's deploy under way beside the scan.
+    pending: Option<(Wake, tokio::task::JoinHandle<Result<(), AppError>>)>,
 }
 
 /// One relay's subscription and the agents it covers.
@@ -162,6 +174,9 @@ pub async fn run(
         for rec in &started {
             let st = store.deploy_state(&rec.name)?;
             let a = agents.entry(rec.name.clone()).or_default();
+            if a.pending.is_some() {
+                continue;
+            }
             let rest = wake::rest(&known(&store, rec, &st, a, now));
             let Some(since) = rest.asleep_since() else {
                 a.mentions.clear();
@@ -190,36 +205,107 @@ pub async fn run(
                 say(&mut agents, &rec.name, format!("refused until {until}"), text);
                 continue;
             }
+            // The decision again under the agent's lock, which a Start, a
+            // stop and an undeploy hold while they change what it read
+            // (review afa2bf1 finding 2): held elsewhere, the wake waits
+            // for a later scan; changed meanwhile, it is not made.
+            let Some(held) = lock::try_lock(&agent_lock(&store, &rec.name))? else {
+                continue;
+            };
+            let a = agents.entry(rec.name.clone()).or_default();
+            let Some(fresh) = still_asleep(&store, &rec.name, since, a, now, &held) else {
+                continue;
+            };
             let hand = HandOver {
                 events: wake::to_hand_over(waking),
                 look: now,
             };
-            let n = hand.events.len();
-            let result = match rec.backend {
-                Backend::Local => wake_local(&store, &rec.name, &harness, &hand),
-                Backend::Provider { .. } => {
-                    wake_provider(&store, &rec.name, &opts, hand).await.map(|()| None)
-                }
+            let wake = Wake {
+                at: now,
+                ids: hand.events.clone(),
             };
-            let a = agents.entry(rec.name.clone()).or_default();
-            a.budget.record(now, result.is_ok());
-            match result {
-                Ok(watch) => {
-                    a.watch = watch;
-                    a.mentions.clear();
-                    let text = format!(
-                        "woke {} for {n} mention{}",
-                        rec.name,
-                        if n == 1 { "" } else { "s" }
-                    );
-                    say(&mut agents, &rec.name, format!("woke at {now}"), text);
+            match fresh.backend {
+                Backend::Local => {
+                    let result = wake_local(&store, &rec.name, &harness, &hand, held);
+                    let (key, text) = settle(&rec.name, a, wake, result);
+                    say(&mut agents, &rec.name, key, text);
                 }
-                Err(e) => {
-                    let text = format!("waking {} failed: {e}; trying again after a backoff", rec.name);
-                    say(&mut agents, &rec.name, format!("failed at {now}"), text);
+                // The deploy runs beside the scan (it may take minutes),
+                // holding the lock until it ends.
+                Backend::Provider { .. } => {
+                    a.pending = Some((wake, wake_provider(&store, &rec.name, &opts, hand, held)));
                 }
             }
         }
+        // The deploys that ended since the last scan.
+        let ended: Vec<String> = agents
+            .iter()
+            .filter(|(_, a)| a.pending.as_ref().is_some_and(|(_, t)| t.is_finished()))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in ended {
+            let Some(a) = agents.get_mut(&name) else { continue };
+            let Some((wake, task)) = a.pending.take() else {
+                continue;
+            };
+            let result = task
+                .await
+                .map_err(|e| AppError::WakeTask(name.clone(), e.to_string()))
+                .and_then(|r| r);
+            let (key, text) = settle(&name, a, wake, result.map(|()| None));
+            say(&mut agents, &name, key, text);
+        }
+    }
+}
+
+/// The wake's decision again while `_held` holds the agent's lock: a fresh
+/// read of the record and its deploy state must still show it asleep since
+/// `since` (no stop, undeploy, Start or delete meanwhile). The record, when so.
+fn still_asleep(
+    store: &Store,
+    name: &str,
+    since: u64,
+    a: &Agent,
+    now: u64,
+    _held: &lock::Held,
+) -> Option<AgentRecord> {
+    let rec = store.agent(name).ok()?;
+    let st = store.deploy_state(name).ok()?;
+    (wake::rest(&known(store, &rec, &st, a, now)).asleep_since() == Some(since)).then_some(rec)
+}
+
+/// A wake under way: when it was decided, and the mentions it handed over.
+struct Wake {
+    at: u64,
+    ids: Vec<String>,
+}
+
+/// Counts an ended wake of `a` in its budget and says how it went (the
+/// line's key and text, for `say`). A wake that worked takes the mentions
+/// it handed over; a failed one keeps them for the next try.
+fn settle(
+    name: &str,
+    a: &mut Agent,
+    wake: Wake,
+    result: Result<Option<ChildWatch>, AppError>,
+) -> (String, String) {
+    a.budget.record(wake.at, result.is_ok());
+    match result {
+        Ok(watch) => {
+            if watch.is_some() {
+                a.watch = watch;
+            }
+            a.mentions.retain(|m| !wake.ids.contains(&m.id));
+            let n = wake.ids.len();
+            (
+                format!("woke at {}", wake.at),
+                format!("woke {name} for {n} mention{}", if n == 1 { "" } else { "s" }),
+            )
+        }
+        Err(e) => (
+            format!("failed at {}", wake.at),
+            format!("waking {name} failed: {e}; trying again after a backoff"),
+        ),
     }
 }
 
@@ -252,32 +338,33 @@ fn refusal_text(name: &str, refused: wake::Refused, failures: u32, now: u64) -> 
     }
 }
 
-/// Spawns the woken local harness; its watch reaps it.
+/// Spawns the woken local harness under the agent's lock; its watch reaps it.
 fn wake_local(
     store: &Store,
     name: &str,
     harness: &std::path::Path,
     hand: &HandOver,
+    held: lock::Held,
 ) -> Result<Option<ChildWatch>, AppError> {
-    match start_local_with(store, name, harness, Some(hand))? {
+    match spawn_held(store, name, harness, Some(hand), &held)? {
         LocalStart::Spawned { child, nonce } => Ok(Some(ChildWatch::spawn(child, store, name, &nonce))),
         LocalStart::AlreadyRunning(_) => Ok(None),
     }
 }
 
-/// Deploys the woken provider agent (a deploy blocks: off the scan's thread).
-async fn wake_provider(
+/// The deploy of the woken provider agent, on a blocking thread beside the
+/// scan, holding the agent's lock until it ends.
+fn wake_provider(
     store: &Store,
     name: &str,
     opts: &StartOptions,
     hand: HandOver,
-) -> Result<(), AppError> {
+    held: lock::Held,
+) -> tokio::task::JoinHandle<Result<(), AppError>> {
     let (store, who, opts) = (store.clone(), name.to_string(), opts.clone());
     tokio::task::spawn_blocking(move || {
-        start_provider_with(&store, &who, &opts, Some(&hand), &mut |_| {}).map(|_| ())
+        deploy_held(&store, &who, &opts, Some(&hand), &mut |_| {}, &held).map(|_| ())
     })
-    .await
-    .map_err(|e| AppError::WakeTask(name.to_string(), e.to_string()))?
 }
 
 /// What the waker knows of `rec` at `now` ([`Known`]).
@@ -499,5 +586,88 @@ fn take(store: &Store, by_key: &HashMap<&str, &AgentRecord>, agents: &mut HashMa
                 a.mentions.drain(..skip);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A provider agent asleep since `now - 500`, its run ended `idle`.
+    fn asleep(now: u64) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.init_owner(None).unwrap();
+        store.create_agent("a", "ws://127.0.0.1:1").unwrap();
+        let mut rec = store.agent("a").unwrap();
+        rec.backend = Backend::Provider {
+            id: "fake".into(),
+            config: Default::default(),
+            path_cache: None,
+        };
+        store.save_agent(&rec).unwrap();
+        store
+            .update_deploy_state("a", |s| {
+                s.agent_id = Some("id".into());
+                s.generation = Some("g".into());
+                s.started_at = Some(now - 1000);
+                s.ended = Some(EndedSeen {
+                    run: "g".into(),
+                    reason: "idle".into(),
+                    at: now - 500,
+                });
+            })
+            .unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_wake_decided_before_a_stop_or_an_undeploy_is_not_made_under_the_lock() {
+        let now = relay::unix_now();
+        let held = |store: &Store| lock::try_lock(&agent_lock(store, "a")).unwrap().unwrap();
+        let a = Agent::default();
+        let (_d, store) = asleep(now);
+        let h = held(&store);
+        assert!(
+            still_asleep(&store, "a", now - 500, &a, now, &h).is_some(),
+            "asleep as decided"
+        );
+        assert!(
+            still_asleep(&store, "a", now - 400, &a, now, &h).is_none(),
+            "asleep since another instant"
+        );
+        store
+            .update_deploy_state("a", |s| s.stopped_at = Some(now))
+            .unwrap();
+        assert!(
+            still_asleep(&store, "a", now - 500, &a, now, &h).is_none(),
+            "the owner stopped it"
+        );
+        drop(h);
+
+        let (_d, store) = asleep(now);
+        store
+            .update_deploy_state("a", |s| {
+                s.agent_id = None;
+                s.started_at = None;
+                s.stopped_at = Some(now);
+            })
+            .unwrap();
+        let h = held(&store);
+        assert!(
+            still_asleep(&store, "a", now - 500, &a, now, &h).is_none(),
+            "undeployed"
+        );
+        drop(h);
+
+        let (_d, store) = asleep(now);
+        store
+            .update_deploy_state("a", |s| s.started_at = Some(now))
+            .unwrap();
+        let h = held(&store);
+        assert!(
+            still_asleep(&store, "a", now - 500, &a, now, &h).is_none(),
+            "started again"
+        );
     }
 }
