@@ -30,13 +30,24 @@
 //! turn carries its [`Asker`]. The owner's turns get the agent's permission
 //! policy; anyone else's (an allowlisted author, anyone under `--respond-to
 //! anyone`) get the others' policy, `reject` unless the record says
-//! otherwise ([`AgentSpec::policy_for`]). A permission mode can make an
-//! agent skip its questions altogether (`bypassPermissions`, `full-access`),
-//! so it applies to another author's session only when the others' policy
-//! is `allow` ([`AgentSpec::mode_for`]); for the same reason the owner and
-//! the others never share an ACP session: sessions are per channel *and*
-//! asker class, so nothing granted in one (an "always" the owner gave, a
-//! mode) carries into the other.
+//! otherwise ([`AgentSpec::policy_for`]). A policy answers only the tools
+//! that ask, and some read tools never ask (review afa2bf1 finding 1), so
+//! the others' session is also narrowed by its mode and its tools
+//! ([`AgentSpec::mode_for`], [`AgentSpec::tools_for`]):
+//!
+//! | whose turn, others' policy | mode | tools (where the agent takes a list) |
+//! |---|---|---|
+//! | the owner's, any | the record's | all |
+//! | another author's, `allow` | the record's | all |
+//! | another author's, `reject` | the preset's most restrictive | none |
+//! | another author's, `ask-owner` | the agent's default (its questions reach the owner) | only those that ask |
+//!
+//! For the same reason the owner and the others never share an ACP
+//! session: sessions are per channel *and* asker class, so nothing granted
+//! in one (an "always" the owner gave, a mode) carries into the other. The
+//! agents' and the harness's private state (transcripts, receipts) lie
+//! under `HOME`, which a deployed session's working directory does not
+//! contain (`docs/agents.md`, "What a stranger's turn can reach").
 //!
 //! This file is the slot (spawn, respawn, the connection, `initialize`);
 //! `acp/session.rs` gets a turn its session (kept, brought back from its
@@ -87,6 +98,9 @@ pub struct AgentSpec {
     pub model: Option<String>,
     /// The session mode to apply (`session/set_mode`), if any.
     pub permission_mode: Option<String>,
+    /// The preset's most restrictive mode: a non-owner's session's under
+    /// the `reject` policy (`buzz_contract::agents::Preset::strictest_mode`).
+    pub strictest_mode: Option<String>,
     /// The policy of the owner's turns.
     pub permission_policy: PermissionPolicy,
     /// The policy of anyone else's turns.
@@ -124,17 +138,47 @@ impl AgentSpec {
         }
     }
 
-    /// The permission mode a session of `asker` gets: the owner's always;
-    /// another author's only when the others' policy is `allow` (a mode may
-    /// skip the questions the policy would answer).
+    /// The permission mode a session of `asker` gets (one arm per row of
+    /// the module doc's table): the owner's always; another author's only
+    /// when the others' policy is `allow` (a mode may skip the questions the
+    /// policy would answer); under `reject` the preset's most restrictive
+    /// mode; under `ask-owner` the agent's default, whose questions reach
+    /// the owner.
     pub fn mode_for(&self, asker: &Asker) -> Option<&str> {
         match (asker, self.permission_policy_others) {
             (Asker::Owner, _) | (Asker::Other { .. }, PermissionPolicy::Allow) => {
                 self.permission_mode.as_deref()
             }
-            (Asker::Other { .. }, _) => None,
+            (Asker::Other { .. }, PermissionPolicy::Reject) => self.strictest_mode.as_deref(),
+            (Asker::Other { .. }, PermissionPolicy::AskOwner) => None,
         }
     }
+
+    /// The tools a session of `asker` is offered, where the agent takes a
+    /// list ([`Tools`]).
+    pub fn tools_for(&self, asker: &Asker) -> Tools {
+        match (asker, self.permission_policy_others) {
+            (Asker::Owner, _) | (Asker::Other { .. }, PermissionPolicy::Allow) => Tools::All,
+            (Asker::Other { .. }, PermissionPolicy::Reject) => Tools::None,
+            (Asker::Other { .. }, PermissionPolicy::AskOwner) => Tools::Asking,
+        }
+    }
+}
+
+/// The tools a session is offered, for an agent that takes a list in
+/// `session/new` (claude-agent-acp's `_meta.claudeCode.options.tools`).
+/// Claude Code's read tools run without a question in every mode (measured
+/// against 0.23.1: `default`, `plan` and `dontAsk` all read any path), so a
+/// mode alone cannot keep a stranger's turn from reading the owner's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tools {
+    /// The agent's own set.
+    All,
+    /// Only the tools that ask before they run: each use is the owner's
+    /// to answer (`ask-owner`).
+    Asking,
+    /// None at all (`reject`): the model is offered no tool.
+    None,
 }
 
 /// One dispatched turn.

@@ -17,6 +17,7 @@
 use crate::acp::{self, AgentSpec, launch};
 use crate::config::Config;
 use crate::receipts::{self, store::Receipts};
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 
 /// Whether the agent command resolves here (the built-in echo agent always
@@ -29,6 +30,42 @@ pub fn check_command(command: &str, path: Option<&str>) -> Result<(), String> {
         Some(_) => Ok(()),
         None => Err(launch::missing_text(command)),
     }
+}
+
+/// Makes the sessions' working directory when it is missing (a pod names
+/// `$HOME/work` on a fresh volume), and says when it contains `HOME` or the
+/// receipts while the gate admits others: their sessions' tools then work
+/// beside the agents' transcripts (review afa2bf1 finding 1).
+pub fn prepare_cwd(cfg: &Config) {
+    if !cfg.cwd.exists() {
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&cfg.cwd);
+        if let Err(e) = made {
+            tracing::warn!(cwd = %cfg.cwd.display(), error = %e, "cannot create the sessions' working directory");
+        }
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    if cfg.respond_to != buzz_contract::gate::RespondTo::OwnerOnly
+        && let Some(private) = private_within(&cfg.cwd, home.as_deref(), cfg.state_dir.as_deref())
+    {
+        tracing::warn!(
+            cwd = %cfg.cwd.display(),
+            private = %private.display(),
+            "the sessions' working directory contains the agent's private state (HOME or the receipts); \
+             others' tools may reach it: set BUZZ_ACP_CWD to a directory inside HOME, not HOME itself"
+        );
+    }
+}
+
+/// The private directory (`HOME`, the state dir) that `cwd` contains, if any.
+pub fn private_within<'a>(
+    cwd: &std::path::Path,
+    home: Option<&'a std::path::Path>,
+    state: Option<&'a std::path::Path>,
+) -> Option<&'a std::path::Path> {
+    [home, state].into_iter().flatten().find(|p| p.starts_with(cwd))
 }
 
 /// The spec every slot runs, with the system prompt already composed.
@@ -61,6 +98,9 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         system_prompt,
         model: cfg.model.clone(),
         permission_mode: cfg.permission_mode.clone(),
+        strictest_mode: buzz_contract::agents::preset_for_command(&cfg.agent_command)
+            .and_then(|p| p.strictest_mode)
+            .map(str::to_string),
         permission_policy: cfg.permission_policy,
         permission_policy_others: cfg.permission_policy_others,
         permission_timeout: cfg.permission_timeout,
@@ -88,7 +128,10 @@ fn memory(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<acp::Mem
         .or_else(|| receipts::store::state_dir(&cfg.identity.pubkey, env));
     let opened = dir
         .ok_or_else(|| "neither BUZZ_ACP_STATE_DIR, XDG_STATE_HOME nor HOME is set".to_string())
-        .and_then(|dir| Receipts::open(&dir).map_err(|e| e.to_string()));
+        .and_then(|dir| {
+            let key = receipts::MacKey::of_agent(&cfg.identity.keys.secret_key().secret_bytes());
+            Receipts::open(&dir, key).map_err(|e| e.to_string())
+        });
     let receipts = match opened {
         Ok(r) => r,
         Err(why) => {
@@ -111,6 +154,22 @@ fn memory(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<acp::Mem
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cwd_that_contains_home_or_the_receipts_is_named() {
+        use std::path::Path;
+        let (home, state) = (Path::new("/home/agent"), Path::new("/home/agent/.local/state/x"));
+        assert_eq!(
+            private_within(Path::new("/home/agent"), Some(home), None),
+            Some(home)
+        );
+        assert_eq!(private_within(Path::new("/home"), None, Some(state)), Some(state));
+        assert_eq!(
+            private_within(Path::new("/home/agent/work"), Some(home), Some(state)),
+            None
+        );
+        assert_eq!(private_within(Path::new("/srv/w"), None, None), None);
+    }
 
     #[test]
     fn a_command_that_is_not_here_is_refused_with_how_to_get_it() {

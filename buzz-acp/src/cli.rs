@@ -178,7 +178,7 @@ pub struct Cli {
     #[arg(long, env = env::TERMINATION_LOG, default_value = "/dev/termination-log")]
     pub termination_log: std::path::PathBuf,
     /// Working directory handed to agent sessions (default: the current directory).
-    #[arg(long, env = "BUZZ_ACP_CWD")]
+    #[arg(long, env = env::SESSION_CWD)]
     pub cwd: Option<std::path::PathBuf>,
     /// Where the receipts of the agent's conversations are kept, so that a
     /// restart brings them back (default: $XDG_STATE_HOME/buzz-acp/<agent

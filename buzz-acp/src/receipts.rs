@@ -18,6 +18,12 @@
 //! never used: one context can never load another's. [`judge`] says which
 //! parts differ, by name only (a log line names them; no value is logged).
 //!
+//! **Sealed** ([`MacKey`]; review afa2bf1 finding 1): a receipt is saved
+//! with an HMAC-SHA256 over its bytes, keyed from the agent's secret key,
+//! and a file whose MAC does not match is never used. A file a tool wrote
+//! (a stranger's turn, a prompt-injected file) cannot name a session for
+//! the owner's conversation, because no tool holds the key.
+//!
 //! **The way back** ([`first_step`]), the first that the agent offers:
 //! `session/resume` (`sessionCapabilities.resume`: reconnects without a
 //! replay), else `session/load` (`loadSession`: the agent replays the
@@ -31,8 +37,64 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// The receipt format's version; any other is not read.
-pub const VERSION: u32 = 1;
+/// The receipt format's version; any other is not read (1: before the MAC).
+pub const VERSION: u32 = 2;
+
+/// The key of a receipt's MAC, derived from the agent's secret key (its
+/// bytes never leave this type; `Debug` shows none).
+#[derive(Clone)]
+pub struct MacKey([u8; 32]);
+
+impl std::fmt::Debug for MacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MacKey(..)")
+    }
+}
+
+type HmacSha256 = hmac::Hmac<Sha256>;
+
+impl MacKey {
+    /// The key for the agent whose secret key is `secret`: an HMAC of a
+    /// fixed label under the secret, so the secret itself keys nothing else.
+    pub fn of_agent(secret: &[u8; 32]) -> MacKey {
+        MacKey(mac_of(secret, b"buzz-acp receipt mac v1"))
+    }
+
+    fn mac(&self, bytes: &[u8]) -> [u8; 32] {
+        mac_of(&self.0, bytes)
+    }
+}
+
+fn mac_of(key: &[u8], bytes: &[u8]) -> [u8; 32] {
+    use hmac::Mac;
+    let mut m =
+        <HmacSha256 as hmac::digest::KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(bytes);
+    m.finalize().into_bytes().into()
+}
+
+/// A receipt as it is on disk: the receipt and its MAC (hex).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    receipt: Receipt,
+    mac: String,
+}
+
+/// The bytes of `r` sealed with `key`.
+pub fn seal(r: &Receipt, key: &MacKey) -> serde_json::Result<Vec<u8>> {
+    let mac = hex(&key.mac(&serde_json::to_vec(r)?));
+    serde_json::to_vec_pretty(&Sealed {
+        receipt: r.clone(),
+        mac,
+    })
+}
+
+/// The receipt in sealed `bytes`, unverified (for a removal that only
+/// compares its session).
+pub fn unsealed(bytes: &[u8]) -> Option<Receipt> {
+    serde_json::from_slice::<Sealed>(bytes).ok().map(|s| s.receipt)
+}
 
 /// What a receipt belongs to (see the module doc). Public keys in hex.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,11 +204,18 @@ pub enum Verdict {
 }
 
 /// Judges a receipt file's bytes (see the module doc).
-pub fn judge(bytes: &[u8], conv: &Conversation, scope: &Scope, cwd: &Path) -> Verdict {
-    let r: Receipt = match serde_json::from_slice(bytes) {
-        Ok(r) => r,
-        Err(e) => return Verdict::Corrupt(format!("not a receipt ({e})")),
+pub fn judge(bytes: &[u8], conv: &Conversation, scope: &Scope, cwd: &Path, key: &MacKey) -> Verdict {
+    let sealed: Sealed = match serde_json::from_slice(bytes) {
+        Ok(s) => s,
+        Err(e) => return Verdict::Corrupt(format!("not a receipt of this format ({e})")),
     };
+    let r = sealed.receipt;
+    let Ok(plain) = serde_json::to_vec(&r) else {
+        return Verdict::Corrupt("the receipt cannot be encoded again".into());
+    };
+    if !constant_time_eq(hex(&key.mac(&plain)).as_bytes(), sealed.mac.as_bytes()) {
+        return Verdict::Corrupt("its MAC does not match: this agent's harness did not write it".into());
+    }
     if r.version != VERSION {
         return Verdict::Corrupt(format!(
             "receipt version {} (this harness reads {VERSION})",
@@ -210,6 +279,11 @@ pub fn first_step(offers: Offers, load_works: bool) -> Step {
         (false, true) => Step::Load,
         (false, false) => Step::History,
     }
+}
+
+/// Equal bytes, compared in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -721,6 +721,7 @@ pub async fn run(cfg: Config) -> Exit {
         channels: cfg.channels.clone(),
         run_start: start.as_secs(),
     };
+    crate::agent_spec::prepare_cwd(&cfg);
     let mut spec = agent_spec(&cfg, system_prompt(&cfg));
     // A known conversation that cannot be brought back asks the relay for
     // its history, under the gate this run decides mentions by (issue 32).

@@ -56,6 +56,13 @@ pub const WORKSPACE_BIND_BOUND: Duration = Duration::from_secs(120);
 pub const WORKSPACE_BIND_ENV: &str = "BUZZ_K8S_WORKSPACE_BIND_SECS";
 /// `HOME` and working directory inside the pod (§Entrypoint "Working directory").
 pub const HOME: &str = "/home/agent";
+/// The agent sessions' working directory (`BUZZ_ACP_CWD`): inside `HOME`,
+/// never the reverse, so the agents' transcripts and the harness's receipts
+/// under `HOME` are outside the directory a session's tools work in (review
+/// afa2bf1 finding 1). The harness itself still runs in `HOME`, as the spec
+/// says; it creates this directory at start. On the same volume, so the
+/// agent's files outlive a pod exactly as its conversations do.
+pub const SESSION_CWD: &str = "/home/agent/work";
 /// The collector's spool directory: on the workspace `emptyDir`, so unshipped
 /// windows, OOM events and `state/alive` survive an `OnFailure` container
 /// restart (collector-design §5 "an emptyDir (survives container restarts,

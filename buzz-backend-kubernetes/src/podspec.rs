@@ -123,11 +123,20 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
             name: CONTAINER.into(),
             image: Some(intent.image.clone()),
             env: Some({
-                let mut env = vec![EnvVar {
-                    name: "HOME".into(),
-                    value: Some(HOME.into()),
-                    value_from: None,
-                }];
+                // Plain `env` wins over the Secret's `envFrom`: neither can be
+                // moved by the user's env.
+                let mut env = vec![
+                    EnvVar {
+                        name: "HOME".into(),
+                        value: Some(HOME.into()),
+                        value_from: None,
+                    },
+                    EnvVar {
+                        name: buzz_contract::env::SESSION_CWD.into(),
+                        value: Some(SESSION_CWD.into()),
+                        value_from: None,
+                    },
+                ];
                 if let Some(url) = &intent.telemetry_url {
                     env.extend(crate::telemetry::collector_env(url, CONTAINER, &intent.image));
                 }
@@ -176,8 +185,8 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
 }
 
 /// The workspace volume: the agent's claim, else an `emptyDir` (spec §Pod
-/// shape "Workspace"). One mount either way, at `HOME`, which is also the
-/// working directory: the agent's files and its own transcripts live there.
+/// shape "Workspace"). One mount either way, at `HOME`: the agent's files
+/// (in [`SESSION_CWD`]) and its own transcripts live there.
 fn workspace_volume(claim: Option<&str>) -> Volume {
     match claim {
         Some(claim) => Volume {
@@ -315,6 +324,10 @@ mod tests {
         assert_eq!(sc.allow_privilege_escalation, Some(false));
         assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
         assert_eq!(c.working_dir.as_deref(), Some("/home/agent"));
+        // The sessions work inside HOME, never the reverse (review afa2bf1 #1).
+        let env = c.env.clone().unwrap();
+        let session = env.iter().find(|e| e.name == "BUZZ_ACP_CWD").unwrap();
+        assert_eq!(session.value.as_deref(), Some("/home/agent/work"));
         assert!(spec.host_network.is_none() && spec.host_pid.is_none());
         assert!(spec.volumes.unwrap()[0].empty_dir.is_some());
         assert_eq!(

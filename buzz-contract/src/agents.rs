@@ -33,6 +33,11 @@ pub struct Preset {
     /// How a restarted harness brings a conversation back with this agent
     /// (issue 32), as measured against the real agent.
     pub continuity: Continuity,
+    /// The most restrictive session mode the agent advertises: the mode of
+    /// a non-owner's session under the `reject` policy (review afa2bf1
+    /// finding 1; `docs/agents.md` says per preset what it withholds).
+    /// `None`: the agent advertises no such mode, and keeps its own default.
+    pub strictest_mode: Option<&'static str>,
 }
 
 /// How a restarted harness brings a conversation back (issue 32): the
@@ -68,6 +73,7 @@ pub const PRESETS: &[Preset] = &[
         base_url_env: Some("ANTHROPIC_BASE_URL"),
         install: "npm install -g @zed-industries/claude-agent-acp@0.23.1",
         continuity: Continuity::Advertised,
+        strictest_mode: Some("dontAsk"),
     },
     Preset {
         name: "codex",
@@ -78,6 +84,7 @@ pub const PRESETS: &[Preset] = &[
         base_url_env: Some("OPENAI_BASE_URL"),
         install: "npm install -g @zed-industries/codex-acp@0.16.0",
         continuity: Continuity::Advertised,
+        strictest_mode: Some("read-only"),
     },
     Preset {
         name: "gemini",
@@ -90,6 +97,7 @@ pub const PRESETS: &[Preset] = &[
         continuity: Continuity::LoadBroken {
             why: "gemini-cli #28693 and #28775: a session/load in the same minute as its session/new destroys the session",
         },
+        strictest_mode: Some("plan"),
     },
     Preset {
         name: "goose",
@@ -100,6 +108,7 @@ pub const PRESETS: &[Preset] = &[
         base_url_env: None,
         install: "see https://block.github.io/goose/docs/getting-started/installation, then put `goose` on PATH",
         continuity: Continuity::Advertised,
+        strictest_mode: None,
     },
     Preset {
         name: "echo",
@@ -110,6 +119,7 @@ pub const PRESETS: &[Preset] = &[
         base_url_env: None,
         install: "built into buzz-acp; nothing to install",
         continuity: Continuity::Advertised,
+        strictest_mode: None,
     },
 ];
 

@@ -125,6 +125,7 @@ fn spec() -> AgentSpec {
         permission_mode: None,
         permission_policy: Default::default(),
         permission_policy_others: Default::default(),
+        strictest_mode: None,
         permission_timeout: Duration::from_secs(10),
         env: vec![],
         session_title: None,

@@ -3,7 +3,7 @@
 //! ([`AgentInfo`]), the `session/new` request, the first prompt's blocks and
 //! failure texts. Pure: requests in, forms out.
 
-use super::AgentSpec;
+use super::{AgentSpec, Tools};
 use crate::receipts::Offers;
 use agent_client_protocol::v1::schema::{
     AuthMethod, ContentBlock, InitializeResponse, McpServer, McpServerStdio, NewSessionRequest, SystemPrompt,
@@ -128,7 +128,7 @@ pub fn prompt_blocks(lead: Option<&str>, text: &str) -> Vec<ContentBlock> {
 
 /// The `session/new` request. The system prompt goes on it only when the
 /// agent advertised `sessionCapabilities.systemPrompt`.
-pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequest {
+pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo, tools: Tools) -> NewSessionRequest {
     let mut req = NewSessionRequest::new(spec.cwd.clone());
     if let Some(cmd) = &spec.mcp_command {
         req = req.mcp_servers(vec![McpServer::Stdio(McpServerStdio::new("buzz", cmd.clone()))]);
@@ -139,11 +139,15 @@ pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequ
             if let Some(p) = &spec.system_prompt {
                 meta.insert("systemPrompt".into(), serde_json::json!({ "append": p }));
             }
+            let mut options = serde_json::Map::new();
             if let Some(m) = &spec.model {
-                meta.insert(
-                    "claudeCode".into(),
-                    serde_json::json!({ "options": { "model": m } }),
-                );
+                options.insert("model".into(), serde_json::Value::String(m.clone()));
+            }
+            if let Some(list) = claude_tools(tools) {
+                options.insert("tools".into(), serde_json::json!(list));
+            }
+            if !options.is_empty() {
+                meta.insert("claudeCode".into(), serde_json::json!({ "options": options }));
             }
         }
         Adapter::Goose | Adapter::Generic => {
@@ -166,6 +170,21 @@ pub fn new_session_request(spec: &AgentSpec, info: &AgentInfo) -> NewSessionRequ
     req
 }
 
+/// Claude Code's tools that ask before they run in its default mode
+/// (`real-agents.md`: Bash and Write send `session/request_permission`).
+pub const CLAUDE_ASKING_TOOLS: &[&str] = &["Bash", "Edit", "Write", "NotebookEdit"];
+
+/// The `tools` list claude-agent-acp gets for `tools` (its
+/// `_meta.claudeCode.options.tools`, which replaces the built-in set);
+/// `None` leaves its own set.
+fn claude_tools(tools: Tools) -> Option<&'static [&'static str]> {
+    match tools {
+        Tools::All => None,
+        Tools::Asking => Some(CLAUDE_ASKING_TOOLS),
+        Tools::None => Some(&[]),
+    }
+}
+
 /// The params of `session/resume` or `session/load` of `session_id`: the
 /// `session/new` request's own fields (cwd, MCP servers, system prompt,
 /// `_meta`) and the session's id.
@@ -173,8 +192,9 @@ pub fn restore_params(
     spec: &AgentSpec,
     info: &AgentInfo,
     session_id: &str,
+    tools: Tools,
 ) -> serde_json::Result<serde_json::Value> {
-    let mut v = serde_json::to_value(new_session_request(spec, info))?;
+    let mut v = serde_json::to_value(new_session_request(spec, info, tools))?;
     if let serde_json::Value::Object(m) = &mut v {
         m.insert(
             "sessionId".into(),
@@ -201,6 +221,7 @@ mod tests {
             permission_mode: None,
             permission_policy: Default::default(),
             permission_policy_others: Default::default(),
+            strictest_mode: None,
             permission_timeout: Duration::from_secs(1),
             env: vec![],
             session_title: None,
@@ -234,17 +255,18 @@ mod tests {
             system_prompt: true,
             ..AgentInfo::default()
         };
-        let claude = serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain)).unwrap();
+        let claude =
+            serde_json::to_value(new_session_request(&spec("claude-code-acp"), &plain, Tools::All)).unwrap();
         assert_eq!(
             claude["_meta"]["systemPrompt"],
             serde_json::json!({"append": "be brief"})
         );
         assert_eq!(claude["_meta"]["claudeCode"]["options"]["model"], "m1");
         assert!(claude.get("systemPrompt").is_none());
-        let generic = serde_json::to_value(new_session_request(&spec("x"), &plain)).unwrap();
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &plain, Tools::All)).unwrap();
         assert!(generic.get("systemPrompt").is_none(), "not advertised: not sent");
         assert_eq!(generic["_meta"]["model"], "m1");
-        let generic = serde_json::to_value(new_session_request(&spec("x"), &advertised)).unwrap();
+        let generic = serde_json::to_value(new_session_request(&spec("x"), &advertised, Tools::All)).unwrap();
         assert!(generic.get("systemPrompt").is_some(), "advertised: sent");
         assert!(Adapter::ClaudeCode.system_prompt_on_new_session(&plain));
         assert!(!Adapter::Generic.system_prompt_on_new_session(&plain));
@@ -253,7 +275,7 @@ mod tests {
     #[test]
     fn a_restore_asks_for_the_session_with_the_new_session_s_own_fields() {
         let claude = spec("claude-agent-acp");
-        let v = restore_params(&claude, &AgentInfo::default(), "s-42").unwrap();
+        let v = restore_params(&claude, &AgentInfo::default(), "s-42", Tools::All).unwrap();
         assert_eq!(v["sessionId"], "s-42");
         assert_eq!(v["cwd"], "/w");
         assert_eq!(

@@ -19,7 +19,9 @@
 //! is evicted, with `session/close` when the agent offers it.
 
 use super::setup::{self, Offered, Unapplied};
-use super::{AgentInfo, AgentSpec, SlotCmd, TurnJob, TurnOutcome, connection_lost, failure_text, forms};
+use super::{
+    AgentInfo, AgentSpec, SlotCmd, Tools, TurnJob, TurnOutcome, connection_lost, failure_text, forms,
+};
 use crate::history;
 use crate::inbound::{InboundEvent, Policy};
 use crate::receipts::store::Receipts;
@@ -189,6 +191,7 @@ pub(super) async fn session_for(
     }
     let spec = link.spec;
     let mode = spec.mode_for(&job.asker);
+    let tools = spec.tools_for(&job.asker);
     let conv = Conversation {
         channel: job.channel.clone(),
         owner: job.asker.is_owner(),
@@ -205,7 +208,7 @@ pub(super) async fn session_for(
             Step::History => tracing::info!(
                 "the agent offers no way to bring a session back here; a new session gets the channel's history"
             ),
-            step => match bring_back(link, step, &receipt, mode).await {
+            step => match bring_back(link, step, &receipt, mode, tools).await {
                 Ok(id) => {
                     tracing::info!(step = step.as_str(), "conversation brought back");
                     keep(link, sessions, key, id.clone()).await;
@@ -234,7 +237,7 @@ pub(super) async fn session_for(
             },
         }
     }
-    let id = open_new(link, mode).await?;
+    let id = open_new(link, mode, tools).await?;
     if let Some((memory, scope)) = &remembered {
         let receipt = Receipt::new(
             scope.clone(),
@@ -350,9 +353,9 @@ static MODEL_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
 static MODE_UNAPPLIED_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// `session/new`, then the setup ([`set_up`]).
-async fn open_new(link: &mut Link<'_>, mode: Option<&str>) -> Result<SessionId, Ended> {
+async fn open_new(link: &mut Link<'_>, mode: Option<&str>, tools: Tools) -> Result<SessionId, Ended> {
     let asked = Instant::now();
-    let params = serde_json::to_value(forms::new_session_request(link.spec, link.info))
+    let params = serde_json::to_value(forms::new_session_request(link.spec, link.info, tools))
         .map_err(|e| fail(e.to_string()))?;
     let result = request_bounded(link, "session/new", params).await?;
     let id = set_up(link, &result, mode).await?;
@@ -368,6 +371,7 @@ async fn bring_back(
     step: Step,
     receipt: &Receipt,
     mode: Option<&str>,
+    tools: Tools,
 ) -> Result<SessionId, Ended> {
     let method = match step {
         Step::Resume => "session/resume",
@@ -375,8 +379,8 @@ async fn bring_back(
         Step::History => unreachable!("a new session is not brought back"),
     };
     let asked = Instant::now();
-    let params =
-        forms::restore_params(link.spec, link.info, &receipt.session_id).map_err(|e| fail(e.to_string()))?;
+    let params = forms::restore_params(link.spec, link.info, &receipt.session_id, tools)
+        .map_err(|e| fail(e.to_string()))?;
     let mut result = request_bounded(link, method, params).await?;
     // The result of a resume or load names no session: it is the receipt's.
     if let Value::Object(m) = &mut result {

@@ -18,7 +18,7 @@
 //! reads and writes. Two harnesses of the same agent key do not run at once
 //! (spec I4).
 
-use super::{Conversation, Receipt, Scope, Verdict, judge};
+use super::{Conversation, MacKey, Receipt, Scope, Verdict, judge, seal, unsealed};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -67,11 +67,13 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 pub struct Receipts {
     dir: PathBuf,
     lock: Mutex<()>,
+    key: MacKey,
 }
 
 impl Receipts {
-    /// Opens (creating, 0700) `<state>/sessions`.
-    pub fn open(state: &Path) -> Result<Receipts, ReceiptError> {
+    /// Opens (creating, 0700) `<state>/sessions`, sealing and checking
+    /// with `key` (the agent's, [`MacKey::of_agent`]).
+    pub fn open(state: &Path, key: MacKey) -> Result<Receipts, ReceiptError> {
         let dir = state.join("sessions");
         fs::DirBuilder::new()
             .recursive(true)
@@ -82,6 +84,7 @@ impl Receipts {
         Ok(Receipts {
             dir,
             lock: Mutex::new(()),
+            key,
         })
     }
 
@@ -110,7 +113,7 @@ impl Receipts {
                 return None;
             }
         };
-        let why = match judge(&bytes, conv, scope, cwd) {
+        let why = match judge(&bytes, conv, scope, cwd, &self.key) {
             Verdict::Use(r) => return Some(*r),
             Verdict::Foreign(differs) => format!(
                 "written under another scope (differs: {}); never used",
@@ -136,7 +139,7 @@ impl Receipts {
             channel: r.channel.clone(),
             owner: r.owner,
         };
-        let bytes = serde_json::to_vec_pretty(r)?;
+        let bytes = seal(r, &self.key)?;
         let _g = self.guard();
         let path = self.path(&conv);
         let tmp = path.with_extension(format!("json.new-{}", std::process::id()));
@@ -167,7 +170,7 @@ impl Receipts {
         let _g = self.guard();
         let path = self.path(conv);
         let current = match fs::read(&path) {
-            Ok(b) => serde_json::from_slice::<Receipt>(&b).ok(),
+            Ok(b) => unsealed(&b),
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io("read", &path)(e)),
         };

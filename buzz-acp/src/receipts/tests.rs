@@ -1,5 +1,6 @@
 use super::store::{Receipts, STATE_DIR_ENV, state_dir};
 use super::*;
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 
 fn scope() -> Scope {
@@ -13,6 +14,10 @@ fn scope() -> Scope {
         permission_mode: None,
         system_prompt_sha256: Scope::prompt_digest(Some("be brief")),
     }
+}
+
+fn key() -> MacKey {
+    MacKey::of_agent(&[7; 32])
 }
 
 fn conv(channel: &str) -> Conversation {
@@ -68,22 +73,24 @@ fn the_scope_keeps_a_digest_of_the_system_prompt_never_the_prompt() {
 
 #[test]
 fn a_receipt_is_used_only_by_its_conversation_scope_and_cwd() {
-    let bytes = serde_json::to_vec(&receipt("C", "s-1")).unwrap();
+    let bytes = seal(&receipt("C", "s-1"), &key()).unwrap();
     let cwd = Path::new("/work");
-    assert!(matches!(judge(&bytes, &conv("C"), &scope(), cwd), Verdict::Use(r) if r.session_id == "s-1"));
+    assert!(
+        matches!(judge(&bytes, &conv("C"), &scope(), cwd, &key()), Verdict::Use(r) if r.session_id == "s-1")
+    );
 
     let mut other_model = scope();
     other_model.model = Some("opus".into());
     assert_eq!(
-        judge(&bytes, &conv("C"), &other_model, cwd),
+        judge(&bytes, &conv("C"), &other_model, cwd, &key()),
         Verdict::Foreign(vec!["model"])
     );
     assert_eq!(
-        judge(&bytes, &conv("C"), &scope(), Path::new("/elsewhere")),
+        judge(&bytes, &conv("C"), &scope(), Path::new("/elsewhere"), &key()),
         Verdict::Foreign(vec!["cwd"])
     );
     assert!(matches!(
-        judge(&bytes, &conv("D"), &scope(), cwd),
+        judge(&bytes, &conv("D"), &scope(), cwd, &key()),
         Verdict::Corrupt(_)
     ));
     let others = Conversation {
@@ -91,7 +98,7 @@ fn a_receipt_is_used_only_by_its_conversation_scope_and_cwd() {
         owner: false,
     };
     assert!(matches!(
-        judge(&bytes, &others, &scope(), cwd),
+        judge(&bytes, &others, &scope(), cwd, &key()),
         Verdict::Corrupt(_)
     ));
 }
@@ -99,28 +106,30 @@ fn a_receipt_is_used_only_by_its_conversation_scope_and_cwd() {
 #[test]
 fn a_file_that_is_not_a_receipt_of_this_format_is_corrupt() {
     let cwd = Path::new("/work");
-    let mut v = serde_json::to_value(receipt("C", "s-1")).unwrap();
+    // Sealed afresh after each change, so the MAC holds and the rule under
+    // test is the one that refuses it.
+    let resealed = |change: &dyn Fn(&mut Value)| {
+        let mut v = serde_json::to_value(receipt("C", "s-1")).unwrap();
+        change(&mut v);
+        let plain = serde_json::to_vec(&v).unwrap();
+        let mac = super::hex(&key().mac(&plain));
+        serde_json::to_vec(&serde_json::json!({"receipt": v, "mac": mac})).unwrap()
+    };
     let cases = [
         b"not json".to_vec(),
         b"{}".to_vec(),
-        {
-            let mut w = v.clone();
-            w["version"] = 2.into();
-            serde_json::to_vec(&w).unwrap()
-        },
-        {
-            let mut w = v.clone();
-            w["session_id"] = " ".into();
-            serde_json::to_vec(&w).unwrap()
-        },
-        {
-            v["extra"] = true.into();
-            serde_json::to_vec(&v).unwrap()
-        },
+        // The format before the MAC (version 1): a bare receipt.
+        serde_json::to_vec(&receipt("C", "s-1")).unwrap(),
+        resealed(&|v| v["version"] = 3.into()),
+        resealed(&|v| v["session_id"] = " ".into()),
+        resealed(&|v| v["extra"] = true.into()),
     ];
     for bytes in cases {
         assert!(
-            matches!(judge(&bytes, &conv("C"), &scope(), cwd), Verdict::Corrupt(_)),
+            matches!(
+                judge(&bytes, &conv("C"), &scope(), cwd, &key()),
+                Verdict::Corrupt(_)
+            ),
             "{}",
             String::from_utf8_lossy(&bytes)
         );
@@ -178,7 +187,7 @@ fn the_state_dir_is_the_env_then_xdg_state_then_home() {
 #[test]
 fn a_saved_receipt_is_found_private_and_written_whole() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = Receipts::open(tmp.path()).unwrap();
+    let store = Receipts::open(tmp.path(), key()).unwrap();
     let r = receipt("C", "s-1");
     store.save(&r).unwrap();
     assert_eq!(
@@ -203,7 +212,7 @@ fn a_saved_receipt_is_found_private_and_written_whole() {
 #[test]
 fn a_foreign_or_corrupt_receipt_is_moved_aside_and_never_used() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = Receipts::open(tmp.path()).unwrap();
+    let store = Receipts::open(tmp.path(), key()).unwrap();
     store.save(&receipt("C", "s-1")).unwrap();
     let mut other = scope();
     other.owner = "ee".repeat(32);
@@ -226,7 +235,7 @@ fn a_foreign_or_corrupt_receipt_is_moved_aside_and_never_used() {
 #[test]
 fn a_failed_session_removes_its_receipt_but_never_a_newer_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = Receipts::open(tmp.path()).unwrap();
+    let store = Receipts::open(tmp.path(), key()).unwrap();
     store.save(&receipt("C", "s-old")).unwrap();
     // Another slot saved a newer session meanwhile: the failure of the old
     // one must not remove it.
@@ -241,4 +250,30 @@ fn a_failed_session_removes_its_receipt_but_never_a_newer_one() {
     assert!(store.remove_if(&conv("C"), "s-new").unwrap());
     assert_eq!(store.find(&conv("C"), &scope(), Path::new("/work")), None);
     assert!(!store.remove_if(&conv("C"), "s-new").unwrap());
+}
+
+#[test]
+fn a_receipt_a_tool_wrote_is_never_used() {
+    let cwd = Path::new("/work");
+    let sealed = seal(&receipt("C", "s-1"), &key()).unwrap();
+    let judged = |bytes: &[u8]| judge(bytes, &conv("C"), &scope(), cwd, &key());
+    assert!(matches!(judged(&sealed), Verdict::Use(_)));
+    // Sealed with another agent's key: a file no harness of this agent wrote.
+    let forged = seal(&receipt("C", "s-evil"), &MacKey::of_agent(&[8; 32])).unwrap();
+    // Edited in place: the owner's receipt made to name another session.
+    let edited = String::from_utf8(sealed.clone())
+        .unwrap()
+        .replace("s-1", "s-evil");
+    for bytes in [forged, edited.into_bytes()] {
+        match judged(&bytes) {
+            Verdict::Corrupt(why) => assert!(why.contains("MAC"), "{why}"),
+            other => panic!("a receipt this harness did not write was judged {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_mac_key_is_never_shown() {
+    let k = MacKey::of_agent(&[7; 32]);
+    assert_eq!(format!("{k:?}"), "MacKey(..)");
 }

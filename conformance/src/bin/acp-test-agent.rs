@@ -37,6 +37,8 @@
 //! survival tests; NAME is one plain file name);
 //! `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
 //! silence, then a `tool_call_update` `completed`, then the answer;
+//! `[observed]` sends the prompt as a thought chunk, as a tool call's
+//! title and as that tool's output (the sealed frames' canaries);
 //! `[flood:BYTES]` runs a tool whose `tool_call_update` carries BYTES of
 //! output (the observer's bounds); `[usage:IN,OUT,TOTAL,COST]` reports usage
 //! as claude-agent-acp does: a `usage_update` (context used IN + OUT of
@@ -456,6 +458,32 @@ async fn main() -> agent_client_protocol::Result<()> {
                                 ToolCallUpdateFields::new()
                                     .status(ToolCallStatus::Completed)
                                     .content(vec![ContentBlock::Text(TextContent::new(output)).into()]),
+                            )),
+                        ))?;
+                    }
+                    if text.contains("[observed]") {
+                        // The prompt (its `[env:]` values in) as a thought, a
+                        // tool call's title and that tool's output: what the
+                        // observer's frames carry (the sealed canaries test).
+                        let id = format!("tool-observed-{}", now_ms());
+                        let said = |t: &str| ContentBlock::Text(TextContent::new(t.to_string()));
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::AgentThoughtChunk(ContentChunk::new(said(&text))),
+                        ))?;
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCall(
+                                ToolCall::new(id.clone(), text.clone()).status(ToolCallStatus::InProgress),
+                            ),
+                        ))?;
+                        cx.send_notification(SessionNotification::new(
+                            session.clone(),
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                                id,
+                                ToolCallUpdateFields::new()
+                                    .status(ToolCallStatus::Completed)
+                                    .content(vec![said(&text).into()]),
                             )),
                         ))?;
                     }

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 /// The name of Claude Code's shell tool.
 pub const SHELL_TOOL: &str = "Bash";
+/// Claude Code's file read tool.
+pub const READ_TOOL: &str = "Read";
 
 /// The text of the `tool_result` blocks in the last message, if that is a
 /// user message (a follow-up); empty otherwise.
@@ -67,6 +69,15 @@ fn blocks(answer: &Answer<'_>, seq: usize) -> (Vec<Value>, &'static str) {
                     "input": {"command": command},
                 })])
                 .collect(),
+            "tool_use",
+        ),
+        Answer::Read { path, .. } => (
+            vec![json!({
+                "type": "tool_use",
+                "id": format!("toolu_fake_{seq}"),
+                "name": READ_TOOL,
+                "input": {"file_path": path},
+            })],
             "tool_use",
         ),
     }

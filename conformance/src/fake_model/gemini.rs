@@ -133,13 +133,14 @@ pub fn error(status: StatusCode) -> Value {
 pub fn reply(path: &str, answer: &Answer<'_>, seq: usize) -> Response<Full<Bytes>> {
     let r = super::reported(seq);
     let (model, action) = route(path).unwrap_or(("gemini-fake", Action::GenerateContent));
-    let parts: Vec<Value> = match answer {
+    let parts: Vec<Value> = match answer.read_as_shell() {
         Answer::Text(texts) => texts.iter().map(|t| json!({"text": t})).collect(),
         Answer::Shell { lead, command } => lead
             .iter()
             .map(|t| json!({"text": t}))
             .chain([json!({"functionCall": {"name": SHELL_TOOL, "args": {"command": command}}})])
             .collect(),
+        Answer::Read { .. } => unreachable!("read_as_shell made the read a shell call"),
     };
     let resp = json!({
         "candidates": [{

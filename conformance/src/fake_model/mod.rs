@@ -52,12 +52,30 @@ pub enum Api {
 }
 
 /// What the server answers, handed to the API modules.
+#[derive(Clone, Copy, Debug)]
 pub enum Answer<'a> {
     /// Text blocks, in order.
     Text(&'a [String]),
     /// A shell tool call with this command line, after a text block when
     /// `lead` is given (how a model announces what it is about to do).
     Shell { lead: Option<&'a str>, command: &'a str },
+    /// A read of `path` with the agent's read tool; `shell` is the same read
+    /// as a shell command, for an API whose agent here has no read tool.
+    Read { path: &'a str, shell: &'a str },
+}
+
+impl<'a> Answer<'a> {
+    /// The answer with a read as a shell command (codex's and gemini's
+    /// recorded tool here is their shell).
+    pub fn read_as_shell(self) -> Answer<'a> {
+        match self {
+            Answer::Read { shell, .. } => Answer::Shell {
+                lead: None,
+                command: shell,
+            },
+            other => other,
+        }
+    }
 }
 
 /// One request as the server received it.
@@ -203,6 +221,12 @@ impl FakeModel {
     /// For `GOOGLE_GEMINI_BASE_URL`: `http://ip:port`.
     pub fn gemini_base_url(&self) -> String {
         self.url()
+    }
+
+    /// Appends `turn` to the running script: a turn whose content is known
+    /// only once an earlier one ran (a path the agent wrote).
+    pub fn push_turn(&self, turn: Turn) {
+        lock(&self.state.script).push(turn);
     }
 
     /// Fails every model request (side calls included) with `failure`, or

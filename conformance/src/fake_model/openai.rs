@@ -56,7 +56,7 @@ pub fn error(status: StatusCode) -> Value {
 
 /// The output items of an answer, complete.
 fn items(answer: &Answer<'_>, seq: usize) -> Vec<Value> {
-    match answer {
+    match answer.read_as_shell() {
         Answer::Text(texts) => texts
             .iter()
             .enumerate()
@@ -90,6 +90,7 @@ fn items(answer: &Answer<'_>, seq: usize) -> Vec<Value> {
                 "call_id": format!("call_fake_{seq}"),
             })])
             .collect(),
+        Answer::Read { .. } => unreachable!("read_as_shell made the read a shell call"),
     }
 }
 

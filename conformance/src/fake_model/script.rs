@@ -27,6 +27,13 @@ pub(super) enum Step {
         lead: Option<String>,
         command: String,
     },
+    /// A read of the file at `path` with the agent's own read tool where
+    /// it has one (Claude Code's `Read`), else its shell with `shell`
+    /// (`cat <path>`).
+    Read {
+        path: String,
+        shell: String,
+    },
     Fail(Failure),
 }
 
@@ -87,6 +94,20 @@ impl Turn {
         }
     }
 
+    /// Reads the file at `path` with the agent's read tool (its shell's
+    /// `cat` where it has none), then answers `then` once the tool result
+    /// comes back.
+    pub fn read(path: impl Into<String>, then: impl Into<String>) -> Turn {
+        let path = path.into();
+        Turn {
+            first: Step::Read {
+                shell: format!("cat {path}"),
+                path,
+            },
+            follow_up: Step::Text(vec![then.into()]),
+        }
+    }
+
     /// Fails the request that starts this turn (and any follow-up of it).
     pub fn fail(failure: Failure) -> Turn {
         Turn {
@@ -122,6 +143,11 @@ pub(super) struct ScriptState {
 }
 
 impl ScriptState {
+    /// Appends a turn to a running script.
+    pub(super) fn push(&mut self, turn: Turn) {
+        self.turns.push(turn);
+    }
+
     pub(super) fn new(script: Script) -> ScriptState {
         ScriptState {
             turns: script.turns,

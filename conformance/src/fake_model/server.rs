@@ -180,6 +180,7 @@ async fn answer(api: Api, step: Step, path: &str, body: &Value, seq: usize) -> R
             lead: lead.as_deref(),
             command,
         },
+        Step::Read { path, shell } => Answer::Read { path, shell },
     };
     match api {
         Api::Anthropic => anthropic::reply(body, &answer, seq),

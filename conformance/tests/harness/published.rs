@@ -9,6 +9,7 @@
 
 use super::*;
 use buzz_acp::scrub::WITHHELD_NOTE;
+use nostr_sdk::prelude::nip44;
 
 const API_KEY: &str = "sk-canary-api-key-7f3a9c";
 
@@ -39,20 +40,34 @@ impl Canaries {
         }
     }
 
-    /// Every event the agent signed, checked for every canary.
-    fn assert_none_published(&self, w: &World) {
+    /// Every event the agent signed, checked for every canary: its JSON,
+    /// and for the events sealed to the owner (usage, kind 44200; observer
+    /// frames, kind 24200) the plaintext the owner opens (review afa2bf1:
+    /// their JSON is ciphertext, which no canary can match). Returns the
+    /// sealed events' plaintexts.
+    fn assert_none_published(&self, w: &World) -> Vec<String> {
         let seen = w.obs.matching(|e| e.pubkey == w.agent.public_key());
         assert!(!seen.is_empty());
+        let mut opened = Vec::new();
         for s in seen {
-            let e = serde_json::to_string(&s.event).unwrap();
-            for c in &self.forms {
-                assert!(
-                    !e.contains(c.as_str()),
-                    "a canary reached the relay in kind {}: {e}",
-                    s.event.kind
-                );
+            let mut texts = vec![serde_json::to_string(&s.event).unwrap()];
+            let kind = s.event.kind.as_u16();
+            if kind == buzz_contract::turn_metric::KIND || kind == buzz_contract::observer::KIND {
+                let plain = nip44::decrypt(w.owner.secret_key(), &s.event.pubkey, &s.event.content)
+                    .unwrap_or_else(|e| panic!("the owner opens a kind-{kind} event: {e}"));
+                texts.push(plain.clone());
+                opened.push(plain);
+            }
+            for text in texts {
+                for c in &self.forms {
+                    assert!(
+                        !text.contains(c.as_str()),
+                        "a canary reached the relay in kind {kind}: {text}"
+                    );
+                }
             }
         }
+        opened
     }
 }
 
@@ -154,6 +169,52 @@ async fn canaries_in_an_answer_a_question_and_an_error_never_reach_the_relay() {
     canaries.assert_none_published(&w);
     for c in &canaries.forms {
         assert!(!h.stderr().contains(c.as_str()), "a canary reached the log");
+    }
+}
+
+/// Rule: the events sealed to the owner carry no secret either: a canary
+/// planted in a tool call's title, a tool's output, a thought chunk and the
+/// usage event's model name is withheld from the plaintext the owner opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn canaries_never_reach_the_sealed_usage_and_observer_events() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let tag_json = AuthTag::mint(&w.owner, &w.agent.public_key().to_hex(), "")
+        .unwrap()
+        .to_json();
+    let canaries = Canaries::of(&w, &tag_json);
+    let mut env = env_with_secrets(&w, "echo", &tag_json);
+    env.insert("BUZZ_ACP_RELAY_OBSERVER".into(), "true".into());
+    env.insert("BUZZ_ACP_MODEL".into(), format!("model-{API_KEY}"));
+    let mut h = w.start(&env).await;
+    let m = w
+        .mention(&w.owner, "c1", &format!("[observed] [usage:10,20,30,40] {LEAK}"))
+        .await;
+    w.wait_reply(&m).await;
+    let kinds = [buzz_contract::turn_metric::KIND, buzz_contract::observer::KIND];
+    let sealed = |w: &World| {
+        w.obs
+            .matching(|e| e.pubkey == w.agent.public_key() && kinds.contains(&e.kind.as_u16()))
+            .len()
+    };
+    // The usage event and the observer's frames (the thought, the tool call
+    // and its output, the answer) are on their way: wait for some of each.
+    wait_until(WAIT, || (sealed(&w) >= 4).then_some(())).await;
+    stop_gracefully(&mut h).await;
+    let opened = canaries.assert_none_published(&w);
+    // The planted places were opened and read, each withheld.
+    for place in [
+        "agent_thought_chunk",
+        "\"tool_call\"",
+        "tool_call_update",
+        "\"model\"",
+    ] {
+        assert!(
+            opened
+                .iter()
+                .any(|p| p.contains(place) && p.contains("[REDACTED]")),
+            "no sealed event carried {place} with the canary withheld: {opened:#?}"
+        );
     }
 }
 
