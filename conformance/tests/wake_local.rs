@@ -305,3 +305,70 @@ fn a_sleeping_agent_wakes_on_its_owner_s_mention_and_a_stopped_one_never() {
     );
     assert!(!answered(&obs, &sleepy).iter().any(|t| t.contains("wake up?")));
 }
+
+/// The owner's own chat wakes a sleeping agent (review afa2bf1): with a
+/// waker running, `chat` says the agent is asleep and that the waker wakes
+/// it, and returns its reply; with none, it sends the message, says that
+/// nothing wakes the agent and how to run a waker, and ends at once. A
+/// stopped agent is still refused.
+#[test]
+fn the_owners_chat_wakes_a_sleeping_agent_and_says_so() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let relay = rt.block_on(TestRelay::start());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = tmp.path().join("state");
+    let w = World {
+        envs: vec![("BUZZ_ACP_BIN".into(), HARNESS.into())],
+        home,
+        _tmp: tmp,
+        relay,
+    };
+    w.cli(&["init"]);
+    w.create("chatty");
+    let serve = Serve::start(&w);
+    assert!(
+        wait_until(WAIT, || serve.said("waker running") == 1),
+        "serve: {}",
+        serve.text()
+    );
+    w.cli(&["start", "chatty"]);
+    let asleep = || {
+        w.harnesses().is_empty() && w.status_of("chatty").contains("sleeping")
+    };
+    assert!(wait_until(WAIT, asleep), "chatty never slept: {}", w.status_of("chatty"));
+
+    let out = launcher(Path::new(BIN), &w.home, &["chat", "chatty", "are you awake?"], &w.envs);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "the owner's chat wakes it: {stderr}; serve: {}", serve.text());
+    assert!(stdout.contains("are you awake?"), "its reply: {stdout}");
+    assert!(
+        stderr.contains("chatty is asleep; the waker (pid"),
+        "the chat says it is asleep and who wakes it: {stderr}"
+    );
+    assert_eq!(serve.said("woke chatty for 1 mention"), 1, "{}", serve.text());
+
+    // No waker: the message is sent, and the chat says nothing wakes it.
+    assert!(wait_until(WAIT, asleep), "chatty never slept again");
+    drop(serve);
+    let out = launcher(Path::new(BIN), &w.home, &["chat", "chatty", "anyone?"], &w.envs);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is asleep and no waker runs") && stderr.contains("buzz-launcher serve"),
+        "{stderr}"
+    );
+    assert!(w.harnesses().is_empty(), "nothing woke it");
+
+    // A stopped agent is refused, as before.
+    let out = launcher(Path::new(BIN), &w.home, &["stop", "chatty"], &w.envs);
+    assert!(!out.status.success());
+    let out = launcher(Path::new(BIN), &w.home, &["chat", "chatty", "still?"], &w.envs);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && !stderr.contains("asleep"),
+        "a stopped agent is refused: {stderr}"
+    );
+}

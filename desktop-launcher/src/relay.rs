@@ -129,6 +129,19 @@ fn kind9(content: &str, agent: &PublicKey, channel: Option<&str>) -> EventBuilde
     b
 }
 
+/// Posts the owner's mention of `agent_hex` with nothing awaited after it
+/// (a sleeping agent with no waker: the mention waits on the relay for one).
+pub async fn mention(
+    client: &Client,
+    url: &str,
+    agent_hex: &str,
+    channel: Option<&str>,
+    text: &str,
+) -> Result<String, RelayError> {
+    let agent = pubkey(agent_hex)?;
+    Ok(publish(client, url, kind9(text, &agent, channel)).await?.to_hex())
+}
+
 async fn publish(client: &Client, url: &str, builder: EventBuilder) -> Result<EventId, RelayError> {
     let out = client
         .send_event_builder(builder)

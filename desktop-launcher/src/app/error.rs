@@ -75,6 +75,11 @@ pub enum AppError {
     /// Known not to run, before any wait (the sentence says why and what to do).
     #[error("{0}")]
     NotRunning(String),
+    /// Asleep with no waker to wake it: the message was sent all the same.
+    #[error(
+        "agent `{0}` is asleep and no waker runs, so nothing wakes it now; your message is on its relay, and a waker started within the hour wakes the agent for it: run `buzz-launcher serve` (or keep `buzz-launcher ui` open), or start it with `buzz-launcher start {0}`"
+    )]
+    AsleepNoWaker(String),
     #[error(
         "nothing to send: the message for `{0}` is empty; give its text, e.g. `buzz-launcher chat {0} \"hello\"`"
     )]

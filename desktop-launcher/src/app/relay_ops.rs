@@ -15,7 +15,7 @@
 //! - a chat's progress: queued (the harness's `👀`), working (its typing
 //!   indicator), the reply ([`crate::waits::Progress`]).
 
-use super::agent::{agent_lock, presence_ttl};
+use super::agent::{agent_lock, presence_ttl, waker_running};
 use super::error::AppError;
 use super::start::{LocalStart, local_launch_env, start_local};
 use crate::child_watch::{self, ChildWatch};
@@ -468,6 +468,14 @@ pub async fn chat(store: &Store, name: &str, text: &str, wait: Duration) -> Resu
 /// hears what it waits for and each step (queued, working); the wait ends
 /// when the reply comes, the agent's local harness ends, or the agent
 /// publishes `offline`.
+///
+/// An agent asleep (its run ended by its idle bound, issue 33) is no
+/// refusal: the mention is what wakes it. With a waker running, the chat
+/// says the agent is asleep and that the waker wakes it, and waits for the
+/// reply over the whole wait (a pod's wake takes a deploy, so the short
+/// wait for a first sign does not apply). With none, the mention is sent
+/// and the chat ends at once saying nothing wakes it and how to run a
+/// waker ([`AppError::AsleepNoWaker`]). A stopped agent is refused as before.
 pub async fn chat_with(
     store: &Store,
     name: &str,
@@ -480,25 +488,50 @@ pub async fn chat_with(
     }
     let rec = store.agent(name)?;
     let live = liveness(store, name)?;
+    let asleep = || -> Result<bool, AppError> {
+        Ok(super::local_state::rest_now(store, &rec, false)?
+            .asleep_since()
+            .is_some())
+    };
+    let mut sleeping = false;
     if let Liveness::NotRunning(why) = &live {
-        return Err(AppError::NotRunning(why.clone()));
+        if !asleep()? {
+            return Err(AppError::NotRunning(why.clone()));
+        }
+        sleeping = true;
     }
     let owner = store.owner()?;
     let client = relay::connect(&rec.relay_url, owner, Duration::from_secs(10)).await?;
     // Not known to run: the relay must show a sign of its harness.
     let mut acked = matches!(live, Liveness::Running { .. });
-    if !acked {
+    if !acked && !sleeping {
         let (state, ago) = presence_look(&client, &rec).await?;
         if let Some(why) = waits::presence_says(name, state, ago) {
-            client.shutdown().await;
-            return Err(AppError::NotRunning(why));
+            if !asleep()? {
+                client.shutdown().await;
+                return Err(AppError::NotRunning(why));
+            }
+            sleeping = true;
         }
         acked = matches!(state, Derived::Online | Derived::Away);
     }
-    on_line(&format!(
-        "{name}: sending; waiting up to {}s for it to queue the message (👀) and reply",
-        wait.as_secs()
-    ));
+    if sleeping {
+        let Some(pid) = waker_running(store) else {
+            let sent = relay::mention(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref(), text).await;
+            client.shutdown().await;
+            sent?;
+            return Err(AppError::AsleepNoWaker(name.to_string()));
+        };
+        on_line(&format!(
+            "{name} is asleep; the waker (pid {pid}) wakes it for this message; waiting up to {}s for its reply",
+            wait.as_secs()
+        ));
+    } else {
+        on_line(&format!(
+            "{name}: sending; waiting up to {}s for it to queue the message (👀) and reply",
+            wait.as_secs()
+        ));
+    }
     let local_running = matches!(live, Liveness::Running { .. });
     let mut progress = Progress::default();
     let started = tokio::time::Instant::now();
@@ -525,7 +558,7 @@ pub async fn chat_with(
                 acked = true;
                 None
             }
-            Heard::Tick if !acked && started.elapsed() >= waits::ACK_WAIT => {
+            Heard::Tick if !acked && !sleeping && started.elapsed() >= waits::ACK_WAIT => {
                 Some(waits::no_ack(name, &live, &rec.relay_url))
             }
             Heard::Tick => {

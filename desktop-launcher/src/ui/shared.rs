@@ -191,7 +191,8 @@ pub(super) fn app_status(e: &AppError) -> StatusCode {
         | AppError::NoUndeploy { .. }
         | AppError::LiveLocal(_)
         | AppError::Busy(_)
-        | AppError::NotRunning(_) => StatusCode::CONFLICT,
+        | AppError::NotRunning(_)
+        | AppError::AsleepNoWaker(_) => StatusCode::CONFLICT,
         AppError::Relay(_) | AppError::NotOffline { .. } => StatusCode::BAD_GATEWAY,
         AppError::Lock(_) | AppError::Runtime(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,
