@@ -13,7 +13,8 @@
 //!   `!allow`, …) excluded;
 //! - the agent's own messages that answer one of them;
 //! - from before this run's start (the current mention is the prompt
-//!   itself), and within [`BOUNDS`]: the newest [`Bounds::count`] messages
+//!   itself), never a mention that woke this run (it is dispatched as a
+//!   turn of its own, review afa2bf1 finding 6), and within [`BOUNDS`]: the newest [`Bounds::count`] messages
 //!   of at most [`Bounds::age`], at most [`Bounds::bytes`] of text in all,
 //!   oldest first.
 
@@ -39,6 +40,29 @@ pub const BOUNDS: Bounds = Bounds {
     bytes: 16 * 1024,
     age: Duration::from_secs(24 * 3600),
 };
+
+/// Whose mentions a history request asks the relay for (review afa2bf1
+/// finding 6): the class's own authors, so that a flood of mentions the gate
+/// refuses cannot fill the relay's `limit` and hide them. `None` asks for
+/// every author (`--respond-to anyone`: the gate's class is everyone else).
+pub fn authors(policy: &Policy, owner_class: bool) -> Option<Vec<String>> {
+    use buzz_contract::gate::RespondTo;
+    if owner_class {
+        return Some(vec![policy.owner.clone()]);
+    }
+    match policy.respond_to {
+        RespondTo::Anyone => None,
+        RespondTo::Allowlist => Some(
+            policy
+                .allowlist
+                .iter()
+                .filter(|a| **a != policy.owner)
+                .cloned()
+                .collect(),
+        ),
+        RespondTo::OwnerOnly | RespondTo::Nobody => Some(Vec::new()),
+    }
+}
 
 /// The line that opens the context block.
 pub const HEADER: &str =
@@ -128,6 +152,19 @@ mod tests {
             channels: vec![],
             run_start: START,
         }
+    }
+
+    #[test]
+    fn a_history_request_asks_for_the_classs_own_authors() {
+        let p = policy(RespondTo::Allowlist);
+        assert_eq!(authors(&p, true), Some(vec![OWNER.repeat(32)]));
+        assert_eq!(authors(&p, false), Some(vec![FRIEND.repeat(32)]));
+        assert_eq!(authors(&policy(RespondTo::Anyone), false), None);
+        assert_eq!(authors(&policy(RespondTo::OwnerOnly), false), Some(vec![]));
+        assert_eq!(
+            authors(&policy(RespondTo::Anyone), true),
+            Some(vec![OWNER.repeat(32)])
+        );
     }
 
     fn msg(

@@ -69,6 +69,9 @@ pub enum RelayCmd {
         since: u64,
         until: u64,
         limit: usize,
+        /// The mentions' authors (hex), `None` for any
+        /// ([`crate::history::authors`]); the agent's own messages come whoever it answered.
+        authors: Option<Vec<String>>,
         reply: oneshot::Sender<Vec<Event>>,
     },
     /// The mentions a waker named (issue 33): the events with these ids,
@@ -391,14 +394,24 @@ impl Task {
     }
 
     /// The filters of a history request (see [`RelayCmd::History`]).
-    fn history_filters(&self, channel: &str, since: u64, until: u64, limit: usize) -> Vec<Filter> {
+    fn history_filters(
+        &self,
+        channel: &str,
+        (since, until): (u64, u64),
+        limit: usize,
+        authors: Option<&[String]>,
+    ) -> Vec<Filter> {
         let base = Filter::new()
             .kind(Kind::from(KIND_CHANNEL_MESSAGE))
             .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel.to_string())
             .since(Timestamp::from_secs(since))
             .until(Timestamp::from_secs(until))
             .limit(limit);
-        vec![base.clone().pubkey(self.s.agent), base.author(self.s.agent)]
+        let mut mentions = base.clone().pubkey(self.s.agent);
+        if let Some(a) = authors {
+            mentions = mentions.authors(a.iter().filter_map(|h| PublicKey::from_hex(h).ok()));
+        }
+        vec![mentions, base.author(self.s.agent)]
     }
 
     fn wake_filters(&self, ids: &[String], since: u64) -> Vec<Filter> {

@@ -729,6 +729,7 @@ pub async fn run(cfg: Config) -> Exit {
         m.history = Some(acp::HistorySource {
             relay: relay_tx.clone(),
             policy: policy.clone(),
+            woke: cfg.wake.as_ref().map(|w| w.events.clone()).unwrap_or_default(),
         });
     }
     if cfg.relay_observer {

@@ -71,6 +71,9 @@ pub struct HistorySource {
     pub relay: mpsc::UnboundedSender<RelayCmd>,
     /// The gate, as the run decides mentions (its start bounds the history).
     pub policy: Policy,
+    /// The ids of the mentions that woke this run: they are its turns,
+    /// never its history (empty for a run that was not woken).
+    pub woke: Vec<String>,
 }
 
 /// How long a new session waits for the relay's history.
@@ -81,6 +84,10 @@ impl HistorySource {
     /// turns ([`history::context`]), or `None` (nothing there, no live
     /// relay, or no answer within [`HISTORY_WAIT`]).
     pub async fn context(&self, channel: &str, owner_class: bool) -> Option<String> {
+        let authors = history::authors(&self.policy, owner_class);
+        if authors.as_ref().is_some_and(Vec::is_empty) {
+            return None;
+        }
         let (reply, got) = oneshot::channel();
         let start = self.policy.run_start;
         self.relay
@@ -90,11 +97,16 @@ impl HistorySource {
                 until: start.saturating_sub(1),
                 // Mentions the gate refuses come too: ask for more than are kept.
                 limit: 4 * history::BOUNDS.count,
+                authors,
                 reply,
             })
             .ok()?;
         let events = tokio::time::timeout(HISTORY_WAIT, got).await.ok()?.ok()?;
-        let inbound: Vec<InboundEvent> = events.iter().map(InboundEvent::from_event).collect();
+        let inbound: Vec<InboundEvent> = events
+            .iter()
+            .map(InboundEvent::from_event)
+            .filter(|e| !self.woke.contains(&e.id))
+            .collect();
         history::context(&inbound, &self.policy, channel, owner_class, history::BOUNDS)
     }
 }

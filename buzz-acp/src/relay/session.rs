@@ -214,8 +214,8 @@ impl Task {
                 }
                 cmd = self.cmds.recv() => match cmd {
                     Some(RelayCmd::Accepted(t)) => self.accepted(t),
-                    Some(RelayCmd::History { channel, since, until, limit, reply }) => {
-                        let filters = self.history_filters(&channel, since, until, limit);
+                    Some(RelayCmd::History { channel, since, until, limit, authors, reply }) => {
+                        let filters = self.history_filters(&channel, (since, until), limit, authors.as_deref());
                         ask(relay, live, &mut histories, &mut history_n, filters, reply);
                     }
                     Some(RelayCmd::Wake { ids, since, reply }) => {

@@ -153,6 +153,7 @@ async fn stop_gracefully(h: &mut HarnessProc) {
 mod control;
 mod exits;
 mod hardening;
+mod history;
 mod identity;
 mod permissions;
 mod presence;

@@ -517,7 +517,8 @@ pub async fn chat_with(
     }
     if sleeping {
         let Some(pid) = waker_running(store) else {
-            let sent = relay::mention(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref(), text).await;
+            let sent =
+                relay::mention(&client, &rec.relay_url, &rec.pubkey, rec.channel.as_deref(), text).await;
             client.shutdown().await;
             sent?;
             return Err(AppError::AsleepNoWaker(name.to_string()));
