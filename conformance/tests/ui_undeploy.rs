@@ -266,6 +266,34 @@ fn ui_a_workspace_volume_is_kept_only_when_asked() {
     assert_eq!(ui.call("GET", "/api/agents/scout", None).status, 404);
 }
 
+/// A volume a deploy made is asked about even after the config stopped
+/// naming it (review afa2bf1 finding 8): the provider removes the agent's
+/// claims whatever the config says, so the page asks from what exists.
+#[test]
+fn ui_a_workspace_volume_is_asked_about_after_its_field_was_cleared() {
+    let s = created(Some("counts"));
+    s.cli(&["agent", "edit", "scout", "--config", "workspace_size=1Gi"]);
+    s.cli(&["start", "scout"]);
+    s.cli(&["agent", "edit", "scout", "--config", "workspace_size="]);
+    let ui = s.ui();
+    let a = ui.call("GET", "/api/agents/scout", None).json();
+    assert!(
+        a["config"].get("workspace_size").is_none(),
+        "the field is cleared: {a}"
+    );
+    assert_eq!(
+        a["workspace_volume"], true,
+        "the page asks before an Undeploy: {a}"
+    );
+    let plan = ui.call("GET", "/api/agents/scout/delete-plan", None).json();
+    assert_eq!(plan["workspace"], json!(true), "and before a Delete: {plan}");
+    // Once an undeploy removed it, nothing is left to ask about.
+    let r = ui.call("POST", "/api/agents/scout/undeploy", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let a = ui.call("GET", "/api/agents/scout", None).json();
+    assert_eq!(a["workspace_volume"], false, "{a}");
+}
+
 #[test]
 fn ui_delete_after_a_start_that_left_a_pod_undeploys_it_first() {
     let s = start_left_a_pod(Some("counts"));

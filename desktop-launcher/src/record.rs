@@ -268,6 +268,11 @@ pub struct DeployState {
     /// a launcher watching: the only record of a provider agent's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<EndedSeen>,
+    /// A deploy of this record asked for a workspace volume, and no undeploy
+    /// has removed it since (review afa2bf1 finding 8): an Undeploy or
+    /// Delete asks about the volume whatever the config says now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workspace_deployed: bool,
 }
 
 /// A run's end as its last presence said (`["stop", reason]`, issue 33).

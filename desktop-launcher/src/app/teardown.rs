@@ -44,6 +44,11 @@
 //! the lines a front end prints say both ([`workspace_text`]). Decision:
 //! `delete` removes it by default too, since the key that could reuse it
 //! goes with the record; `--keep-workspace` is there for copying files out.
+//! Whether a teardown may remove one is decided from what exists, not from
+//! the config alone ([`may_remove_workspace`]; review afa2bf1 finding 8): a
+//! deploy that asked for a volume records it, and only an undeploy that
+//! removed the volume clears it, since the provider removes the agent's
+//! claims whatever the config says.
 
 use super::agent::{StartOptions, agent_lock, workdir};
 use super::delete::delete_locked;
@@ -269,6 +274,8 @@ fn undeploy_locked(
                 state.started_at = None;
                 state.stopped_at = Some(relay::unix_now());
                 state.last_error = None;
+                // A kept volume is still there for the next teardown to ask about.
+                state.workspace_deployed = !u.kept.is_empty();
                 state.provider_binary = Some(format!("{} (sha256 {})", u.path.display(), u.sha256));
             })?;
             Ok(u)
@@ -334,6 +341,17 @@ pub fn has_workspace_volume(config: &serde_json::Map<String, serde_json::Value>)
         .get("workspace_size")
         .and_then(|v| v.as_str())
         .is_some_and(|s| !s.trim().is_empty())
+}
+
+/// Whether a teardown of the agent may remove a workspace volume, so the
+/// page asks first (review afa2bf1 finding 8): its config names one, or a
+/// deploy made one that no undeploy has removed since, whatever the config
+/// says now (the provider removes the agent's claims whatever the config).
+pub fn may_remove_workspace(
+    config: &serde_json::Map<String, serde_json::Value>,
+    state: &DeployState,
+) -> bool {
+    has_workspace_volume(config) || state.workspace_deployed
 }
 
 impl DeletePlan {
@@ -443,7 +461,7 @@ pub fn plan_delete(store: &Store, name: &str, opts: &StartOptions) -> Result<Del
         .get("namespace")
         .and_then(|v| v.as_str())
         .map(str::to_string);
-    let workspace = has_workspace_volume(config);
+    let workspace = may_remove_workspace(config, &state);
     Ok(match (remote, cannot) {
         (Remote::Deployed(_), None) => DeletePlan::Undeploy {
             provider: id.clone(),

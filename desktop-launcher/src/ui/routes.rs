@@ -57,7 +57,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
     let (config, workspace_volume) = match &rec.backend {
         Backend::Provider { config, .. } => (
             Value::Object(config.clone()),
-            app::teardown::has_workspace_volume(config),
+            app::teardown::may_remove_workspace(config, &st),
         ),
         Backend::Local => (Value::Object(Map::new()), false),
     };

@@ -312,8 +312,9 @@ function keepQuery(card, sep) {
   return box && !card.querySelector('.keep-workspace').hidden && box.checked ? `${sep}keep_workspace=true` : '';
 }
 
-// An Undeploy of an agent with a workspace volume asks first; any other
-// runs at once, as it removes nothing a Start does not recreate.
+// An Undeploy of an agent that may have a workspace volume (its config
+// names one, or a deploy made one that no undeploy removed) asks first; any
+// other runs at once, as it removes nothing a Start does not recreate.
 function askUndeploy(name) {
   const card = cards.get(name);
   const a = agentsByName.get(name) || {};
