@@ -238,7 +238,12 @@ impl Harness {
         if self.cfg.react_queued {
             self.publish(events::queued_reaction(&self.keys, &mention, &channel));
         }
-        self.sched.push(&channel, job);
+        // One session per channel and asker class: the scheduler keeps it in its slot.
+        let conversation = format!(
+            "{channel}\0{}",
+            if job.asker.is_owner() { "owner" } else { "other" }
+        );
+        self.sched.push_in(&channel, &conversation, job);
         self.pending.insert(turn_id, Pending { mention, channel });
         self.pump();
     }

@@ -1,6 +1,15 @@
 //! Turn scheduling (wire-facts §6; issue "one session per channel, one turn
 //! in flight per channel; further mentions queue") and the inactivity rule
 //! (spec §Auto-Stop, I5), with bounded queues. Pure: no I/O, no clock.
+//!
+//! **A conversation stays in its slot** (review afa2bf1 finding 4). Each
+//! slot is its own agent process, and a conversation's ACP session lives in
+//! the process that opened or brought it back. Its next turn goes to that
+//! slot and waits while the slot is busy with another channel's turn: were
+//! it given to a free slot, that slot would resume the same session from
+//! its receipt in a second process, and the two would fork the
+//! conversation. A slot that dies is forgotten ([`Scheduler::forget_slot`]),
+//! and its conversations go to any slot, which brings them back.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -20,12 +29,13 @@ pub fn admit(queued_total: usize, queued_in_channel: usize) -> bool {
 /// Per-channel FIFO queues with at most one turn in flight per channel.
 #[derive(Debug)]
 pub struct Scheduler<J> {
-    queues: HashMap<String, VecDeque<J>>,
+    /// channel → its queued jobs, each with its conversation.
+    queues: HashMap<String, VecDeque<(String, J)>>,
     /// Channels with queued work, oldest first.
     order: VecDeque<String>,
     /// channel → slot running its turn.
     in_flight: HashMap<String, usize>,
-    /// channel → slot that last ran it (holds its session).
+    /// conversation → the slot that last ran it (holds its session).
     affinity: HashMap<String, usize>,
 }
 
@@ -41,13 +51,34 @@ impl<J> Default for Scheduler<J> {
 }
 
 impl<J> Scheduler<J> {
-    /// Queues a job for `channel`.
+    /// Queues a job for `channel`, whose conversation is the channel itself.
     pub fn push(&mut self, channel: &str, job: J) {
+        self.push_in(channel, channel, job);
+    }
+
+    /// Queues a job for `channel` in `conversation` (a channel and an asker
+    /// class: the unit that holds one session).
+    pub fn push_in(&mut self, channel: &str, conversation: &str, job: J) {
         let q = self.queues.entry(channel.to_string()).or_default();
         if q.is_empty() {
             self.order.push_back(channel.to_string());
         }
-        q.push_back(job);
+        q.push_back((conversation.to_string(), job));
+    }
+
+    /// Where `channel`'s next job may run now: `None` while its channel is
+    /// in flight or its conversation's slot runs another channel's turn;
+    /// else its slot (when idle) or any.
+    fn placement(&self, channel: &str, free: &[usize]) -> Option<Option<usize>> {
+        if self.in_flight.contains_key(channel) {
+            return None;
+        }
+        let conversation = &self.queues.get(channel)?.front()?.0;
+        match self.affinity.get(conversation) {
+            Some(slot) if free.contains(slot) => Some(Some(*slot)),
+            Some(slot) if self.in_flight.values().any(|s| s == slot) => None,
+            _ => Some(None),
+        }
     }
 
     /// True while any job is queued or in flight.
@@ -65,9 +96,10 @@ impl<J> Scheduler<J> {
         self.queues.get(channel).map_or(0, VecDeque::len)
     }
 
-    /// True if some queued job could run now (its channel is not in flight).
+    /// True if some queued job could run on an idle slot now (its channel
+    /// is not in flight, and its conversation's slot is not busy).
     pub fn has_runnable(&self) -> bool {
-        self.order.iter().any(|c| !self.in_flight.contains_key(c))
+        self.order.iter().any(|c| self.placement(c, &[]).is_some())
     }
 
     /// The slot running `channel`'s turn, if any.
@@ -80,29 +112,26 @@ impl<J> Scheduler<J> {
         self.in_flight.iter().map(|(c, s)| (c.as_str(), *s))
     }
 
-    /// Assigns runnable jobs to `idle` slots: oldest channel first, preferring
-    /// the slot that holds the channel's session. Returns (slot, channel, job).
+    /// Assigns runnable jobs to `idle` slots: oldest channel first, each on
+    /// the slot that holds its conversation's session when it has one (see
+    /// the module doc). Returns (slot, channel, job).
     pub fn assign(&mut self, idle: &[usize]) -> Vec<(usize, String, J)> {
         let mut free: Vec<usize> = idle.to_vec();
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.order.len() && !free.is_empty() {
             let channel = self.order[i].clone();
-            if self.in_flight.contains_key(&channel) {
+            let Some(place) = self.placement(&channel, &free) else {
                 i += 1;
                 continue;
-            }
-            let pos = self
-                .affinity
-                .get(&channel)
-                .and_then(|s| free.iter().position(|f| f == s))
-                .unwrap_or(0);
+            };
+            let pos = place.and_then(|s| free.iter().position(|f| *f == s)).unwrap_or(0);
             let slot = free.remove(pos);
             let q = self
                 .queues
                 .get_mut(&channel)
                 .expect("ordered channels have queues");
-            let job = q.pop_front().expect("ordered channels have work");
+            let (conversation, job) = q.pop_front().expect("ordered channels have work");
             if q.is_empty() {
                 self.queues.remove(&channel);
                 self.order.remove(i);
@@ -112,7 +141,7 @@ impl<J> Scheduler<J> {
                 self.order.push_back(c);
             }
             self.in_flight.insert(channel.clone(), slot);
-            self.affinity.insert(channel.clone(), slot);
+            self.affinity.insert(conversation, slot);
             out.push((slot, channel, job));
         }
         out
@@ -133,7 +162,13 @@ impl<J> Scheduler<J> {
     pub fn clear_queued(&mut self) -> Vec<J> {
         let mut out = Vec::new();
         for channel in std::mem::take(&mut self.order) {
-            out.extend(self.queues.remove(&channel).unwrap_or_default());
+            out.extend(
+                self.queues
+                    .remove(&channel)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(_, j)| j),
+            );
         }
         self.queues.clear();
         out
@@ -187,6 +222,33 @@ mod tests {
         s.forget_slot(3);
         s.push("a", 4);
         assert_eq!(s.assign(&[1, 3])[0].0, 1);
+    }
+
+    #[test]
+    fn a_conversation_waits_for_the_slot_that_holds_its_session() {
+        let mut s = Scheduler::default();
+        s.push_in("a", "a/owner", 1);
+        assert_eq!(s.assign(&[0, 1])[0].0, 0);
+        s.finished("a");
+        // Channel b's long turn takes slot 0, which holds a's session.
+        s.push_in("b", "b/owner", 2);
+        assert_eq!(s.assign(&[0, 1])[0].0, 0);
+        s.push_in("a", "a/owner", 3);
+        assert!(
+            s.assign(&[1]).is_empty(),
+            "a waits for slot 0, never resumed on slot 1"
+        );
+        assert!(!s.has_runnable(), "no lazy slot is woken for it");
+        // Another class of the same channel is another conversation.
+        s.push_in("c", "c/other", 4);
+        assert_eq!(s.assign(&[1]), vec![(1, "c".to_string(), 4)]);
+        s.finished("b");
+        assert_eq!(s.assign(&[0]), vec![(0, "a".to_string(), 3)]);
+        // Its slot died: the conversation goes to any slot, which brings it back.
+        s.finished("a");
+        s.forget_slot(0);
+        s.push_in("a", "a/owner", 5);
+        assert_eq!(s.assign(&[1]), vec![(1, "a".to_string(), 5)]);
     }
 
     #[test]
