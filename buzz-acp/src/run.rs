@@ -61,6 +61,12 @@ use tokio::sync::{mpsc, oneshot};
 pub const TYPING_PERIOD: Duration = Duration::from_secs(3);
 /// How long a woken run waits for its relay to hand over the mentions.
 const WAKE_FETCH_BOUND: Duration = Duration::from_secs(10);
+/// How often a woken run asks for the mentions that woke it, at most: a
+/// fetch that timed out, was refused or died with its session is asked
+/// once more (review afa2bf1 finding 9), after [`WAKE_RETRY_AFTER`].
+const WAKE_FETCH_TRIES: u32 = 2;
+/// The pause before a woken run asks again for mentions that did not come.
+const WAKE_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Events held behind the waking mentions; past it they go through at once.
 const HELD_CAP: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,20 +443,23 @@ impl Harness {
         }
     }
 
-    /// Asks the relay for the mentions the waker named and the owner's
-    /// messages since the floor; the answer comes back to the main loop.
-    fn ask_woken(&self, back: mpsc::UnboundedSender<Vec<Event>>) {
+    /// Asks the relay, after `delay`, for the mentions the waker named and
+    /// the owner's messages since the floor; the answer comes back to the
+    /// main loop.
+    fn ask_woken(&self, back: mpsc::UnboundedSender<Vec<Event>>, delay: Duration) {
         let Some(wake) = self.cfg.wake.as_ref().filter(|w| !w.events.is_empty()) else {
             return;
         };
-        let (reply, got) = oneshot::channel();
-        let now = nostr_sdk::prelude::Timestamp::now().as_secs();
-        let _ = self.relay_tx.send(RelayCmd::Wake {
-            ids: wake.events.clone(),
-            since: now.saturating_sub(buzz_contract::wake::WINDOW.as_secs()),
-            reply,
-        });
+        let (ids, relay) = (wake.events.clone(), self.relay_tx.clone());
         tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let (reply, got) = oneshot::channel();
+            let now = nostr_sdk::prelude::Timestamp::now().as_secs();
+            let _ = relay.send(RelayCmd::Wake {
+                ids,
+                since: now.saturating_sub(buzz_contract::wake::WINDOW.as_secs()),
+                reply,
+            });
             let events = tokio::time::timeout(WAKE_FETCH_BOUND, got)
                 .await
                 .ok()
@@ -777,6 +786,7 @@ pub async fn run(cfg: Config) -> Exit {
     // Woken by a launcher's waker: once live, fetch the mentions it named.
     let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<Vec<Event>>();
     let mut wake_asked = h.cfg.wake.is_none();
+    let (mut wake_tries, mut wake_got) = (0u32, Vec::<Event>::new());
     // Until they are answered, what arrives meanwhile waits behind them, so
     // one channel's mentions are answered oldest first.
     let mut held: Option<Vec<Event>> = h
@@ -807,7 +817,8 @@ pub async fn run(cfg: Config) -> Exit {
                 Some(RelayEvent::Live) => {
                     tracing::info!("relay live");
                     if !std::mem::replace(&mut wake_asked, true) {
-                        h.ask_woken(wake_tx.clone());
+                        wake_tries += 1;
+                        h.ask_woken(wake_tx.clone(), Duration::ZERO);
                     }
                 }
                 Some(RelayEvent::Down) => tracing::warn!("relay down; reconnecting"),
@@ -816,7 +827,25 @@ pub async fn run(cfg: Config) -> Exit {
             },
             Some(ev) = slot_rx.recv() => if let Some(s) = h.on_slot(ev) { break s; },
             Some(events) = wake_rx.recv() => {
-                h.on_woken(&events);
+                wake_got.extend(events);
+                let named = h.cfg.wake.as_ref().map_or(0, |w| w.events.len());
+                let found = h.cfg.wake.as_ref().map_or(0, |w| {
+                    w.events.iter().filter(|id| wake_got.iter().any(|e| e.id.to_hex() == **id)).count()
+                });
+                if found < named {
+                    if wake_tries < WAKE_FETCH_TRIES {
+                        tracing::warn!(named, found, "not every mention that woke this run came; asking the relay again");
+                        wake_tries += 1;
+                        h.ask_woken(wake_tx.clone(), WAKE_RETRY_AFTER);
+                        continue;
+                    }
+                    tracing::warn!(
+                        named,
+                        found,
+                        "the relay did not hand over every mention that woke this run; those are not answered"
+                    );
+                }
+                h.on_woken(&std::mem::take(&mut wake_got));
                 // What came meanwhile, oldest first (a relay sends stored events newest first).
                 let mut meanwhile = held.take().unwrap_or_default();
                 meanwhile.sort_by_key(|e| e.created_at);

@@ -131,3 +131,37 @@ async fn a_malformed_wake_list_is_a_config_error() {
         assert!(h.stderr().contains("BUZZ_ACP_WAKE_"), "{}", h.stderr());
     }
 }
+
+/// A waking mention the relay did not hand over at the first fetch (it
+/// timed out, was refused, or its session died; here: not on the relay
+/// yet) is asked for once more and answered (review afa2bf1 finding 9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waking_mention_the_first_fetch_missed_is_asked_for_again_and_answered() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let now = Timestamp::now().as_secs();
+    let tags = vec![
+        vec!["h".to_string(), "c1".to_string()],
+        vec!["p".to_string(), w.agent.public_key().to_hex()],
+    ];
+    // Its id, known before it is published: an event's id is the digest of
+    // its fields, so publishing the same fields later gives the same event.
+    let late = nostr_sdk::prelude::EventBuilder::new(Kind::from(9), "late one")
+        .tags(
+            tags.iter()
+                .map(|t| nostr_sdk::prelude::Tag::parse(t.clone()).unwrap()),
+        )
+        .custom_created_at(Timestamp::from(now - 10))
+        .sign_with_keys(&w.owner)
+        .unwrap();
+    let events = format_events(&[late.id.to_hex()]);
+    let look = (now - 5).to_string();
+    let env = w.env_with("echo", &[(EVENTS_ENV, &events), (SINCE_ENV, &look)]);
+    let mut h = w.start(&env).await;
+    wait_count(&h, "not every mention that woke this run came", 1).await;
+    let sent = post_raw(&w.relay.url, &w.owner, "late one", tags, Some(now - 10)).await;
+    assert_eq!(sent.id, late.id, "the same event");
+    let r = w.wait_reply(&sent).await;
+    assert_eq!(r.content, "echo: late one");
+    stop_gracefully(&mut h).await;
+}
