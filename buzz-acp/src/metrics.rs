@@ -27,6 +27,9 @@
 //! - `cumulative` tokens are the sum of this run's turns, given only for a
 //!   session this run began (else the sum would pass for the whole);
 //!   `cumulative.costUsd` is the agent's own session figure.
+//! - The agent's counts are summed saturating (review afa2bf1 finding 9):
+//!   a hostile or huge count stops at `u64::MAX`, never panics in a debug
+//!   build nor wraps in a release one.
 //! - `turnSeq` counts the session's turns in this run; with the run's
 //!   `timestamp` it orders them.
 
@@ -130,7 +133,11 @@ impl Ledger {
             tally.cost = usd;
         }
         let turn = r.tokens.map(|t| TokenCounts {
-            input_tokens: Some(t.input + t.cache_read.unwrap_or(0) + t.cache_write.unwrap_or(0)),
+            input_tokens: Some(
+                t.input
+                    .saturating_add(t.cache_read.unwrap_or(0))
+                    .saturating_add(t.cache_write.unwrap_or(0)),
+            ),
             output_tokens: Some(t.output),
             total_tokens: Some(t.total),
             cost_usd: turn_cost,
@@ -139,9 +146,9 @@ impl Ledger {
         });
         tally.sums = match (tally.sums, &turn) {
             (Some((i, o, all)), Some(t)) => Some((
-                i + t.input_tokens.unwrap_or(0),
-                o + t.output_tokens.unwrap_or(0),
-                all + t.total_tokens.unwrap_or(0),
+                i.saturating_add(t.input_tokens.unwrap_or(0)),
+                o.saturating_add(t.output_tokens.unwrap_or(0)),
+                all.saturating_add(t.total_tokens.unwrap_or(0)),
             )),
             _ => None,
         };
@@ -279,6 +286,27 @@ mod tests {
         let fell = l.metric(&report("r", false, Some(T), Some(0.1)), None, None);
         assert_eq!(fell.turn.unwrap().cost_usd, None);
         assert!(!fell.delta_reliable);
+    }
+
+    /// Review afa2bf1 finding 9: an agent's count is not trusted to be small.
+    #[test]
+    fn counts_near_u64_max_saturate() {
+        let huge = Tokens {
+            input: u64::MAX - 1,
+            output: u64::MAX,
+            total: u64::MAX,
+            cache_read: Some(u64::MAX),
+            cache_write: Some(3),
+        };
+        let mut l = Ledger::default();
+        let a = l.metric(&report("s", true, Some(huge), None), None, None);
+        assert_eq!(a.turn.unwrap().input_tokens, Some(u64::MAX));
+        let b = l.metric(&report("s", true, Some(huge), None), None, None);
+        let c = b.cumulative.unwrap();
+        assert_eq!(
+            (c.input_tokens, c.output_tokens, c.total_tokens),
+            (Some(u64::MAX), Some(u64::MAX), Some(u64::MAX))
+        );
     }
 
     #[test]

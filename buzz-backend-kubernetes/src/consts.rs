@@ -28,6 +28,11 @@ pub const ANN_IMAGE: &str = "buzz.block.xyz/image";
 pub const ANN_GENERATION: &str = "buzz.block.xyz/generation";
 /// Annotation: provider version, for log correlation (§K8s GC).
 pub const ANN_PROVIDER_VERSION: &str = "buzz.block.xyz/provider-version";
+/// Annotation the PV controller sets (`yes`) on a claim when it, not the
+/// claim's author, wrote `spec.volumeName`: a workspace claim with a
+/// `volumeName` and without it was created bound to a volume, which this
+/// provider never does (`workspace::judge`, review afa2bf1 finding 9).
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 
 /// Pod / agent_id prefix: `buzz-agent-<12 hex>` (§Pod shape).
 pub const NAME_PREFIX: &str = "buzz-agent-";

@@ -24,6 +24,17 @@
 //!   another StorageClass than `workspace_storage_class`, is refused with the
 //!   way out (`undeploy`, which deletes it, then Start). A claim that asks
 //!   for more is used: more room is never a failure.
+//! - **Created empty, by the provider** (review afa2bf1 finding 9). The
+//!   identity and the marker are metadata, which anyone who may write
+//!   claims in the namespace can copy (the spec puts a hostile admin out of
+//!   scope, §Deploy State Machine), but where a claim's files come from is
+//!   cheap to check: a claim with `spec.dataSource` or `spec.dataSourceRef`
+//!   (filled from a snapshot or another claim) or created with
+//!   `spec.volumeName` (bound to a chosen volume: set, but not by the PV
+//!   controller, whose [`ANN_BOUND_BY_CONTROLLER`] says it chose it) would
+//!   start the agent's pod with files, dotfiles included, that it never
+//!   wrote. It is refused with the way out (`undeploy`, which deletes it,
+//!   or deleting it by hand, then Start), never mounted.
 //! - **Being deleted** (a `deletionTimestamp`; the claim goes once no pod
 //!   uses it) is refused: an `undeploy` waits for it to go, then Start
 //!   creates a new one.
@@ -167,6 +178,16 @@ pub enum Judgement {
     OtherClass {
         has: Option<String>,
     },
+    /// Filled from another object (`spec.dataSource` or
+    /// `spec.dataSourceRef`): `kind name` of the source.
+    Prefilled {
+        source: String,
+    },
+    /// Named its volume at creation (`spec.volumeName` without the PV
+    /// controller's [`ANN_BOUND_BY_CONTROLLER`]).
+    PreBound {
+        volume: String,
+    },
 }
 
 /// The storage a claim asks for.
@@ -181,8 +202,49 @@ pub fn requested(pvc: &PersistentVolumeClaim) -> Option<String> {
         .map(|q| q.0.clone())
 }
 
+/// A name read from the cluster as a message shows it: control characters
+/// as spaces, at most a DNS subdomain's 253 characters.
+fn shown(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(253)
+        .collect()
+}
+
+/// Where the claim's first files came from, when not from an empty volume
+/// this provider asked for: its data source (`kind name`, or `kind
+/// namespace/name` across namespaces), else the volume it was created
+/// bound to.
+fn provenance(pvc: &PersistentVolumeClaim) -> Option<Judgement> {
+    let spec = pvc.spec.as_ref()?;
+    let from_ref = spec.data_source_ref.as_ref().map(|r| match &r.namespace {
+        Some(ns) => format!("{} {}/{}", r.kind, ns, r.name),
+        None => format!("{} {}", r.kind, r.name),
+    });
+    let from_source = spec
+        .data_source
+        .as_ref()
+        .map(|s| format!("{} {}", s.kind, s.name));
+    if let Some(source) = from_source.or(from_ref) {
+        return Some(Judgement::Prefilled {
+            source: shown(&source),
+        });
+    }
+    let volume = spec.volume_name.as_deref().filter(|v| !v.is_empty())?;
+    let by_controller = pvc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_BOUND_BY_CONTROLLER))
+        .is_some_and(|v| v == "yes");
+    (!by_controller).then(|| Judgement::PreBound {
+        volume: shown(volume),
+    })
+}
+
 /// Judges the claim at this agent's name against `spec`. The order is the
-/// rules': identity first, then the deletion mark, then fitness.
+/// rules': identity first, then the deletion mark, then where its files
+/// came from, then fitness.
 pub fn judge(found: Option<&PersistentVolumeClaim>, pubkey: &str, spec: &WorkspaceSpec) -> Judgement {
     let Some(pvc) = found else {
         return Judgement::Absent;
@@ -194,6 +256,9 @@ pub fn judge(found: Option<&PersistentVolumeClaim>, pubkey: &str, spec: &Workspa
     }
     if pvc.metadata.deletion_timestamp.is_some() {
         return Judgement::Terminating;
+    }
+    if let Some(refused) = provenance(pvc) {
+        return refused;
     }
     let class = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
     if let Some(wants) = &spec.storage_class

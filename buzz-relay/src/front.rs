@@ -185,6 +185,28 @@ mod tests {
     }
 
     #[test]
+    fn a_future_dated_presence_is_answered_ok_false_and_not_forwarded() {
+        use nostr_relay_builder::prelude::{EventBuilder, Timestamp};
+        let owner = Keys::generate();
+        let s = Session::new(owner.public_key().to_hex(), Admitted::Owner);
+        let now = 1_800_000_000;
+        let presence = |at: u64| {
+            let e = EventBuilder::new(Kind::from(KIND_PRESENCE), "online")
+                .custom_created_at(Timestamp::from(at))
+                .sign_with_keys(&owner)
+                .unwrap();
+            json!(["EVENT", e]).to_string()
+        };
+        let m = reply(decide(&presence(now + 3600), Some(&s), now));
+        assert_eq!((m[0].as_str(), m[2].as_bool()), (Some("OK"), Some(false)), "{m}");
+        assert!(m[3].as_str().unwrap().starts_with("invalid:"), "{m}");
+        assert!(matches!(
+            decide(&presence(now), Some(&s), now),
+            Step::Forward(Track::Presence(_))
+        ));
+    }
+
+    #[test]
     fn before_auth_only_auth_gets_through() {
         let m = reply(decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), None, 0));
         assert_eq!(m[0], "NOTICE");

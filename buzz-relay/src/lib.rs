@@ -23,7 +23,8 @@
 //!   `restricted:`. An agent's session lasts while its attestation's time
 //!   window holds and its record exists; when either ends, its open
 //!   subscriptions are closed. Presence (kind 20001) must be authored by the
-//!   authenticated key.
+//!   authenticated key and dated at most [`limits::PRESENCE_MAX_AHEAD`]
+//!   ahead of the relay's clock.
 //! - **Ephemeral presence**: kinds 20000–29999 are broadcast to live
 //!   subscriptions and never stored (the library's rule, and
 //!   [`log_store::LogStore`] refuses them too). Presence alone is also

@@ -34,6 +34,17 @@ pub const TRANSPORT_SLACK: usize = 64 * 1024;
 /// still reading gets the notice instead of a TCP reset.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
+/// How far ahead of the relay's clock a presence's `created_at` may be
+/// (review afa2bf1 finding 9). A presence is kept until [`PRESENCE_TTL`]
+/// after its date and masks every older-dated one, so one dated an hour
+/// ahead, by a node with a fast clock, would hide the author's honest
+/// presence for that hour. The same tolerance as an AUTH event's
+/// (wire-facts §2: ±60 s, [`crate::policy::AUTH_MAX_SKEW_SECS`]); further
+/// ahead it is refused `OK false invalid:` and neither kept nor broadcast.
+///
+/// [`PRESENCE_TTL`]: buzz_contract::presence::PRESENCE_TTL
+pub const PRESENCE_MAX_AHEAD: Duration = Duration::from_secs(60);
+
 /// The relay's bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {

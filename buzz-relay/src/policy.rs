@@ -23,6 +23,12 @@
 //!   already holds (review b30b1a0 finding 11: an open subscription must
 //!   stop delivering, `NEG-*` included).
 //!
+//! A presence (kind 20001) must be authored by the authenticated key and
+//! dated at most [`PRESENCE_MAX_AHEAD`] ahead of the relay's clock, else
+//! `OK false invalid:` (review afa2bf1 finding 9): the relay keeps each
+//! author's latest-dated presence, so one from the future would hide every
+//! honest one until its date.
+//!
 //! Two more checks close review b30b1a0's findings 2 and 11:
 //!
 //! - the AUTH event's `relay` tag must name this relay ([`OwnUrls`]), else
@@ -33,6 +39,7 @@
 //!   `restricted:`, and a live session of a removed agent ends
 //!   ([`Session::remove`]). The owner is never looked up.
 
+use super::limits::PRESENCE_MAX_AHEAD;
 use super::own_urls::OwnUrls;
 use buzz_contract::nip_oa::{AuthTag, AuthTagError, Condition, ConditionError, parse_conditions};
 use buzz_contract::presence::{KIND_AUTH, KIND_PRESENCE};
@@ -255,15 +262,34 @@ pub fn check_enrollment(admitted: Admitted, enrollment: Enrollment) -> Result<Ad
 pub enum PublishRefusal {
     #[error("restricted: presence (kind 20001) must be authored by the authenticated key")]
     PresenceAuthor,
+    #[error(
+        "invalid: this presence's created_at is {ahead_secs} s ahead of the relay's clock (at most {skew_secs} s is accepted); check the publisher's clock"
+    )]
+    PresenceFromTheFuture { ahead_secs: u64, skew_secs: u64 },
     #[error(transparent)]
     Session(#[from] SessionRefusal),
 }
 
 /// Checks an EVENT from the authenticated `session` at unix time `now`.
+/// A presence must be its author's own and dated at most
+/// [`PRESENCE_MAX_AHEAD`] ahead of `now` (review afa2bf1 finding 9: one
+/// dated later would be kept, [`super::presence_keep`], and mask every
+/// honest one until its date).
 pub fn check_publish(event: &Event, session: &Session, now: u64) -> Result<(), PublishRefusal> {
     session.check(now)?;
-    if event.kind == Kind::from(KIND_PRESENCE) && event.pubkey.to_hex() != session.key {
+    if event.kind != Kind::from(KIND_PRESENCE) {
+        return Ok(());
+    }
+    if event.pubkey.to_hex() != session.key {
         return Err(PublishRefusal::PresenceAuthor);
+    }
+    let skew_secs = PRESENCE_MAX_AHEAD.as_secs();
+    let ahead_secs = event.created_at.as_secs().saturating_sub(now);
+    if ahead_secs > skew_secs {
+        return Err(PublishRefusal::PresenceFromTheFuture {
+            ahead_secs,
+            skew_secs,
+        });
     }
     Ok(())
 }
@@ -547,6 +573,38 @@ mod tests {
         );
         let note = EventBuilder::new(Kind::from(9), "hi").sign_with_keys(&a).unwrap();
         assert_eq!(check_publish(&note, &session(&b), NOW), Ok(()));
+    }
+
+    /// Review afa2bf1 finding 9: a presence dated beyond the skew is refused.
+    #[test]
+    fn a_presence_dated_in_the_future_is_invalid() {
+        let a = Keys::generate();
+        let at = |t: u64| {
+            EventBuilder::new(Kind::from(KIND_PRESENCE), "online")
+                .custom_created_at(Timestamp::from(t))
+                .sign_with_keys(&a)
+                .unwrap()
+        };
+        let skew = crate::limits::PRESENCE_MAX_AHEAD.as_secs();
+        assert_eq!(check_publish(&at(NOW + skew), &session(&a), NOW), Ok(()));
+        assert_eq!(check_publish(&at(NOW - 3600), &session(&a), NOW), Ok(()));
+        let refused = check_publish(&at(NOW + 3600), &session(&a), NOW).unwrap_err();
+        assert_eq!(
+            refused,
+            PublishRefusal::PresenceFromTheFuture {
+                ahead_secs: 3600,
+                skew_secs: skew
+            }
+        );
+        let text = refused.to_string();
+        assert!(text.starts_with("invalid:"), "{text}");
+        assert!(text.contains("3600 s ahead"), "{text}");
+        // Only presence: another kind's date is the library's business.
+        let note = EventBuilder::new(Kind::from(9), "hi")
+            .custom_created_at(Timestamp::from(NOW + 3600))
+            .sign_with_keys(&a)
+            .unwrap();
+        assert_eq!(check_publish(&note, &session(&a), NOW), Ok(()));
     }
 
     #[test]

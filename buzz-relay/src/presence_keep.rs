@@ -17,6 +17,11 @@
 //!   share a second; readers order them by run and seq anyway).
 //! - **How long**: until [`PRESENCE_TTL`] after its `created_at`; older
 //!   ones are never replayed, and are dropped when the map is full.
+//! - **Not from the future** (review afa2bf1 finding 9): a presence dated
+//!   more than [`PRESENCE_MAX_AHEAD`] ahead of the relay's clock is refused
+//!   by the front (`OK false invalid:`, [`crate::policy::check_publish`])
+//!   and never kept: kept, it would outrank every honest presence of its
+//!   author until its date, and outlive them by as much.
 //! - **To whom**: a filter that names kind 20001 and has `since`. A filter
 //!   without `since` asks for "from now on" in this project's readers (the
 //!   observers of the tests), and gets what it got before: live events.
@@ -29,6 +34,7 @@
 //!
 //! Pure: the clock comes in; [`super::conn`] calls it.
 
+use crate::limits::PRESENCE_MAX_AHEAD;
 use buzz_contract::presence::{KIND_PRESENCE, PRESENCE_TTL};
 use nostr_relay_builder::prelude::{Event, Filter, Kind, MatchEventOptions, PublicKey};
 use std::collections::{BTreeMap, HashMap};
@@ -47,6 +53,13 @@ fn expired(e: &Event, now: u64) -> bool {
     e.created_at.as_secs().saturating_add(PRESENCE_TTL.as_secs()) < now
 }
 
+/// Dated further ahead of `now` than [`PRESENCE_MAX_AHEAD`]: the front
+/// refuses such an event ([`crate::policy::check_publish`]); this check
+/// keeps the map sound on its own.
+fn from_the_future(e: &Event, now: u64) -> bool {
+    e.created_at.as_secs() > now.saturating_add(PRESENCE_MAX_AHEAD.as_secs())
+}
+
 /// Whether `f` asks for kind 20001's recent past: it names the kind and sets `since`.
 pub fn asks_for_presence(f: &Filter) -> bool {
     f.since.is_some()
@@ -59,7 +72,7 @@ impl PresenceKeep {
     /// Keeps `event` (an accepted kind 20001) as its author's latest, unless
     /// a newer one is kept; `false` when it was not kept.
     pub fn keep(&self, event: &Event, now: u64) -> bool {
-        if event.kind != Kind::from(KIND_PRESENCE) || expired(event, now) {
+        if event.kind != Kind::from(KIND_PRESENCE) || expired(event, now) || from_the_future(event, now) {
             return false;
         }
         let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
@@ -160,6 +173,26 @@ mod tests {
         keep.keep(&presence(&a, "offline", NOW), NOW);
         keep.keep(&presence(&a, "online", NOW), NOW);
         assert_eq!(keep.replay(&[since(NOW)], NOW)[0].content, "online");
+    }
+
+    /// Review afa2bf1 finding 9: a presence dated in the future would mask
+    /// every honest one until its date.
+    #[test]
+    fn a_future_dated_presence_is_not_kept_and_the_later_honest_one_is_replayed() {
+        let keep = PresenceKeep::default();
+        let a = Keys::generate();
+        assert!(
+            !keep.keep(&presence(&a, "offline", NOW + 3600), NOW),
+            "an hour ahead of the relay's clock"
+        );
+        assert!(keep.keep(&presence(&a, "online", NOW + 1), NOW + 1));
+        let got = keep.replay(&[since(NOW - 180)], NOW + 2);
+        let said: Vec<&str> = got.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(said, vec!["online"]);
+        // Within the skew a clock a little fast is still kept.
+        let skew = crate::limits::PRESENCE_MAX_AHEAD.as_secs();
+        assert!(keep.keep(&presence(&a, "away", NOW + 2 + skew), NOW + 2));
+        assert!(!keep.keep(&presence(&a, "away", NOW + 3 + skew), NOW + 2));
     }
 
     #[test]

@@ -332,17 +332,28 @@ fn the_owners_chat_wakes_a_sleeping_agent_and_says_so() {
         serve.text()
     );
     w.cli(&["start", "chatty"]);
-    let asleep = || {
-        w.harnesses().is_empty() && w.status_of("chatty").contains("sleeping")
-    };
-    assert!(wait_until(WAIT, asleep), "chatty never slept: {}", w.status_of("chatty"));
+    let asleep = || w.harnesses().is_empty() && w.status_of("chatty").contains("sleeping");
+    assert!(
+        wait_until(WAIT, asleep),
+        "chatty never slept: {}",
+        w.status_of("chatty")
+    );
 
-    let out = launcher(Path::new(BIN), &w.home, &["chat", "chatty", "are you awake?"], &w.envs);
+    let out = launcher(
+        Path::new(BIN),
+        &w.home,
+        &["chat", "chatty", "are you awake?"],
+        &w.envs,
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(out.status.success(), "the owner's chat wakes it: {stderr}; serve: {}", serve.text());
+    assert!(
+        out.status.success(),
+        "the owner's chat wakes it: {stderr}; serve: {}",
+        serve.text()
+    );
     assert!(stdout.contains("are you awake?"), "its reply: {stdout}");
     assert!(
         stderr.contains("chatty is asleep; the waker (pid"),

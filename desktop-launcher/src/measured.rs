@@ -11,6 +11,8 @@
 //! - **Which pod.** The agent's `agent_id` (its pod name; the Kubernetes
 //!   binding names the pod after the agent's key, so every pod it ever had
 //!   shares it) in its `provider_config.namespace`.
+//! - **Not trusted for order** (review afa2bf1 finding 9): [`parse`] puts
+//!   the windows and the kills oldest first.
 //! - **Nothing invented.** A window nothing covered has no cores, one with
 //!   no memory sample no MiB; the line says "not measured", never 0.
 
@@ -115,9 +117,15 @@ pub fn read_url(base: &str, namespace: &str, pod: &str) -> Result<String, NotMea
     Ok(format!("{base}{READ_PATH}?namespace={namespace}&pod={pod}"))
 }
 
-/// Parses the ingest's answer.
+/// Parses the ingest's answer, its windows and OOM kills put oldest first
+/// whatever order it sent them in (review afa2bf1 finding 9): the plots,
+/// the line's "the last" and the memory limit read them in that order.
 pub fn parse(body: &[u8]) -> Result<Measured, NotMeasured> {
-    serde_json::from_slice(body).map_err(|e| NotMeasured::Malformed(e.to_string()))
+    let mut m: Measured = serde_json::from_slice(body).map_err(|e| NotMeasured::Malformed(e.to_string()))?;
+    m.windows.sort_by_key(|w| w.window_start);
+    m.oom_kills
+        .sort_by(|a, b| (a.observed_unix, &a.observed_at).cmp(&(b.observed_unix, &b.observed_at)));
+    Ok(m)
 }
 
 fn mib(bytes: u64) -> String {
@@ -234,6 +242,18 @@ mod tests {
             line("b", &measured(vec![w(0, None, None)], vec![])),
             "b: CPU not measured; memory not measured; no OOM kill"
         );
+    }
+
+    /// Review afa2bf1 finding 9: the ingest's order is not trusted.
+    #[test]
+    fn an_answer_is_put_oldest_first_whatever_the_ingest_s_order() {
+        let body = br#"{"windows":[{"window_start":7200,"cores":1.0,"max_mib":null},{"window_start":0,"cores":0.5,"max_mib":null},{"window_start":3600,"cores":null,"max_mib":null}],"oom_kills":[{"observed_at":"1970-01-01T02:00:00Z","observed_unix":7200,"container":"agent","memory_limit_bytes":2,"oom_kill_total":2},{"observed_at":"1970-01-01T01:00:00Z","observed_unix":3600,"container":"agent","memory_limit_bytes":1,"oom_kill_total":1}]}"#;
+        let m = parse(body).unwrap();
+        let starts: Vec<u64> = m.windows.iter().map(|w| w.window_start).collect();
+        assert_eq!(starts, [0, 3600, 7200]);
+        let kills: Vec<u64> = m.oom_kills.iter().map(|k| k.oom_kill_total).collect();
+        assert_eq!(kills, [1, 2], "the last kill is the latest");
+        assert!(line("a", &m).ends_with("the last at 1970-01-01T02:00:00Z (limit 0 MiB)"));
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //!   of the agent's pod ([`crate::measured`]), one point per hour window, a
 //!   break where an hour was not measured; the memory plot marks each OOM
 //!   kill with a vertical line and the memory limit, when known, dashed.
+//!
+//! Nothing here trusts what it is given (review afa2bf1 finding 9): turns
+//! and windows are put oldest first whatever order they came in, and the
+//! agent's counts are summed saturating.
 
 use crate::measured::{self, Measured};
 use crate::usage_view::TurnUsage;
@@ -34,11 +38,18 @@ fn open(title: &str) -> String {
     )
 }
 
+/// The turns oldest first, whatever order they came in.
+fn by_time(turns: &[TurnUsage]) -> Vec<&TurnUsage> {
+    let mut sorted: Vec<&TurnUsage> = turns.iter().collect();
+    sorted.sort_by_key(|t| t.at);
+    sorted
+}
+
 /// Bars of input and output tokens, one per turn, oldest on the left.
 pub fn tokens_per_turn(turns: &[TurnUsage]) -> String {
     let mut out = open("tokens per turn");
-    let figures: Vec<Option<(u64, u64)>> = turns
-        .iter()
+    let figures: Vec<Option<(u64, u64)>> = by_time(turns)
+        .into_iter()
         .map(|t| {
             let c = t.metric.turn.clone().unwrap_or_default();
             match (c.input_tokens, c.output_tokens) {
@@ -50,7 +61,7 @@ pub fn tokens_per_turn(turns: &[TurnUsage]) -> String {
     let max = figures
         .iter()
         .flatten()
-        .map(|(i, o)| i + o)
+        .map(|(i, o)| i.saturating_add(*o))
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -93,8 +104,8 @@ pub fn tokens_per_turn(turns: &[TurnUsage]) -> String {
 pub fn cost_over_time(turns: &[TurnUsage]) -> String {
     let mut out = open("cost over time");
     let mut sum = 0.0;
-    let points: Vec<(u64, f64)> = turns
-        .iter()
+    let points: Vec<(u64, f64)> = by_time(turns)
+        .into_iter()
         .filter_map(|t| {
             let c = t.metric.turn.as_ref()?.cost_usd?;
             sum += c;
@@ -108,9 +119,9 @@ pub fn cost_over_time(turns: &[TurnUsage]) -> String {
         ));
         return out;
     };
-    let span = (last.0 - first.0).max(1) as f64;
+    let span = last.0.saturating_sub(first.0).max(1) as f64;
     let top = last.1.max(f64::MIN_POSITIVE);
-    let x = |t: u64| PAD + (t - first.0) as f64 / span * (WIDTH - 2.0 * PAD);
+    let x = |t: u64| PAD + t.saturating_sub(first.0) as f64 / span * (WIDTH - 2.0 * PAD);
     let y = |v: f64| HEIGHT - PAD - v / top * (HEIGHT - 2.0 * PAD);
     let mut d = format!("M{:.1} {:.1}", x(first.0), HEIGHT - PAD);
     for (t, v) in &points {
@@ -135,8 +146,9 @@ pub fn memory_over_time(m: &Measured) -> String {
     let limit = m
         .oom_kills
         .iter()
-        .filter_map(|k| k.memory_limit_bytes)
-        .next_back()
+        .filter(|k| k.memory_limit_bytes.is_some())
+        .max_by_key(|k| (k.observed_unix, &k.observed_at))
+        .and_then(|k| k.memory_limit_bytes)
         .map(|b| b as f64 / 1_048_576.0);
     let kills: Vec<u64> = m.oom_kills.iter().filter_map(|k| k.observed_unix).collect();
     hourly(
@@ -158,29 +170,34 @@ fn hourly(
     kills: &[u64],
 ) -> String {
     let mut out = open(title);
-    let (Some(first), Some(last)) = (m.windows.first(), m.windows.last()) else {
+    // Oldest first whatever the ingest sent (review afa2bf1 finding 9): the
+    // line is drawn in this order, and the axis runs from the first to the
+    // last, so `t0 <= t1` always.
+    let mut windows = m.windows.clone();
+    windows.sort_by_key(|w| w.window_start);
+    let (Some(first), Some(last)) = (windows.first(), windows.last()) else {
         out.push_str(&format!(
             r#"<text x="{PAD}" y="{:.1}" font-size="12">not measured yet</text></svg>"#,
             HEIGHT / 2.0
         ));
         return out;
     };
-    let (t0, t1) = (first.window_start, last.window_start + 3600);
-    let top = m
-        .windows
+    let (t0, t1) = (first.window_start, last.window_start.saturating_add(3600));
+    let span = t1.saturating_sub(t0).max(1) as f64;
+    let top = windows
         .iter()
         .filter_map(value)
         .chain(limit)
         .fold(0.0_f64, f64::max)
         .max(f64::MIN_POSITIVE);
-    let x = |t: u64| PAD + (t.clamp(t0, t1) - t0) as f64 / (t1 - t0) as f64 * (WIDTH - 2.0 * PAD);
+    let x = |t: u64| PAD + (t.clamp(t0, t1) - t0) as f64 / span * (WIDTH - 2.0 * PAD);
     let y = |v: f64| HEIGHT - PAD - v / top * (HEIGHT - 2.0 * PAD);
     let mut d = String::new();
     let mut pen_down = false;
-    for w in &m.windows {
+    for w in &windows {
         match value(w) {
             Some(v) => {
-                let (px, py) = (x(w.window_start + 1800), y(v));
+                let (px, py) = (x(w.window_start.saturating_add(1800)), y(v));
                 d.push_str(&format!("{}{px:.1} {py:.1} ", if pen_down { "L" } else { "M" }));
                 pen_down = true;
             }
@@ -193,11 +210,11 @@ fn hourly(
             d.trim_end()
         ));
     }
-    for w in m.windows.iter().filter(|w| value(w).is_none()) {
+    for w in windows.iter().filter(|w| value(w).is_none()) {
         out.push_str(&format!(
             r#"<rect class="unknown" x="{:.1}" y="{PAD:.1}" width="{:.1}" height="{:.1}" fill="none" stroke-dasharray="2 2"><title>not measured</title></rect>"#,
             x(w.window_start),
-            x(w.window_start + 3600) - x(w.window_start),
+            x(w.window_start.saturating_add(3600)) - x(w.window_start),
             HEIGHT - 2.0 * PAD
         ));
     }
@@ -296,5 +313,66 @@ mod tests {
         let none = Measured { windows: vec![], ..m };
         assert!(cpu_over_time(&none).contains("not measured yet"));
         assert!(!mem.contains("NaN") && !cpu.contains("inf"));
+    }
+
+    /// Review afa2bf1 finding 9: the ingest's order is not trusted.
+    #[test]
+    fn an_unordered_ingest_answer_plots_as_the_ordered_one_without_panicking() {
+        let w = |start, cores, max_mib| measured::Window {
+            window_start: start,
+            cores,
+            max_mib,
+        };
+        let kill = measured::OomKill {
+            observed_at: "1970-01-01T02:30:00Z".into(),
+            observed_unix: Some(9000),
+            container: "agent".into(),
+            memory_limit_bytes: Some(128 << 20),
+            oom_kill_total: 1,
+        };
+        let ordered = Measured {
+            windows: vec![
+                w(0, Some(0.5), Some(50.0)),
+                w(3600, None, None),
+                w(7200, Some(1.0), Some(100.0)),
+            ],
+            windows_omitted: 0,
+            oom_kills: vec![kill],
+            oom_kills_omitted: 0,
+        };
+        let mut unordered = ordered.clone();
+        unordered.windows.reverse();
+        assert_eq!(cpu_over_time(&unordered), cpu_over_time(&ordered));
+        assert_eq!(memory_over_time(&unordered), memory_over_time(&ordered));
+        // A window at the end of time: no overflow, no NaN.
+        let end = Measured {
+            windows: vec![w(u64::MAX, Some(1.0), Some(1.0)), w(0, Some(0.5), None)],
+            ..ordered.clone()
+        };
+        let svg = cpu_over_time(&end) + &memory_over_time(&end);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        // Turns out of order: the cost still climbs left to right.
+        let turns = [
+            turn(30, None, Some(0.25)),
+            turn(10, None, Some(0.5)),
+            turn(20, None, None),
+        ];
+        let sorted = [
+            turn(10, None, Some(0.5)),
+            turn(20, None, None),
+            turn(30, None, Some(0.25)),
+        ];
+        assert_eq!(cost_over_time(&turns), cost_over_time(&sorted));
+        assert_eq!(tokens_per_turn(&turns), tokens_per_turn(&sorted));
+    }
+
+    #[test]
+    fn counts_near_u64_max_saturate() {
+        let svg = tokens_per_turn(&[
+            turn(1, Some((u64::MAX, u64::MAX)), None),
+            turn(2, Some((1, 1)), None),
+        ]);
+        assert!(svg.contains("max 18446744073709551616 tokens"), "{svg}");
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
     }
 }

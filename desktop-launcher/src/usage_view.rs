@@ -2,6 +2,9 @@
 //! holds it ([`TurnUsage`]), and the sums and the lines the CLI's `usage`
 //! prints and the page shows, from the turns `app::usage` fetched. Pure.
 //!
+//! The agent's counts are summed saturating ([`Figure`]; review afa2bf1
+//! finding 9): a hostile or huge count never panics nor wraps.
+//!
 //! A figure the agent did not report is "—", never 0, and a sum says how
 //! many turns it is missing ("3 of 4 turns reported tokens"): a total that
 //! quietly skips the unreported would read as the whole.
@@ -28,10 +31,29 @@ pub struct Sum<T> {
     pub known: usize,
 }
 
-impl<T: std::ops::AddAssign + Copy> Sum<T> {
+/// A figure summed as the agent reported it: a count saturates at its
+/// largest value instead of panicking (debug) or wrapping (release), since
+/// the agent, not this launcher, chose it (review afa2bf1 finding 9).
+pub trait Figure: Copy {
+    fn plus(self, other: Self) -> Self;
+}
+
+impl Figure for u64 {
+    fn plus(self, other: u64) -> u64 {
+        self.saturating_add(other)
+    }
+}
+
+impl Figure for f64 {
+    fn plus(self, other: f64) -> f64 {
+        self + other
+    }
+}
+
+impl<T: Figure> Sum<T> {
     fn add(&mut self, v: Option<T>) {
         if let Some(v) = v {
-            self.total += v;
+            self.total = self.total.plus(v);
             self.known += 1;
         }
     }
@@ -91,9 +113,12 @@ fn or_dash<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "—".to_string(), f)
 }
 
-/// The context fill: `1 280 / 200 000 (1%)`.
+/// The context fill: `1 280 / 200 000 (1%)`; `0%` of a size of 0, and a
+/// percentage past `u64::MAX` saturates.
 pub fn context(used: u64, size: u64) -> String {
-    let pct = (used * 100).checked_div(size).unwrap_or(0);
+    let pct = (u128::from(used) * 100)
+        .checked_div(u128::from(size))
+        .map_or(0, |p| u64::try_from(p).unwrap_or(u64::MAX));
     format!("{} / {} ({pct}%)", count(used), count(size))
 }
 
@@ -258,6 +283,30 @@ mod tests {
         assert_eq!(r[0], "2026-12-03 10:00:00");
         assert_eq!(r[7], "end_turn");
         assert_eq!(row(&turn("a", Some(1_234_567), Some(12.5)))[3], "1 234 567");
+    }
+
+    /// Review afa2bf1 finding 9: an agent's count is not trusted to be small.
+    #[test]
+    fn counts_near_u64_max_saturate() {
+        let huge = [
+            turn("a", Some(u64::MAX - 1), None),
+            turn("a", Some(u64::MAX - 1), None),
+        ];
+        let t = totals(&huge);
+        assert_eq!(
+            t["a"].input,
+            Sum {
+                total: u64::MAX,
+                known: 2
+            }
+        );
+        assert!(total_line("a", &t["a"]).contains("18 446 744 073 709 551 615 in"));
+        assert_eq!(
+            context(u64::MAX, u64::MAX),
+            "18 446 744 073 709 551 615 / 18 446 744 073 709 551 615 (100%)"
+        );
+        assert!(context(u64::MAX, 1).ends_with("(18446744073709551615%)"));
+        assert_eq!(context(5, 0), "5 / 0 (0%)");
     }
 
     #[test]

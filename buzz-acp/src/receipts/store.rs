@@ -14,6 +14,12 @@
 //!   the session that failed ([`Receipts::remove_if`]): a newer receipt,
 //!   saved meanwhile by another slot, survives.
 //!
+//! - **Bounded** (review afa2bf1 finding 9): a save that leaves more than
+//!   [`MAX_RECEIPTS`] receipts removes the least recently saved (by the
+//!   `saved_at` they hold, else their file's mtime), never the one just
+//!   saved; files moved aside are bounded apart by the same number, the
+//!   oldest by mtime going first. Which go is decided by [`to_prune`], pure.
+//!
 //! The slots of one harness share one [`Receipts`]; its lock orders their
 //! reads and writes. Two harnesses of the same agent key do not run at once
 //! (spec I4).
@@ -24,6 +30,16 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// The most receipts one agent keeps, and apart from them the most files
+/// moved aside (review afa2bf1 finding 9). A receipt is one conversation a
+/// restart can bring back, and one is written per conversation: under
+/// `anyone` every stranger's new channel is one more, so without a bound
+/// the directory grows for as long as the workspace lives. 256 is four
+/// slots' worth of live sessions ([`crate::acp::MAX_SESSIONS`]); the least
+/// recently saved beyond it are the least likely to be asked again, and a
+/// conversation whose receipt went is brought back from its history.
+pub const MAX_RECEIPTS: usize = 256;
 
 /// The env var that names the state directory.
 pub const STATE_DIR_ENV: &str = "BUZZ_ACP_STATE_DIR";
@@ -39,6 +55,62 @@ pub fn state_dir(agent_hex: &str, env: &dyn Fn(&str) -> Option<String>) -> Optio
     }
     let base = set("XDG_STATE_HOME").or_else(|| set("HOME").map(|h| h.join(".local").join("state")))?;
     Some(base.join("buzz-acp").join(agent_hex))
+}
+
+/// A receipt larger than this is not read to learn its `saved_at` (its
+/// mtime stands in): a receipt is well under a kilobyte.
+const READ_FOR_AGE_MAX: u64 = 64 * 1024;
+
+/// What a file in the receipts' directory is, for the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// `<digest>.json`.
+    Receipt,
+    /// `<digest>.json.aside`.
+    Aside,
+}
+
+impl Held {
+    /// What the file named `name` is; `None` for anything else (a save's
+    /// temporary file), which the bound leaves alone.
+    pub fn of(name: &str) -> Option<Held> {
+        if name.ends_with(".json.aside") {
+            Some(Held::Aside)
+        } else if name.ends_with(".json") {
+            Some(Held::Receipt)
+        } else {
+            None
+        }
+    }
+}
+
+/// One file the bound counts: its name, what it is, and its age, oldest
+/// first when sorted (seconds: a receipt's `saved_at`, else the mtime;
+/// then the mtime, to order one second's saves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub held: Held,
+    pub saved_at: u64,
+    pub mtime: std::time::Duration,
+}
+
+/// The files to remove so that at most `max` of each kind stay: the oldest
+/// of each kind beyond `max`, never `keep` (the receipt just saved).
+pub fn to_prune(files: &[Listed], max: usize, keep: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for held in [Held::Receipt, Held::Aside] {
+        let mut kind: Vec<&Listed> = files.iter().filter(|f| f.held == held).collect();
+        let excess = kind.len().saturating_sub(max);
+        kind.sort_by(|a, b| (a.saved_at, a.mtime, &a.name).cmp(&(b.saved_at, b.mtime, &b.name)));
+        out.extend(
+            kind.into_iter()
+                .filter(|f| f.name != keep)
+                .take(excess)
+                .map(|f| f.name.clone()),
+        );
+    }
+    out
 }
 
 /// Why the receipts could not be read or written.
@@ -160,9 +232,68 @@ impl Receipts {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
+        if let Err(e) = self.prune(&conv.file_name()) {
+            tracing::warn!(error = %e, "cannot bound the conversations' receipts; the saved one is kept");
+        }
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io("sync", &self.dir))
+    }
+
+    /// Lists the receipts and the files moved aside with their ages.
+    fn listed(&self) -> Result<Vec<Listed>, ReceiptError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io("list", &self.dir))? {
+            let entry = entry.map_err(io("list", &self.dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(held) = Held::of(&name) else {
+                continue;
+            };
+            // Not followed: a link or a directory is the oldest of all.
+            let meta = entry.metadata().ok();
+            let mtime = meta
+                .as_ref()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .unwrap_or_default();
+            let regular = meta.as_ref().is_some_and(|m| m.is_file());
+            let small = meta.as_ref().is_some_and(|m| m.len() <= READ_FOR_AGE_MAX);
+            let saved_at = match held {
+                Held::Receipt if regular && small => fs::read(entry.path())
+                    .ok()
+                    .and_then(|b| unsealed(&b))
+                    .map(|r| r.saved_at),
+                _ => None,
+            };
+            let saved_at = match (saved_at, regular) {
+                (Some(s), _) => s,
+                (None, true) => mtime.as_secs(),
+                (None, false) => 0,
+            };
+            out.push(Listed {
+                name,
+                held,
+                saved_at,
+                mtime,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Removes what [`to_prune`] says, once `keep` was saved.
+    fn prune(&self, keep: &str) -> Result<(), ReceiptError> {
+        let listed = self.listed()?;
+        for name in to_prune(&listed, MAX_RECEIPTS, keep) {
+            let path = self.dir.join(&name);
+            match fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "receipt removed: the agent keeps {MAX_RECEIPTS}, the least recently saved go")
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &path)(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Removes `conv`'s receipt if it still names `session_id`; whether it did.

@@ -1,4 +1,4 @@
-use super::store::{Receipts, STATE_DIR_ENV, state_dir};
+use super::store::{Held, Listed, MAX_RECEIPTS, Receipts, STATE_DIR_ENV, state_dir, to_prune};
 use super::*;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -276,4 +276,104 @@ fn a_receipt_a_tool_wrote_is_never_used() {
 fn the_mac_key_is_never_shown() {
     let k = MacKey::of_agent(&[7; 32]);
     assert_eq!(format!("{k:?}"), "MacKey(..)");
+}
+
+fn files_ending(dir: &Path, end: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(end))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Review afa2bf1 finding 9: receipts are bounded, the least recently
+/// saved going first.
+#[test]
+fn saving_more_conversations_than_the_bound_keeps_the_newest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Receipts::open(tmp.path(), key()).unwrap();
+    let at = |i: usize| 1_700_000_000 + i as u64;
+    let saved = |i: usize| {
+        Receipt::new(
+            scope(),
+            &conv(&format!("C{i}")),
+            format!("s-{i}"),
+            "/work".into(),
+            at(i),
+        )
+    };
+    // Saved newest first for the first ten, so the file order on disk and
+    // the order of the saves are not what decides.
+    for i in (0..10).rev().chain(10..MAX_RECEIPTS + 10) {
+        store.save(&saved(i)).unwrap();
+    }
+    assert_eq!(files_ending(store.dir(), ".json").len(), MAX_RECEIPTS);
+    let found = |i: usize| store.find(&conv(&format!("C{i}")), &scope(), Path::new("/work"));
+    for i in 0..10 {
+        assert_eq!(found(i), None, "C{i} was the least recently saved");
+    }
+    for i in 10..MAX_RECEIPTS + 10 {
+        assert_eq!(found(i), Some(saved(i)), "C{i} is among the newest");
+    }
+    // Saving again a conversation already kept adds no file, so none goes.
+    let mut again = saved(10);
+    again.saved_at = at(MAX_RECEIPTS + 20);
+    store.save(&again).unwrap();
+    assert_eq!(files_ending(store.dir(), ".json").len(), MAX_RECEIPTS);
+    assert_eq!(found(11), Some(saved(11)));
+    assert_eq!(files_ending(store.dir(), ".aside"), Vec::<String>::new());
+}
+
+/// Files moved aside are bounded apart from the receipts, the oldest first.
+#[test]
+fn files_moved_aside_are_bounded_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Receipts::open(tmp.path(), key()).unwrap();
+    let epoch = std::time::SystemTime::UNIX_EPOCH;
+    let aside = |i: usize| format!("{i:032}.json.aside");
+    for i in 0..MAX_RECEIPTS + 5 {
+        let path = store.dir().join(aside(i));
+        std::fs::write(&path, b"{ torn").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(epoch + std::time::Duration::from_secs(1_000 + i as u64))
+            .unwrap();
+    }
+    store.save(&receipt("C", "s-1")).unwrap();
+    let left = files_ending(store.dir(), ".aside");
+    assert_eq!(left.len(), MAX_RECEIPTS);
+    assert_eq!(left[0], aside(5), "the five oldest went");
+    assert_eq!(files_ending(store.dir(), ".json").len(), 1, "the receipt stays");
+}
+
+#[test]
+fn the_bound_takes_the_oldest_of_each_kind_and_never_the_one_just_saved() {
+    let f = |name: &str, saved_at: u64, mtime: u64| Listed {
+        name: name.into(),
+        held: Held::of(name).unwrap(),
+        saved_at,
+        mtime: std::time::Duration::from_secs(mtime),
+    };
+    let files = [
+        f("a.json", 10, 50),
+        f("b.json", 5, 60),
+        f("c.json", 20, 10),
+        f("x.json.aside", 0, 3),
+        f("y.json.aside", 0, 1),
+        f("z.json.aside", 0, 2),
+    ];
+    assert_eq!(to_prune(&files, 2, "c.json"), vec!["b.json", "y.json.aside"]);
+    assert_eq!(
+        to_prune(&files, 2, "b.json"),
+        vec!["a.json", "y.json.aside"],
+        "the receipt just saved stays, whatever its date"
+    );
+    assert!(to_prune(&files, 3, "c.json").is_empty());
+    assert_eq!(
+        Held::of("a.json.new-42"),
+        None,
+        "a save's temporary file is left alone"
+    );
 }

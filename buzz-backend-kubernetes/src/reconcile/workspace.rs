@@ -171,6 +171,16 @@ impl<C: Cluster> Loop<'_, C> {
                 has,
                 wants: spec.storage_class.clone().unwrap_or_default(),
             },
+            Judgement::Prefilled { source } => WorkspaceError::Prefilled {
+                claim,
+                namespace,
+                source_object: source,
+            },
+            Judgement::PreBound { volume } => WorkspaceError::PreBound {
+                claim,
+                namespace,
+                volume,
+            },
             Judgement::Absent | Judgement::Usable { .. } => unreachable!("not a refusal"),
         }
     }

@@ -47,6 +47,24 @@ pub enum WorkspaceError {
         has: Option<String>,
         wants: String,
     },
+    /// The claim was filled from another object, not created empty.
+    #[error(
+        "the workspace PersistentVolumeClaim {claim} in namespace {namespace} is filled from {source_object} (spec.dataSource or spec.dataSourceRef), which this provider never sets, so its files were not this agent's and it is not mounted; nothing was changed: undeploy the agent (which deletes the claim) or kubectl delete pvc {claim} -n {namespace}, then Start again for a new, empty workspace"
+    )]
+    Prefilled {
+        claim: String,
+        namespace: String,
+        source_object: String,
+    },
+    /// The claim named its volume when it was created.
+    #[error(
+        "the workspace PersistentVolumeClaim {claim} in namespace {namespace} was created bound to PersistentVolume {volume} (spec.volumeName), which this provider never sets, so its files were not this agent's and it is not mounted; nothing was changed: undeploy the agent (which deletes the claim) or kubectl delete pvc {claim} -n {namespace}, then Start again for a new, empty workspace"
+    )]
+    PreBound {
+        claim: String,
+        namespace: String,
+        volume: String,
+    },
     /// `workspace_storage_class` names a class the cluster does not have.
     #[error(
         "provider_config.workspace_storage_class: StorageClass {class} does not exist in this cluster ({message}); ask a cluster admin which classes exist (kubectl get storageclass) or clear it for the cluster's default. Nothing was created"

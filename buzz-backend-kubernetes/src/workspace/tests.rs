@@ -110,6 +110,131 @@ fn every_judgement_has_its_own_case_in_the_rules_order() {
     );
 }
 
+/// `stored` as the PV controller leaves it once it bound the claim.
+fn bound_by_controller(c: &mut PersistentVolumeClaim, volume: &str) {
+    c.spec.as_mut().unwrap().volume_name = Some(volume.into());
+    c.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANN_BOUND_BY_CONTROLLER.into(), "yes".into());
+}
+
+#[test]
+fn a_claim_the_pv_controller_bound_is_usable() {
+    let mut c = stored("10Gi", "local-path", "Bound");
+    bound_by_controller(&mut c, "pvc-1234");
+    assert_eq!(
+        judge(Some(&c), PK, &spec("10Gi", None)),
+        Judgement::Usable { bound: true }
+    );
+}
+
+/// Review afa2bf1 finding 9: a claim made to be adopted with files in it.
+#[test]
+fn a_claim_filled_from_a_data_source_is_refused() {
+    use k8s_openapi::api::core::v1::{TypedLocalObjectReference, TypedObjectReference};
+    let s = spec("10Gi", None);
+    let mut from_snapshot = stored("10Gi", "local-path", "Bound");
+    bound_by_controller(&mut from_snapshot, "pvc-1234");
+    from_snapshot.spec.as_mut().unwrap().data_source = Some(TypedLocalObjectReference {
+        api_group: Some("snapshot.storage.k8s.io".into()),
+        kind: "VolumeSnapshot".into(),
+        name: "dotfiles".into(),
+    });
+    assert_eq!(
+        judge(Some(&from_snapshot), PK, &s),
+        Judgement::Prefilled {
+            source: "VolumeSnapshot dotfiles".into()
+        }
+    );
+    let mut from_ref = stored("10Gi", "local-path", "Pending");
+    from_ref.spec.as_mut().unwrap().data_source_ref = Some(TypedObjectReference {
+        api_group: None,
+        kind: "PersistentVolumeClaim".into(),
+        name: "seed\nline".into(),
+        namespace: Some("elsewhere".into()),
+    });
+    assert_eq!(
+        judge(Some(&from_ref), PK, &s),
+        Judgement::Prefilled {
+            source: "PersistentVolumeClaim elsewhere/seed line".into()
+        },
+        "a control character is never shown"
+    );
+    let mut going = from_ref.clone();
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    assert_eq!(
+        judge(Some(&going), PK, &s),
+        Judgement::Terminating,
+        "the deletion mark first"
+    );
+    let small = {
+        let mut c = from_ref.clone();
+        c.spec.as_mut().unwrap().resources = stored("1Gi", "x", "Bound").spec.unwrap().resources;
+        c
+    };
+    assert!(
+        matches!(judge(Some(&small), PK, &s), Judgement::Prefilled { .. }),
+        "where the files came from before their room"
+    );
+    let e = WorkspaceError::Prefilled {
+        claim: claim_name(PK),
+        namespace: "agents".into(),
+        source_object: "VolumeSnapshot dotfiles".into(),
+    }
+    .to_string();
+    assert!(
+        e.contains("buzz-agent-0123456789ab-workspace")
+            && e.contains("VolumeSnapshot dotfiles")
+            && e.contains("kubectl delete pvc buzz-agent-0123456789ab-workspace -n agents")
+            && e.contains("undeploy"),
+        "{e}"
+    );
+}
+
+/// Review afa2bf1 finding 9: a claim made to be adopted on a chosen volume.
+#[test]
+fn a_claim_pre_bound_to_a_volume_is_refused() {
+    let s = spec("10Gi", None);
+    let mut pre = stored("10Gi", "local-path", "Bound");
+    pre.spec.as_mut().unwrap().volume_name = Some("planted".into());
+    assert_eq!(
+        judge(Some(&pre), PK, &s),
+        Judgement::PreBound {
+            volume: "planted".into()
+        }
+    );
+    pre.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANN_BOUND_BY_CONTROLLER.into(), "no".into());
+    assert!(
+        matches!(judge(Some(&pre), PK, &s), Judgement::PreBound { .. }),
+        "only `yes` says the controller chose it"
+    );
+    let mut unbound_yet = stored("10Gi", "local-path", "Pending");
+    unbound_yet.spec.as_mut().unwrap().volume_name = Some(String::new());
+    assert_eq!(
+        judge(Some(&unbound_yet), PK, &s),
+        Judgement::Usable { bound: false },
+        "an empty volumeName names nothing"
+    );
+    let e = WorkspaceError::PreBound {
+        claim: claim_name(PK),
+        namespace: "agents".into(),
+        volume: "planted".into(),
+    }
+    .to_string();
+    assert!(
+        e.contains("buzz-agent-0123456789ab-workspace")
+            && e.contains("PersistentVolume planted")
+            && e.contains("kubectl delete pvc buzz-agent-0123456789ab-workspace -n agents"),
+        "{e}"
+    );
+}
+
 #[test]
 fn the_pending_cause_is_the_latest_warning_redacted() {
     let ev = |type_: &str, reason: &str, message: &str, secs: i64| Event {
