@@ -147,6 +147,11 @@ fn memory(cfg: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<acp::Mem
         owner: cfg.identity.owner.clone(),
         agent: cfg.identity.pubkey.clone(),
         load_works,
+        others_gate: receipts::Scope::others_gate(
+            cfg.respond_to.as_str(),
+            cfg.permission_policy_others.as_str(),
+            &cfg.allowlist,
+        ),
         history: None,
     })
 }

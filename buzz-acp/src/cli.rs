@@ -123,7 +123,7 @@ pub struct Cli {
     pub start_nonce: Option<String>,
 
     /// Comma-separated channel ids to scope the subscription (`#h`); empty = all.
-    #[arg(long, env = "BUZZ_ACP_CHANNELS", default_value = "")]
+    #[arg(long, env = env::CHANNELS, default_value = "")]
     pub channels: String,
     /// Publish the agent's final text as a kind 9 reply (off for agents that post their own).
     #[arg(long, env = "BUZZ_ACP_REPLY", default_value = "true", value_parser = parse_bool, action = clap::ArgAction::Set)]

@@ -24,8 +24,13 @@
 //!   as soon as the rate allows.
 //!
 //! Each frame passes the harness's one scrub before it is sealed
-//! ([`crate::scrub::Scrub::publish_value`]), so a key in a tool's output is
-//! withheld here as in an answer. Frames go to the relay only while it is
+//! ([`crate::scrub::Scrub::publish_value`]), so a key whole in one frame (a
+//! tool's output, a tool call's title, a thought) is withheld as in an
+//! answer. Each frame is scrubbed alone: a key the agent streams across
+//! several chunks can pass in pieces, one fragment per frame (review
+//! afa2bf1 finding 9). The frames are sealed to the owner alone, who holds
+//! the key anyway; an answer, published to the channel, is scrubbed whole
+//! ([`crate::events::TurnText`]). Frames go to the relay only while it is
 //! live ([`crate::relay::RelayCmd::Mirror`]): an ephemeral frame nobody can
 //! receive never queues ahead of an answer.
 

@@ -13,7 +13,9 @@
 //!
 //! **Scope** ([`Scope`]): a receipt is used only by the same relay, owner,
 //! agent key, agent command and arguments, model, permission mode and
-//! system prompt (by its SHA-256), and in the same working directory, since
+//! system prompt (by its SHA-256), the same gate for anyone else's
+//! conversations (the respond-to mode, the others' policy and the
+//! allowlist's digest), and in the same working directory, since
 //! agents key their transcripts by cwd. A receipt whose scope differs is
 //! never used: one context can never load another's. [`judge`] says which
 //! parts differ, by name only (a log line names them; no value is logged).
@@ -108,9 +110,23 @@ pub struct Scope {
     pub model: Option<String>,
     pub permission_mode: Option<String>,
     pub system_prompt_sha256: Option<String>,
+    /// For anyone else's conversation: who the gate admits and the others'
+    /// policy ([`Scope::others_gate`]); a narrowed gate or policy never
+    /// resumes what a wider one accumulated (review afa2bf1 finding 9).
+    /// `None` for the owner's.
+    pub gate: Option<String>,
 }
 
 impl Scope {
+    /// The others' gate as a scope keeps it: the respond-to mode, the
+    /// others' policy and a digest of the allowlist (never the keys).
+    pub fn others_gate(respond_to: &str, policy: &str, allowlist: &[String]) -> String {
+        let mut keys: Vec<&str> = allowlist.iter().map(String::as_str).collect();
+        keys.sort_unstable();
+        let digest = hex(&Sha256::digest(keys.join(",").as_bytes()));
+        format!("{respond_to} {policy} {}", &digest[..16])
+    }
+
     /// The digest a scope keeps of a system prompt (never the prompt).
     pub fn prompt_digest(prompt: Option<&str>) -> Option<String> {
         prompt.map(|p| hex(&Sha256::digest(p.as_bytes())))
@@ -130,6 +146,7 @@ impl Scope {
                 "system_prompt",
                 self.system_prompt_sha256 == other.system_prompt_sha256,
             ),
+            ("gate", self.gate == other.gate),
         ];
         parts
             .into_iter()

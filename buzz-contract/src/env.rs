@@ -11,6 +11,8 @@ pub const NOSTR_PRIVATE_KEY: &str = "NOSTR_PRIVATE_KEY";
 pub const AUTH_TAG: &str = "BUZZ_AUTH_TAG";
 /// 64-hex owner fallback when no auth tag verifies.
 pub const AGENT_OWNER: &str = "BUZZ_ACP_AGENT_OWNER";
+/// The channels the harness answers in, comma-separated (empty: every channel).
+pub const CHANNELS: &str = "BUZZ_ACP_CHANNELS";
 /// The agent sessions' working directory (default: the harness's own).
 pub const SESSION_CWD: &str = "BUZZ_ACP_CWD";
 /// ACP agent command name.

@@ -202,3 +202,39 @@ mod tests {
         assert_eq!(run_floor(now, Some(20_000)), now, "never after the start");
     }
 }
+
+/// Whether an owner's message is one of the harness's commands, as the
+/// harness decides it: `!shutdown` and `!cancel` exactly (trimmed), a
+/// permission answer by its first word (`!allow …`, `!deny …`). An owner's
+/// "!shutdown now" is a message, answered as a turn; a waker that took it
+/// for a command would neither wake the agent nor stop it (review afa2bf1
+/// finding 9).
+pub fn is_owner_command(content: &str) -> bool {
+    use crate::presence::{ALLOW_COMMAND, CANCEL_COMMAND, DENY_COMMAND, SHUTDOWN_COMMAND};
+    let t = content.trim();
+    t == SHUTDOWN_COMMAND
+        || t == CANCEL_COMMAND
+        || matches!(t.split_whitespace().next(), Some(w) if w == ALLOW_COMMAND || w == DENY_COMMAND)
+}
+
+#[cfg(test)]
+mod command_tests {
+    use super::is_owner_command;
+
+    #[test]
+    fn a_command_is_what_the_harness_takes_for_one() {
+        for c in [
+            "!shutdown",
+            " !shutdown ",
+            "!cancel",
+            "!allow 3fa2c1",
+            "!deny",
+            "!allow 3fa2c1 always",
+        ] {
+            assert!(is_owner_command(c), "{c}");
+        }
+        for m in ["!shutdown now", "!cancel that, please", "hello", "!allowance", ""] {
+            assert!(!is_owner_command(m), "{m}");
+        }
+    }
+}

@@ -29,9 +29,7 @@
 //! failed wake backs off, doubling from [`MIN_GAP`] to [`MAX_BACKOFF`].
 
 use buzz_contract::gate::{self, RespondTo};
-use buzz_contract::presence::{
-    ALLOW_COMMAND, CANCEL_COMMAND, DENY_COMMAND, KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND,
-};
+use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, SHUTDOWN_COMMAND};
 use buzz_contract::wake::{StopReason, WINDOW};
 use std::time::Duration;
 
@@ -143,6 +141,9 @@ pub struct Gate {
     pub owner: String,
     pub respond_to: RespondTo,
     pub allowlist: Vec<String>,
+    /// The channels its harness answers in (`BUZZ_ACP_CHANNELS` in the
+    /// record's env); empty: every channel.
+    pub channels: Vec<String>,
 }
 
 /// A mention as the waker sees it.
@@ -154,6 +155,8 @@ pub struct Mention {
     pub content: String,
     /// The `p` tags' values.
     pub addressed: Vec<String>,
+    /// Its first `h` tag's value (its channel), if any.
+    pub channel: Option<String>,
     pub created_at: u64,
 }
 
@@ -167,6 +170,8 @@ pub enum NoWake {
     Gated,
     /// `!shutdown`, `!cancel`, `!allow`, `!deny`: never a reason to wake.
     Command,
+    /// In a channel its harness does not answer in (its channel scope).
+    OtherChannel,
 }
 
 /// Whether `m` wakes an agent asleep since `since`, at `now`.
@@ -177,10 +182,13 @@ pub fn wakes_for(g: &Gate, since: u64, now: u64, m: &Mention) -> Result<(), NoWa
     if m.created_at < since || m.created_at < now.saturating_sub(WINDOW.as_secs()) {
         return Err(NoWake::TooOld);
     }
-    let first = m.content.split_whitespace().next().unwrap_or_default();
-    if m.author == g.owner && [SHUTDOWN_COMMAND, CANCEL_COMMAND, ALLOW_COMMAND, DENY_COMMAND].contains(&first)
-    {
+    // The harness's own rules, in its order: owner commands first (never
+    // channel-scoped), then the channel scope, then the gate.
+    if m.author == g.owner && buzz_contract::wake::is_owner_command(&m.content) {
         return Err(NoWake::Command);
+    }
+    if !g.channels.is_empty() && !m.channel.as_ref().is_some_and(|c| g.channels.contains(c)) {
+        return Err(NoWake::OtherChannel);
     }
     if !gate::allows(g.respond_to, Some(&g.owner), &g.allowlist, &m.author) {
         return Err(NoWake::Gated);

@@ -10,6 +10,7 @@ fn gate(mode: RespondTo) -> Gate {
         owner: hex('0'),
         respond_to: mode,
         allowlist: vec![hex('1')],
+        channels: vec![],
     }
 }
 
@@ -20,6 +21,7 @@ fn mention(author: char, content: &str, at: u64) -> Mention {
         kind: 9,
         content: content.into(),
         addressed: vec![hex('a')],
+        channel: Some("c1".into()),
         created_at: at,
     }
 }
@@ -210,4 +212,29 @@ fn the_inactivity_bound_is_the_record_s_else_short_while_a_waker_runs() {
     assert_eq!(inactivity(Some(42), false), Some(42));
     assert_eq!(inactivity(None, true), Some(DEFAULT_INACTIVITY_WITH_WAKER));
     assert_eq!(inactivity(None, false), None);
+}
+
+#[test]
+fn the_wake_gate_is_the_harness_s_own_commands_and_channel_scope() {
+    let g = gate(RespondTo::OwnerOnly);
+    // "!shutdown now" is a message to the harness: it wakes, as it is answered.
+    assert_eq!(
+        wakes_for(&g, 100, 200, &mention('0', "!shutdown now", 150)),
+        Ok(())
+    );
+    assert_eq!(
+        wakes_for(&g, 100, 200, &mention('0', "!shutdown", 150)),
+        Err(NoWake::Command)
+    );
+    let scoped = Gate {
+        channels: vec!["c2".into()],
+        ..gate(RespondTo::OwnerOnly)
+    };
+    assert_eq!(
+        wakes_for(&scoped, 100, 200, &mention('0', "hi", 150)),
+        Err(NoWake::OtherChannel)
+    );
+    let mut in_scope = mention('0', "hi", 150);
+    in_scope.channel = Some("c2".into());
+    assert_eq!(wakes_for(&scoped, 100, 200, &in_scope), Ok(()));
 }

@@ -60,6 +60,8 @@ pub struct Memory {
     pub agent: String,
     /// The preset's `session/load` works ([`buzz_contract::agents::Continuity`]).
     pub load_works: bool,
+    /// The others' gate and policy as receipts scope them ([`Scope::others_gate`]).
+    pub others_gate: String,
     /// Where a new session of a known conversation gets the channel's
     /// history; `None` before the relay runs (and in tests).
     pub history: Option<HistorySource>,
@@ -113,8 +115,9 @@ impl HistorySource {
 
 impl Memory {
     /// The scope of a session of `owner_class` turns run by `spec`.
-    pub fn scope(&self, spec: &AgentSpec, mode: Option<&str>) -> Scope {
+    pub fn scope(&self, spec: &AgentSpec, mode: Option<&str>, owner_class: bool) -> Scope {
         Scope {
+            gate: (!owner_class).then(|| self.others_gate.clone()),
             relay: self.relay.clone(),
             owner: self.owner.clone(),
             agent: self.agent.clone(),
@@ -208,7 +211,7 @@ pub(super) async fn session_for(
         channel: job.channel.clone(),
         owner: job.asker.is_owner(),
     };
-    let remembered = spec.memory.as_ref().map(|m| (m, m.scope(spec, mode)));
+    let remembered = spec.memory.as_ref().map(|m| (m, m.scope(spec, mode, conv.owner)));
     // A conversation known from its receipt that is not brought back gets
     // the channel's history instead.
     let mut known = false;

@@ -13,6 +13,7 @@ fn scope() -> Scope {
         model: Some("sonnet".into()),
         permission_mode: None,
         system_prompt_sha256: Scope::prompt_digest(Some("be brief")),
+        gate: None,
     }
 }
 
@@ -41,7 +42,7 @@ fn receipt(channel: &str, session: &str) -> Receipt {
 fn each_part_of_the_scope_is_named_when_it_differs() {
     let base = scope();
     type Change = (&'static str, fn(&mut Scope));
-    let changes: [Change; 8] = [
+    let changes: [Change; 9] = [
         ("relay", |s| s.relay = "wss://other.example".into()),
         ("owner", |s| s.owner = "cc".repeat(32)),
         ("agent", |s| s.agent = "dd".repeat(32)),
@@ -53,6 +54,9 @@ fn each_part_of_the_scope_is_named_when_it_differs() {
         }),
         ("system_prompt", |s| {
             s.system_prompt_sha256 = Scope::prompt_digest(Some("be long"))
+        }),
+        ("gate", |s| {
+            s.gate = Some(Scope::others_gate("allowlist", "reject", &["cc".repeat(32)]))
         }),
     ];
     assert!(base.differs(&base.clone()).is_empty());

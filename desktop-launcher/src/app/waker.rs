@@ -50,7 +50,7 @@ use crate::relay::{self, WakeFeed};
 use crate::store::Store;
 use crate::wake::{self, Budget, Gate, HandOver, Known, Mention, Rest};
 use buzz_contract::gate::RespondTo;
-use buzz_contract::presence::{AWAY, KIND_PRESENCE, OFFLINE, ONLINE, TAG_RUN};
+use buzz_contract::presence::{AWAY, KIND_PRESENCE, OFFLINE, ONLINE, REPUBLISH_INTERVAL, TAG_RUN};
 use buzz_contract::wake::{StopReason, TAG_STOP, WINDOW};
 use nostr_sdk::prelude::{Client, Event, Kind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -63,6 +63,9 @@ pub const SCAN: Duration = Duration::from_secs(1);
 const START_GRACE: Duration = Duration::from_secs(60);
 /// Mentions kept per agent between scans.
 const KEPT_MENTIONS: usize = 256;
+/// How long a watch listens before a deployed agent it heard nothing of
+/// counts as asleep: a running harness republishes its presence within it.
+const UNSEEN_HOLD: Duration = Duration::from_secs(REPUBLISH_INTERVAL.as_secs() + 5);
 /// The longest wait between two connection attempts to an unreachable relay.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
@@ -115,6 +118,8 @@ struct Watch {
     agents: BTreeSet<String>,
     /// The client's count of successful connections when it subscribed.
     connections: usize,
+    /// When it subscribed.
+    opened: tokio::time::Instant,
 }
 
 impl Watch {
@@ -182,6 +187,17 @@ pub async fn run(
                 a.mentions.clear();
                 continue;
             };
+            // Unseen is not asleep until a running harness would have said
+            // so: on a relay that replays no presence, the watch hears a
+            // running pod only at its next republish (review afa2bf1 finding 9).
+            if matches!(rest, Rest::SleepingUnseen { .. })
+                && a.presence.is_none()
+                && watches
+                    .get(&rec.relay_url)
+                    .is_none_or(|w| w.opened.elapsed() < UNSEEN_HOLD)
+            {
+                continue;
+            }
             let gate = gate_of(rec, &owner);
             let waking: Vec<Mention> = a
                 .mentions
@@ -425,6 +441,17 @@ fn gate_of(rec: &AgentRecord, owner: &str) -> Gate {
         respond_to,
         allowlist: buzz_contract::gate::validate_allowlist(respond_to, &rec.respond_to_allowlist)
             .unwrap_or_default(),
+        channels: rec
+            .env
+            .get(buzz_contract::env::CHANNELS)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -493,6 +520,7 @@ async fn watch(url: &str, owner: nostr_sdk::prelude::Keys, agents: BTreeSet<Stri
                 feed,
                 agents,
                 connections,
+                opened: tokio::time::Instant::now(),
             })
         }
         Err(_) => {
@@ -575,6 +603,7 @@ fn take(store: &Store, by_key: &HashMap<&str, &AgentRecord>, agents: &mut HashMa
         kind: e.kind.as_u16(),
         content: e.content.clone(),
         addressed: addressed.clone(),
+        channel: tag(e, "h").map(str::to_string),
         created_at: e.created_at.as_secs(),
     };
     for key in &addressed {
