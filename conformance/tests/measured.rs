@@ -39,11 +39,30 @@ fn collector_bin() -> PathBuf {
     path
 }
 
-/// A reference ingest on loopback, `read_api` as asked.
+/// The ingest's read token: the launcher reads it from an owner-only file.
+const READ_TOKEN: &str = "read-token-0123456789abcdef0123456789abcdef";
+
+/// The read token's file, owner-only, as the launcher requires.
+fn token_file(dir: &Path) -> String {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("read-token");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .expect("the token file");
+    f.write_all(READ_TOKEN.as_bytes()).expect("written");
+    path.display().to_string()
+}
+
+/// A reference ingest on loopback, `read_api` as asked (behind [`READ_TOKEN`]).
 fn ingest(rt: &tokio::runtime::Runtime, dir: &Path, read_api: bool) -> String {
     let store = runtime_ingest::store::Store::open(&dir.join(format!("ingest-{read_api}.db"))).unwrap();
     let options = runtime_ingest::server::Options {
         read_api,
+        read_token: read_api.then(|| runtime_ingest::auth::ReadToken::new(READ_TOKEN).expect("a token")),
         ..Default::default()
     };
     let state = std::sync::Arc::new(runtime_ingest::server::State::new(store, options));
@@ -71,7 +90,13 @@ fn the_collector_s_cpu_and_memory_show_in_usage_and_on_the_page() {
     let home = tmp.path().join("state");
     let providers = tmp.path().join("providers");
     install_provider(&providers, "ok", Path::new(FAKE)).unwrap();
-    let envs = vec![("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string())];
+    let envs = vec![
+        ("BUZZ_PROVIDER_PATH".to_string(), providers.display().to_string()),
+        (
+            "BUZZ_TELEMETRY_READ_TOKEN_FILE".to_string(),
+            token_file(tmp.path()),
+        ),
+    ];
     init(Path::new(BIN), &home, &envs);
     let cli = |args: &[&str], envs: &[(String, String)]| {
         let out = launcher(Path::new(BIN), &home, args, envs);

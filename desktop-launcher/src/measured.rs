@@ -1,8 +1,8 @@
 //! What the collector measured of a provider agent's pod (issue 34 item 2,
 //! "where a collector ingest is configured"): CPU and memory per hour and
 //! the OOM kills, as the reference ingest's `GET /v1/read/usage` answers
-//! (`images/runtime-ingest/src/read.rs`). Pure: the answer's bytes in,
-//! figures and lines out; [`crate::app::usage::measured`] fetches it.
+//! (`images/runtime-ingest/src/read.rs`): the answer's bytes in, figures
+//! and lines out; [`crate::app::usage::measured`] fetches it.
 //!
 //! - **Where it is read.** `BUZZ_TELEMETRY_READ_URL` when set, else the
 //!   agent's own `provider_config.telemetry_url` ([`read_base`]): the URL
@@ -11,17 +11,34 @@
 //! - **Which pod.** The agent's `agent_id` (its pod name; the Kubernetes
 //!   binding names the pod after the agent's key, so every pod it ever had
 //!   shares it) in its `provider_config.namespace`.
+//! - **With the ingest's read token.** The read API answers only the bearer
+//!   of the token the ingest was started with (`runtime-ingest serve
+//!   --read-api --read-token-file FILE`; review afa2bf1 finding 5: every
+//!   agent pod reaches that listener). `BUZZ_TELEMETRY_READ_TOKEN_FILE` names
+//!   the same kind of file here ([`read_token`]: its owner's only, one token
+//!   of visible ASCII), sent as `Authorization: Bearer …` only over https://
+//!   or to a loopback address such as a port-forward
+//!   ([`token_may_go_to`]), never printed ([`ReadToken`]'s `Debug` withholds
+//!   it; no error holds it). A 401 says whether a token was sent.
 //! - **Not trusted for order** (review afa2bf1 finding 9): [`parse`] puts
 //!   the windows and the kills oldest first.
 //! - **Nothing invented.** A window nothing covered has no cores, one with
 //!   no memory sample no MiB; the line says "not measured", never 0.
+//!
+//! Pure but for [`read_token`], which reads the token file.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 /// The env var that overrides where the collector ingest is read.
 pub const READ_URL_ENV: &str = "BUZZ_TELEMETRY_READ_URL";
+/// The env var naming the file that holds the ingest's read token.
+pub const READ_TOKEN_ENV: &str = "BUZZ_TELEMETRY_READ_TOKEN_FILE";
 /// The ingest's read route.
 pub const READ_PATH: &str = "/v1/read/usage";
+/// The largest token file read.
+pub const TOKEN_FILE_CAP: u64 = 4096;
 /// The most bytes of an answer read.
 pub const ANSWER_CAP: usize = 1 << 20;
 
@@ -75,6 +92,23 @@ pub enum NotMeasured {
     Unreachable(String, String),
     #[error("the collector ingest at {0} answered HTTP {1} (is it run with --read-api?)")]
     Status(String, u16),
+    #[error(
+        "the collector ingest at {0} answered HTTP 401: its read API needs its read token; \
+         set {READ_TOKEN_ENV} to a file holding it (the ingest's --read-token-file)"
+    )]
+    NoToken(String),
+    #[error(
+        "the collector ingest at {0} refused the read token (HTTP 401): the file {READ_TOKEN_ENV} \
+         names does not hold the token of the ingest's --read-token-file"
+    )]
+    WrongToken(String),
+    #[error("{READ_TOKEN_ENV}: {0}")]
+    Token(String),
+    #[error(
+        "the read token goes only over https:// or to a loopback address (a port-forward), \
+         not to {0}"
+    )]
+    TokenInClear(String),
     #[error("the collector ingest's answer is not a usage read: {0}")]
     Malformed(String),
 }
@@ -97,6 +131,93 @@ pub fn read_base(env: Option<&str>, telemetry_url: Option<&str>) -> Result<Strin
     }
     let scheme = &url[..url.len() - rest.len()];
     Ok(format!("{scheme}{authority}"))
+}
+
+/// The ingest's read token: sent, never shown.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ReadToken(String);
+
+impl std::fmt::Debug for ReadToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadToken(<withheld>)")
+    }
+}
+
+impl ReadToken {
+    /// The token `text` holds (surrounding whitespace dropped): one token of
+    /// visible ASCII. The error names `source`, never any of `text`.
+    pub fn parse(text: &[u8], source: &str) -> Result<Self, NotMeasured> {
+        let token = text.trim_ascii();
+        if token.is_empty() {
+            return Err(NotMeasured::Token(format!("{source} holds no token")));
+        }
+        if !token.iter().all(u8::is_ascii_graphic) {
+            return Err(NotMeasured::Token(format!(
+                "the token in {source} holds a character other than visible ASCII (one token, no spaces)"
+            )));
+        }
+        Ok(Self(String::from_utf8_lossy(token).into_owned()))
+    }
+
+    /// `Authorization: Bearer …`, marked sensitive (kept out of any header
+    /// dump).
+    pub fn authorization(&self) -> hyper::header::HeaderValue {
+        let mut v = hyper::header::HeaderValue::from_str(&format!("Bearer {}", self.0))
+            .expect("visible ASCII is a header value");
+        v.set_sensitive(true);
+        v
+    }
+}
+
+/// The token in the file at `path`: a regular file only its owner may read
+/// or write (mode 0600 or 0400, as the ingest requires of its own), at most
+/// [`TOKEN_FILE_CAP`] bytes, holding one token.
+pub fn read_token(path: &Path) -> Result<ReadToken, NotMeasured> {
+    use std::io::Read;
+    let shown = path.display().to_string();
+    let unreadable = |e: std::io::Error| NotMeasured::Token(format!("cannot read {shown}: {}", e.kind()));
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(NotMeasured::Token(format!("{shown} is not a regular file")));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(NotMeasured::Token(format!(
+                "{shown} has mode {mode:04o}, so others may read or change it: chmod 600 {shown}"
+            )));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(TOKEN_FILE_CAP + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > TOKEN_FILE_CAP {
+        return Err(NotMeasured::Token(format!(
+            "{shown} is over {TOKEN_FILE_CAP} bytes: it holds one token"
+        )));
+    }
+    ReadToken::parse(&bytes, &shown)
+}
+
+/// Whether the read token may be sent to `base` ([`read_base`]'s scheme and
+/// authority): over https://, or over http:// to a loopback address only.
+pub fn token_may_go_to(base: &str) -> bool {
+    if base.starts_with("https://") {
+        return true;
+    }
+    let Some(authority) = base.strip_prefix("http://") else {
+        return false;
+    };
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The read URL of pod `pod` in `namespace` at `base`; both names must be
@@ -254,6 +375,101 @@ mod tests {
         let kills: Vec<u64> = m.oom_kills.iter().map(|k| k.oom_kill_total).collect();
         assert_eq!(kills, [1, 2], "the last kill is the latest");
         assert!(line("a", &m).ends_with("the last at 1970-01-01T02:00:00Z (limit 0 MiB)"));
+    }
+
+    const TOKEN: &str = "canary-7c1e0f2d9a8b3c4d5e6f7a8b9c0d1e2f";
+
+    fn token_file(dir: &Path, name: &str, text: &[u8], mode: u32) -> std::path::PathBuf {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&path)
+            .unwrap();
+        f.write_all(text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_token_file_is_its_owner_s_and_its_token_is_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let good = read_token(&token_file(d, "good", format!("{TOKEN}\n").as_bytes(), 0o600)).unwrap();
+        assert_eq!(good, ReadToken(TOKEN.into()));
+        let header = good.authorization();
+        assert_eq!(header.to_str().unwrap(), format!("Bearer {TOKEN}"));
+        assert!(header.is_sensitive());
+        assert!(read_token(&token_file(d, "ro", TOKEN.as_bytes(), 0o400)).is_ok());
+        let mut said = vec![format!("{good:?}")];
+        for (name, text, mode, says) in [
+            ("open", TOKEN.as_bytes().to_vec(), 0o644, "chmod 600"),
+            ("empty", b" \n".to_vec(), 0o600, "holds no token"),
+            (
+                "two",
+                format!("{TOKEN} {TOKEN}").into_bytes(),
+                0o600,
+                "visible ASCII",
+            ),
+            (
+                "big",
+                vec![b'a'; TOKEN_FILE_CAP as usize + 1],
+                0o600,
+                "over 4096 bytes",
+            ),
+        ] {
+            let e = read_token(&token_file(d, name, &text, mode)).unwrap_err();
+            assert!(matches!(e, NotMeasured::Token(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(e.contains(says) && e.starts_with(READ_TOKEN_ENV), "{name}: {e}");
+            said.push(e);
+        }
+        said.push(read_token(&d.join("missing")).unwrap_err().to_string());
+        said.push(read_token(d).unwrap_err().to_string());
+        for s in &said {
+            assert!(!s.contains("canary"), "{s}");
+        }
+    }
+
+    #[test]
+    fn the_token_goes_over_https_or_to_a_loopback_address_only() {
+        for ok in [
+            "https://ingest.example:8443",
+            "http://127.0.0.1:8470",
+            "http://127.3.2.1",
+            "http://localhost:8470",
+            "http://[::1]:8470",
+        ] {
+            assert!(token_may_go_to(ok), "{ok}");
+        }
+        for not in [
+            "http://ingest.example",
+            "http://10.0.0.7:8470",
+            "http://[2001:db8::1]:8470",
+            "http://localhost.example:8470",
+            "ftp://127.0.0.1",
+        ] {
+            assert!(!token_may_go_to(not), "{not}");
+        }
+    }
+
+    #[test]
+    fn a_refused_read_says_what_to_set_and_never_the_token() {
+        let base = "http://127.0.0.1:8470".to_string();
+        let none = NotMeasured::NoToken(base.clone()).to_string();
+        assert!(
+            none.contains("HTTP 401") && none.contains(READ_TOKEN_ENV),
+            "{none}"
+        );
+        let wrong = NotMeasured::WrongToken(base).to_string();
+        assert!(wrong.contains("refused the read token"), "{wrong}");
+        let clear = NotMeasured::TokenInClear("http://10.0.0.7:8470".into()).to_string();
+        assert!(
+            clear.contains("https://") && clear.contains("10.0.0.7"),
+            "{clear}"
+        );
     }
 
     #[test]

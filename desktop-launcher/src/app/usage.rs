@@ -10,7 +10,10 @@
 //!
 //! [`measured`] reads what the collector measured of a provider agent's pod
 //! from the collector ingest ([`crate::measured`]), a plain HTTP(S) GET
-//! bounded by [`MEASURED_WAIT`] and [`crate::measured::ANSWER_CAP`].
+//! bounded by [`MEASURED_WAIT`] and [`crate::measured::ANSWER_CAP`], bearing
+//! the ingest's read token from the file
+//! [`crate::measured::READ_TOKEN_ENV`] names (review afa2bf1 finding 5),
+//! and only where the token may go ([`crate::measured::token_may_go_to`]).
 
 use super::error::AppError;
 use crate::measured::{self, Measured, NotMeasured};
@@ -132,12 +135,24 @@ pub async fn measured(store: &Store, name: &str) -> Result<Result<Measured, NotM
         Ok(u) => u,
         Err(e) => return Ok(Err(e)),
     };
-    Ok(get(&base, &url).await.and_then(|b| measured::parse(&b)))
+    let token = match std::env::var_os(measured::READ_TOKEN_ENV).filter(|v| !v.is_empty()) {
+        None => None,
+        Some(path) => match measured::read_token(std::path::Path::new(&path)) {
+            Ok(t) => Some(t),
+            Err(e) => return Ok(Err(e)),
+        },
+    };
+    if token.is_some() && !measured::token_may_go_to(&base) {
+        return Ok(Err(NotMeasured::TokenInClear(base)));
+    }
+    Ok(get(&base, &url, token.as_ref())
+        .await
+        .and_then(|b| measured::parse(&b)))
 }
 
-/// `GET url` within [`MEASURED_WAIT`], the body capped; `base` names the
-/// ingest in errors.
-async fn get(base: &str, url: &str) -> Result<Vec<u8>, NotMeasured> {
+/// `GET url` within [`MEASURED_WAIT`], bearing `token` when given, the body
+/// capped; `base` names the ingest in errors.
+async fn get(base: &str, url: &str, token: Option<&measured::ReadToken>) -> Result<Vec<u8>, NotMeasured> {
     use http_body_util::{BodyExt, Empty, Limited};
     let unreachable = |e: &dyn std::fmt::Display| NotMeasured::Unreachable(base.to_string(), e.to_string());
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
@@ -150,11 +165,19 @@ async fn get(base: &str, url: &str) -> Result<Vec<u8>, NotMeasured> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build::<_, Empty<bytes::Bytes>>(connector);
     let uri: hyper::Uri = url.parse().map_err(|_| NotMeasured::BadUrl)?;
+    let mut req = hyper::Request::get(uri);
+    if let Some(t) = token {
+        req = req.header(hyper::header::AUTHORIZATION, t.authorization());
+    }
+    let req = req.body(Empty::new()).map_err(|_| NotMeasured::BadUrl)?;
     let look = async {
-        let resp = client.get(uri).await.map_err(|e| unreachable(&e))?;
+        let resp = client.request(req).await.map_err(|e| unreachable(&e))?;
         let status = resp.status().as_u16();
-        if status != 200 {
-            return Err(NotMeasured::Status(base.to_string(), status));
+        match status {
+            200 => {}
+            401 if token.is_some() => return Err(NotMeasured::WrongToken(base.to_string())),
+            401 => return Err(NotMeasured::NoToken(base.to_string())),
+            _ => return Err(NotMeasured::Status(base.to_string(), status)),
         }
         Limited::new(resp.into_body(), measured::ANSWER_CAP)
             .collect()
@@ -165,4 +188,84 @@ async fn get(base: &str, url: &str) -> Result<Vec<u8>, NotMeasured> {
     tokio::time::timeout(MEASURED_WAIT, look)
         .await
         .map_err(|_| unreachable(&format!("no answer within {} s", MEASURED_WAIT.as_secs())))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An ingest on loopback that answers one request with `status` and
+    /// `body`, and hands back the request's head.
+    async fn one_answer(status: u16, body: &'static str) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                head.extend_from_slice(&buf[..n]);
+            }
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&head).into_owned()
+        });
+        (base, served)
+    }
+
+    const ANSWER: &str = r#"{"windows":[],"oom_kills":[]}"#;
+
+    #[tokio::test]
+    async fn the_read_bears_the_token_and_a_401_says_whether_one_was_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .unwrap();
+            writeln!(f, "read-token-5d0c9e8f7a6b5c4d3e2f1a0b").unwrap();
+        }
+        let token = measured::read_token(&path).unwrap();
+
+        let (base, served) = one_answer(200, ANSWER).await;
+        let url = format!("{base}/v1/read/usage?namespace=n&pod=p");
+        assert_eq!(get(&base, &url, Some(&token)).await.unwrap(), ANSWER.as_bytes());
+        let head = served.await.unwrap().to_ascii_lowercase();
+        assert!(
+            head.contains("\r\nauthorization: bearer read-token-5d0c9e8f7a6b5c4d3e2f1a0b\r\n"),
+            "{head}"
+        );
+
+        let (base, served) = one_answer(200, ANSWER).await;
+        let url = format!("{base}/v1/read/usage?namespace=n&pod=p");
+        assert!(get(&base, &url, None).await.is_ok());
+        assert!(
+            !served
+                .await
+                .unwrap()
+                .to_ascii_lowercase()
+                .contains("authorization")
+        );
+
+        let wrong: fn(String) -> NotMeasured = NotMeasured::WrongToken;
+        let none: fn(String) -> NotMeasured = NotMeasured::NoToken;
+        for (token, said) in [(Some(&token), wrong), (None, none)] {
+            let (base, _served) = one_answer(401, "{}").await;
+            let url = format!("{base}/v1/read/usage?namespace=n&pod=p");
+            let got = get(&base, &url, token).await.unwrap_err();
+            assert_eq!(got, said(base.clone()));
+            assert!(!got.to_string().contains("read-token-5d0c"), "{got}");
+        }
+    }
 }

@@ -23,8 +23,10 @@
 //! Every refusal is a [`Reject`] with a reason code, answered as
 //! `{"error":"<code>","detail":"…"}` and logged ([`reject`]). [`server`] wires this to
 //! HTTP/1.1 within the bounds of [`limits`], with an admin-only read-back API and fault
-//! injection ([`faults`]); [`report`] draws the stored usage as an SVG chart.
+//! injection ([`faults`]), and the launcher's read API ([`read`]) for the bearer of
+//! the read token only ([`auth`]); [`report`] draws the stored usage as an SVG chart.
 
+pub mod auth;
 pub mod checks;
 pub mod faults;
 pub mod kinds;

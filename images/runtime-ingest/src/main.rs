@@ -1,27 +1,31 @@
 //! `runtime-ingest`: the reference ingest backend (collector-design.md §10).
 //!
 //! `runtime-ingest serve --db <path> [--listen 127.0.0.1:8470] [--source-id default]
-//! [--admin] [--read-api] [--faults <json>] [--decoded-cap <bytes>] [--max-connections <n>]
-//! [--body-timeout-ms <ms>] [--received-budget <bytes>]` prints
+//! [--admin] [--read-api --read-token-file <path>] [--faults <json>] [--decoded-cap <bytes>]
+//! [--max-connections <n>] [--body-timeout-ms <ms>] [--received-budget <bytes>]` prints
 //! `listening on http://<addr>` on stdout once it accepts connections. Every refusal
 //! is logged on stderr as one line, `runtime-ingest: <status> <code> <path>: <detail>`.
 //! `--admin` enables the unauthenticated `/debug/*` and `/admin/faults` routes (tests
-//! and local inspection only); without it they answer 404. `--read-api` enables the
-//! unauthenticated `GET /v1/read/usage` the Buzz launcher reads ([`runtime_ingest::read`]).
+//! and local inspection only); without it they answer 404. `--read-api` enables
+//! `GET /v1/read/usage`, the Buzz launcher's read ([`runtime_ingest::read`]), for the
+//! bearer of the token in `--read-token-file` (or the file
+//! `RUNTIME_INGEST_READ_TOKEN_FILE` names) only ([`runtime_ingest::auth`]; review
+//! afa2bf1 finding 5): without a usable token file it does not start.
 //!
 //! `runtime-ingest report --db <path> --out <chart.svg>` draws the stored usage per
 //! agent (average cores and largest working set per hour window).
 //!
 //! Exit codes: 1 when the database or the listener cannot be opened (or the chart
-//! cannot be drawn); 2 for bad arguments.
+//! cannot be drawn); 2 for bad arguments (a missing or unusable read token included).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use std::time::Duration;
 
+use runtime_ingest::auth::ReadToken;
 use runtime_ingest::faults::{Fault, Script};
 use runtime_ingest::limits;
 use runtime_ingest::server::{Options, State, serve};
@@ -55,11 +59,17 @@ enum Command {
         /// (tests and local inspection only; without it they answer 404).
         #[arg(long)]
         admin: bool,
-        /// Enable the unauthenticated `GET /v1/read/usage?namespace=&pod=`: one
-        /// agent's CPU, memory and OOM kills, for the Buzz launcher's usage panel
-        /// (a loopback or private listener only).
+        /// Enable `GET /v1/read/usage?namespace=&pod=`: one agent's CPU, memory and
+        /// OOM kills, for the Buzz launcher's usage panel; only for the bearer of
+        /// the token in `--read-token-file` (required with it).
         #[arg(long)]
         read_api: bool,
+        /// A file only its owner may read (mode 0600 or 0400) holding the bearer
+        /// token `--read-api` requires: at least 32 visible ASCII characters, e.g.
+        /// `umask 077; openssl rand -hex 32 > FILE`. The launcher reads the same
+        /// file through `BUZZ_TELEMETRY_READ_TOKEN_FILE`.
+        #[arg(long, env = "RUNTIME_INGEST_READ_TOKEN_FILE", value_name = "PATH")]
+        read_token_file: Option<PathBuf>,
         /// An initial fault script (JSON array; implies nothing without `--admin`
         /// except these faults).
         #[arg(long)]
@@ -124,12 +134,20 @@ fn main() -> ExitCode {
             source_id,
             admin,
             read_api,
+            read_token_file,
             faults,
             decoded_cap,
             max_connections,
             body_timeout_ms,
             received_budget,
         } => {
+            let read_token = match read_token(read_api, read_token_file.as_deref()) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("runtime-ingest: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let mut script = Script::default();
             if let Some(json) = faults {
                 match serde_json::from_str::<Vec<Fault>>(&json) {
@@ -164,6 +182,7 @@ fn main() -> ExitCode {
                     source_id,
                     admin,
                     read_api,
+                    read_token,
                     decoded_cap,
                     body_timeout: Duration::from_millis(body_timeout_ms),
                     max_connections,
@@ -194,5 +213,25 @@ fn main() -> ExitCode {
                 match serve(listener, state).await {}
             })
         }
+    }
+}
+
+/// The read API's token: required with `--read-api`, refused without it.
+fn read_token(read_api: bool, file: Option<&Path>) -> Result<Option<ReadToken>, String> {
+    match (read_api, file) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(
+            "--read-token-file (or RUNTIME_INGEST_READ_TOKEN_FILE) is the read API's token: \
+             add --read-api to serve it, or drop the token file"
+                .into(),
+        ),
+        (true, None) => Err(
+            "--read-api needs --read-token-file PATH (or RUNTIME_INGEST_READ_TOKEN_FILE=PATH): \
+             a file only its owner may read holding the bearer token every read must carry \
+             (make one with `umask 077; openssl rand -hex 32 > PATH`, and give the launcher \
+             the same file as BUZZ_TELEMETRY_READ_TOKEN_FILE)"
+                .into(),
+        ),
+        (true, Some(path)) => ReadToken::from_file(path).map(Some).map_err(|e| e.to_string()),
     }
 }

@@ -1,6 +1,8 @@
 //! `GET /v1/read/usage?namespace=&pod=`: one agent's measured CPU, memory and
 //! OOM kills, as the Buzz launcher's usage panel reads them (issue 34, "where a
-//! collector ingest is configured"). Served only with `--read-api`.
+//! collector ingest is configured"; collector-design.md §10, where the
+//! reference ingest's routes are). Served only with `--read-api`, and only to
+//! the bearer of the read token (review afa2bf1 finding 5).
 //!
 //! - **One agent is one pod name in one namespace.** The Kubernetes binding
 //!   names an agent's pod after its key, so every pod it ever had (a
@@ -15,10 +17,20 @@
 //! - Bounded: the most recent [`MAX_WINDOWS`] windows and [`MAX_OOMS`] kills,
 //!   with what was left out counted.
 //! - The parameters are Kubernetes names ([`valid_name`]); anything else is a
-//!   400 before any read. Like `/debug/*`, the route is unauthenticated: it
-//!   is for a loopback or otherwise private listener (a port-forward from the
-//!   owner's desktop), and serves nothing the collector would not ship
-//!   (contract §9: no secret ever arrives).
+//!   400 before any read.
+//! - **Only the owner reads it.** Every collector (every agent pod) reaches the
+//!   listener this route is on, so it requires the read token
+//!   ([`crate::auth`]), which the owner's launcher holds and no collector is
+//!   given: like contract §7's API keys, a credential that authorizes reading
+//!   "never enter[s] clusters" (and §8: nothing crosses into another's view).
+//!   Without it: 401, nothing else.
+//! - **One agent's rows only, parsed outside the lock.** The store finds the
+//!   agent's usage and OOM rows through its agent index and copies their
+//!   bytes out ([`crate::store::Store::agent_usage_rows`]); [`agent_usage_of`]
+//!   parses them after the store's lock is released, so a read costs that
+//!   agent's rows, not the database, and ingestion never waits on it
+//!   (`server::tests`: 10 000 rows of other pods, and a read of one pod
+//!   touches its one row).
 //!
 //! Pure: stored rows in, [`AgentUsage`] out.
 
@@ -26,7 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::report::{Point, series};
-use crate::store::Stored;
+use crate::store::{RawRow, Stored};
 
 /// Most windows returned (the most recent; three months of hours).
 pub const MAX_WINDOWS: usize = 2_160;
@@ -74,8 +86,14 @@ pub fn valid_name(s: &str) -> bool {
         && !s.ends_with(['-', '.'])
 }
 
-/// `namespace/pod`'s usage from the stored `rows` (any kinds; the others are
-/// ignored).
+/// `namespace/pod`'s usage from its rows as the store copied them out.
+pub fn agent_usage_of(rows: Vec<RawRow>, namespace: &str, pod: &str) -> AgentUsage {
+    let rows: Vec<Stored> = rows.into_iter().map(RawRow::into_stored).collect();
+    agent_usage(&rows, namespace, pod)
+}
+
+/// `namespace/pod`'s usage from the stored `rows` (any kinds and agents; the
+/// others are ignored).
 pub fn agent_usage(rows: &[Stored], namespace: &str, pod: &str) -> AgentUsage {
     let label = format!("{namespace}/{pod}");
     let mut windows = series(rows).remove(&label).unwrap_or_default();

@@ -5,9 +5,16 @@
 //!   [`crate::Reject`] status with `{"error":"<code>","detail":"…"}` and one log line;
 //!   a storage failure is 503 `storage.unavailable`.
 //! - `GET /healthz`: 204.
-//! - Only with `--read-api` ([`Options::read_api`]), else 404 — unauthenticated too:
-//!   `GET /v1/read/usage?namespace=&pod=`, one agent's CPU, memory and OOM kills
-//!   ([`crate::read`]).
+//! - Only with `--read-api` ([`Options::read_api`]), else 404 — and only for the
+//!   bearer of the read token ([`Options::read_token`], [`crate::auth`]; review
+//!   afa2bf1 finding 5): `GET /v1/read/usage?namespace=&pod=`, one agent's CPU,
+//!   memory and OOM kills ([`crate::read`]). The token is checked first: without it
+//!   the answer is 401 `read.unauthorized` with `WWW-Authenticate: Bearer` and
+//!   nothing else, one log line that names the route and why (never a token), and
+//!   the refusal is counted in `/debug/stats`. With the read API on and no token
+//!   configured, every read is refused. The read holds the store's lock only while
+//!   it copies that agent's rows out ([`crate::store::Store::agent_usage_rows`]),
+//!   and parses them after releasing it, so ingestion never waits on a parse.
 //! - Only with `--admin` ([`Options::admin`]), else 404 — they are unauthenticated:
 //!   - `GET /debug/records?kind=&pod_uid=`: the stored rows as JSON;
 //!   - `GET /debug/received`: the bounded log of requests seen ([`crate::received`]);
@@ -31,19 +38,22 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
+use hyper::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderMap, HeaderValue, WWW_AUTHENTICATE};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use crate::auth::{ReadToken, Refusal};
 use crate::faults::{Fault, Script};
 use crate::limits;
 use crate::received::ReceivedLog;
-use crate::store::Store;
+use crate::store::{ReadCounts, Store};
 
 mod ingest;
+#[cfg(test)]
+mod tests;
 
 /// The server's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +64,9 @@ pub struct Options {
     pub admin: bool,
     /// Serve `GET /v1/read/usage` ([`crate::read`]).
     pub read_api: bool,
+    /// The token a read must bear ([`crate::auth`]); with `read_api` and no token,
+    /// every read answers 401.
+    pub read_token: Option<ReadToken>,
     /// Decoded-size cap.
     pub decoded_cap: usize,
     /// How long a body may take once its headers arrived.
@@ -72,6 +85,7 @@ impl Default for Options {
             source_id: "default".into(),
             admin: false,
             read_api: false,
+            read_token: None,
             decoded_cap: limits::DECODED_CAP,
             body_timeout: limits::BODY_TIMEOUT,
             max_connections: limits::MAX_CONNECTIONS,
@@ -109,6 +123,10 @@ impl State {
     }
 
     fn stats(&self) -> Stats {
+        let (stored_bytes, reads) = {
+            let store = lock(&self.store);
+            (store.stored_bytes().ok(), store.read_counts())
+        };
         let received = lock(&self.received);
         let limit = self.options.max_connections.max(1);
         Stats {
@@ -123,7 +141,8 @@ impl State {
                 open: limit.saturating_sub(self.connections.available_permits()),
                 limit,
             },
-            stored_bytes: lock(&self.store).stored_bytes().ok(),
+            stored_bytes,
+            reads,
         }
     }
 }
@@ -149,6 +168,8 @@ struct Stats {
     storage_failures: u64,
     connections: ConnectionStats,
     stored_bytes: Option<u64>,
+    /// What the store's reads touched: rows copied out, full-scan steps.
+    reads: ReadCounts,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -211,12 +232,18 @@ async fn admin(state: &State, method: &Method, path: &str, req: Request<Incoming
     match (method, path) {
         (&Method::GET, "/debug/records") => {
             let q = query(req.uri().query());
-            let rows = lock(&state.store).records(
+            let rows = lock(&state.store).raw_records(
                 q.get("kind").map(String::as_str),
                 q.get("pod_uid").map(String::as_str),
             );
             Ok(match rows {
-                Ok(rows) => json(200, &rows),
+                Ok(rows) => json(
+                    200,
+                    &rows
+                        .into_iter()
+                        .map(crate::store::RawRow::into_stored)
+                        .collect::<Vec<_>>(),
+                ),
                 Err(_) => empty(503),
             })
         }
@@ -245,7 +272,46 @@ async fn admin(state: &State, method: &Method, path: &str, req: Request<Incoming
     }
 }
 
-/// `GET /v1/read/usage?namespace=&pod=` ([`crate::read`]).
+/// The code of a read refused for its token.
+const READ_UNAUTHORIZED: &str = "read.unauthorized";
+
+/// Whether `headers` bear the read token; a refusal is logged (why, never what was
+/// sent) and counted.
+fn authorized(state: &State, path: &str, headers: &HeaderMap) -> bool {
+    let verdict = match &state.options.read_token {
+        Some(token) => token.admits(headers.get_all(AUTHORIZATION).iter()),
+        None => Err(Refusal::Missing),
+    };
+    let Err(refusal) = verdict else {
+        return true;
+    };
+    *lock(&state.rejected).entry(READ_UNAUTHORIZED).or_default() += 1;
+    let why = match state.options.read_token {
+        Some(_) => refusal.describe(),
+        None => "no read token is configured (serve --read-token-file)",
+    };
+    eprintln!(
+        "runtime-ingest: 401 {READ_UNAUTHORIZED} {}: {why}",
+        clip(path, limits::PATH_KEPT)
+    );
+    false
+}
+
+/// The answer to a read without the token: 401 and nothing else.
+fn unauthorized() -> Response<Full<Bytes>> {
+    let mut r = json(
+        401,
+        &serde_json::json!({"error": READ_UNAUTHORIZED, "detail": "this route needs the ingest's read token as a bearer token"}),
+    );
+    r.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static(r#"Bearer realm="runtime-ingest""#),
+    );
+    r
+}
+
+/// `GET /v1/read/usage?namespace=&pod=` ([`crate::read`]), for a caller that bore
+/// the token. The store's lock is held for the copy of one agent's rows only.
 fn read_usage(state: &State, q: Option<&str>) -> Response<Full<Bytes>> {
     let q = query(q);
     let (Some(namespace), Some(pod)) = (q.get("namespace"), q.get("pod")) else {
@@ -260,8 +326,12 @@ fn read_usage(state: &State, q: Option<&str>) -> Response<Full<Bytes>> {
             &serde_json::json!({"error": "read.parameters", "detail": "namespace and pod must be Kubernetes names"}),
         );
     }
-    match lock(&state.store).records(None, None) {
-        Ok(rows) => json(200, &crate::read::agent_usage(&rows, namespace, pod)),
+    let copied = {
+        let store = lock(&state.store);
+        store.agent_usage_rows(namespace, pod)
+    };
+    match copied {
+        Ok(rows) => json(200, &crate::read::agent_usage_of(rows, namespace, pod)),
         Err(_) => empty(503),
     }
 }
@@ -277,6 +347,9 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Reply {
         (&Method::POST, Some(kind)) => ingest::ingest(&state, kind, req).await,
         (&Method::GET, _) if path == "/healthz" => Ok(empty(204)),
         (&Method::GET, _) if path == "/v1/read/usage" && state.options.read_api => {
+            if !authorized(&state, &path, req.headers()) {
+                return Ok(unauthorized());
+            }
             Ok(read_usage(&state, req.uri().query()))
         }
         _ if state.options.admin && (path.starts_with("/debug/") || path.starts_with("/admin/")) => {

@@ -14,7 +14,10 @@
 //!    ([`crate::checks::valid_digest`]); the natural-key fields present and typed;
 //! 5. no two records share a natural key (one version of a key at a time).
 //!
-//! Unknown members are ignored (contract §6).
+//! Unknown members are ignored (contract §6). Each row also carries the [`Agent`] its
+//! record names (`namespace`, `pod`; not key fields, so they may be absent), which the
+//! store keeps so the read API finds one agent's rows without reading the others
+//! (review afa2bf1 finding 5).
 //!
 //! **Rows, not copies.** The result borrows from the payload: each [`Row`] holds its
 //! own record's exact text, and a records payload has one [`Envelope`] — the payload
@@ -55,9 +58,47 @@ pub struct Row<'a> {
     pub natural_key: String,
     /// The pod the row belongs to (for read-back filters).
     pub pod_uid: String,
+    /// The agent the row belongs to, as its record names it (the read API's key).
+    pub agent: Agent,
     pub merge: Merge,
     /// The record's exact text (a records kind), or the whole payload.
     pub body: &'a str,
+}
+
+/// The agent a row belongs to: the pod name in its namespace, as the record (or, for
+/// `oom_observed`, its event; for `collection_coverage`, the payload) names them.
+/// Neither is a key field, so a record without them is stored all the same, with
+/// `None`, and no read by agent finds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Agent {
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+}
+
+impl Agent {
+    /// The agent `o` names (non-empty strings only).
+    fn of(o: &Object<'_>) -> Self {
+        Self {
+            namespace: o.text("namespace").ok(),
+            pod: o.text("pod").ok(),
+        }
+    }
+
+    /// The agent of a stored row of `kind` whose text is `body` (the record, or the
+    /// whole payload for the kinds without records); the default when it does not
+    /// parse. For rows stored before the agent was kept ([`crate::store`]).
+    pub fn of_stored(kind: &str, body: &str) -> Self {
+        let Ok(o) = Object::parse(body, Reject::NotObject) else {
+            return Self::default();
+        };
+        match Kind::parse(kind).map(Kind::shape) {
+            Some(Shape::Event) => o
+                .get("event")
+                .and_then(|e| Object::of(e, Reject::EventMissing).ok())
+                .map_or_else(Self::default, |e| Self::of(&e)),
+            _ => Self::of(&o),
+        }
+    }
 }
 
 /// A valid payload, split into rows.
@@ -76,12 +117,13 @@ fn timestamp(o: &Object<'_>, field: &'static str) -> Result<String, Reject> {
         .ok_or(Reject::Timestamp { field })
 }
 
-fn row<'a>(kind: Kind, key: serde_json::Value, pod_uid: String, body: &'a str) -> Row<'a> {
+fn row<'a>(kind: Kind, key: serde_json::Value, pod_uid: String, agent: Agent, body: &'a str) -> Row<'a> {
     Row {
         kind,
         group: kind.group(),
         natural_key: key.to_string(),
         pod_uid,
+        agent,
         merge: kind.merge(),
         body,
     }
@@ -125,7 +167,7 @@ fn usage_rows<'a>(kind: Kind, text: &'a str, top: &Object<'a>) -> Result<Validat
         }
         let pod_uid = r.text("pod_uid")?;
         let key = json!([pod_uid, r.text("container")?, ws, len]);
-        rows.push(row(kind, key, pod_uid, item.get()));
+        rows.push(row(kind, key, pod_uid, Agent::of(&r), item.get()));
     }
     Ok(Validated {
         kind,
@@ -153,7 +195,7 @@ fn peaks_rows<'a>(kind: Kind, text: &'a str, top: &Object<'a>) -> Result<Validat
             pod_uid,
             digest,
         ]);
-        rows.push(row(kind, key, pod_uid, item.get()));
+        rows.push(row(kind, key, pod_uid, Agent::of(&r), item.get()));
     }
     Ok(Validated {
         kind,
@@ -198,7 +240,7 @@ pub fn validate<'a>(path_kind: &str, decoded: &'a [u8]) -> Result<Validated<'a>,
             Validated {
                 kind,
                 envelope: None,
-                rows: vec![row(kind, json!([pod_uid]), pod_uid, text)],
+                rows: vec![row(kind, json!([pod_uid]), pod_uid, Agent::of(&top), text)],
             }
         }
         (Shape::Event, _) => {
@@ -215,7 +257,7 @@ pub fn validate<'a>(path_kind: &str, decoded: &'a [u8]) -> Result<Validated<'a>,
             Validated {
                 kind,
                 envelope: None,
-                rows: vec![row(kind, key, pod_uid, text)],
+                rows: vec![row(kind, key, pod_uid, Agent::of(&e), text)],
             }
         }
     };
@@ -277,6 +319,53 @@ mod tests {
             r#"["u1","agent","2026-08-06T09:00:00Z",2]"#
         );
         assert_eq!(v.rows[0].merge, Merge::Once);
+    }
+
+    #[test]
+    fn each_row_carries_the_agent_its_record_names() {
+        let agent = |ns: &str, pod: &str| Agent {
+            namespace: Some(ns.into()),
+            pod: Some(pod.into()),
+        };
+        let named = rec("a").replace(r#""pod_uid""#, r#""namespace":"ns","pod":"p","pod_uid""#);
+        let text = usage(&format!("[{named}, {}]", rec("b")));
+        let v = validate("usage_snapshot", text.as_bytes()).unwrap();
+        assert_eq!(v.rows[0].agent, agent("ns", "p"));
+        assert_eq!(
+            v.rows[1].agent,
+            Agent::default(),
+            "not a key field: stored without"
+        );
+        assert_eq!(
+            Agent::of_stored("usage_snapshot", v.rows[0].body),
+            agent("ns", "p")
+        );
+        let coverage = COVERAGE.replace(r#""extra":1"#, r#""namespace":"ns","pod":"c""#);
+        let v = validate("collection_coverage", coverage.as_bytes()).unwrap();
+        assert_eq!(v.rows[0].agent, agent("ns", "c"));
+        assert_eq!(
+            Agent::of_stored("collection_coverage", &coverage),
+            agent("ns", "c")
+        );
+        let oom = r#"{"kind":"oom_observed","source":"measured","captured_at":"2026-08-06T10:00:00Z","namespace":"top","event":{"namespace":"ns","pod":"o","pod_uid":"u1","container":"agent","container_started_at":"2026-08-06T09:00:00Z","oom_kill_total":2}}"#;
+        let v = validate("oom_observed", oom.as_bytes()).unwrap();
+        assert_eq!(
+            v.rows[0].agent,
+            agent("ns", "o"),
+            "the event's, not the payload's"
+        );
+        assert_eq!(Agent::of_stored("oom_observed", oom), agent("ns", "o"));
+        assert_eq!(Agent::of_stored("oom_observed", "not json"), Agent::default());
+        let empty = named.replace(r#""pod":"p""#, r#""pod":"""#);
+        let text = usage(&format!("[{empty}]"));
+        let v = validate("usage_snapshot", text.as_bytes()).unwrap();
+        assert_eq!(
+            v.rows[0].agent,
+            Agent {
+                namespace: Some("ns".into()),
+                pod: None
+            }
+        );
     }
 
     #[test]

@@ -109,18 +109,46 @@ impl Drop for Cgroup {
     }
 }
 
+/// The read token these tests start the ingest with.
+const TOKEN: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a6978";
+
+/// A file (mode 0600) holding [`TOKEN`].
+fn token_file(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("read-token");
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    writeln!(f, "{TOKEN}").unwrap();
+    path
+}
+
+/// `GET /v1/read/usage?query` bearing [`TOKEN`].
 fn read(ingest: &Ingest, query: &str) -> (u16, Vec<u8>) {
-    ingest.request("GET", &format!("/v1/read/usage?{query}"), "")
+    let a = common::raw(
+        &ingest.addr,
+        "GET",
+        &format!("/v1/read/usage?{query}"),
+        &format!("authorization: Bearer {TOKEN}\r\n"),
+        b"",
+    )
+    .expect("the ingest answers");
+    (a.status, a.body)
 }
 
 #[test]
 fn one_agent_s_cpu_memory_and_a_real_oom_kill_are_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let spool = dir.path().join("spool");
+    let token = token_file(dir.path());
     let ingest = Ingest::start_with(
         &dir.path().join("ingest.db"),
         "127.0.0.1:0",
-        &["--read-api"],
+        &["--read-api", "--read-token-file", token.to_str().unwrap()],
         None,
     );
     let cg = Cgroup::make();

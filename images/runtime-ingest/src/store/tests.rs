@@ -166,5 +166,187 @@ fn a_first_schema_database_is_migrated_to_one_record_per_row() {
     assert_eq!(version, SCHEMA_VERSION);
     // Reopening does not migrate twice.
     drop(store);
-    assert_eq!(Store::open(&path).unwrap().records(None, None).unwrap(), rows);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.records(None, None).unwrap(), rows);
+    // The first schema's records have no agent to read by (these name none).
+    assert_eq!(store.agent_usage_rows("ns", "p").unwrap(), []);
+}
+
+fn agent_record(ns: &str, pod: &str, uid: &str, container: &str) -> String {
+    format!(
+        r#"{{"namespace":"{ns}","pod":"{pod}","pod_uid":"{uid}","container":"{container}","window_start":"2026-08-06T10:00:00Z","window_seconds":3600,"cpu":{{}},"memory":{{}}}}"#
+    )
+}
+
+fn agent_usage(records: &[String]) -> Vec<u8> {
+    format!(
+        r#"{{"kind":"usage_window","source":"measured","window_start":"2026-08-06T10:00:00Z","window_seconds":3600,"records":[{}]}}"#,
+        records.join(",")
+    )
+    .into_bytes()
+}
+
+fn agent_oom(ns: &str, pod: &str, uid: &str) -> Vec<u8> {
+    format!(
+        r#"{{"kind":"oom_observed","source":"measured","captured_at":"2026-08-06T10:00:00Z","event":{{"namespace":"{ns}","pod":"{pod}","pod_uid":"{uid}","container":"agent","container_started_at":"2026-08-06T09:00:00Z","observed_at":"2026-08-06T09:30:00Z","oom_kill_total":1}}}}"#
+    )
+    .into_bytes()
+}
+
+fn agent_coverage(ns: &str, pod: &str, uid: &str) -> Vec<u8> {
+    format!(
+        r#"{{"kind":"collection_coverage","source":"agent","captured_at":"2026-08-06T10:00:00Z","namespace":"{ns}","pod":"{pod}","pod_uid":"{uid}"}}"#
+    )
+    .into_bytes()
+}
+
+/// Two pods of agent `a` (a replacement: same name, another uid), one of `b`, and
+/// `a`'s name in another namespace.
+fn agents_store(path: &std::path::Path) -> Store {
+    let mut store = Store::open(path).unwrap();
+    put(
+        &mut store,
+        "usage_window",
+        &agent_usage(&[
+            agent_record("ns", "a", "a-1", "agent"),
+            agent_record("ns", "a", "a-1", "sidecar"),
+            agent_record("ns", "b", "b-1", "agent"),
+            agent_record("other", "a", "o-1", "agent"),
+        ]),
+    );
+    put(
+        &mut store,
+        "usage_window",
+        &agent_usage(&[agent_record("ns", "a", "a-2", "agent")]),
+    );
+    put(&mut store, "oom_observed", &agent_oom("ns", "a", "a-2"));
+    put(&mut store, "oom_observed", &agent_oom("ns", "b", "b-1"));
+    put(
+        &mut store,
+        "collection_coverage",
+        &agent_coverage("ns", "a", "a-2"),
+    );
+    store
+}
+
+fn keys(rows: &[RawRow]) -> Vec<(String, String)> {
+    rows.iter()
+        .map(|r| (r.kind.clone(), r.natural_key.clone()))
+        .collect()
+}
+
+#[test]
+fn one_agent_s_usage_and_oom_rows_are_read_through_its_index_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = agents_store(&dir.path().join("db"));
+    let before = store.read_counts();
+    let rows = store.agent_usage_rows("ns", "a").unwrap();
+    assert_eq!(
+        keys(&rows),
+        [
+            (
+                "oom_observed".into(),
+                r#"["a-2","agent","2026-08-06T09:00:00Z",1]"#.into()
+            ),
+            (
+                "usage_window".into(),
+                r#"["a-1","agent","2026-08-06T10:00:00Z",3600]"#.into()
+            ),
+            (
+                "usage_window".into(),
+                r#"["a-1","sidecar","2026-08-06T10:00:00Z",3600]"#.into()
+            ),
+            (
+                "usage_window".into(),
+                r#"["a-2","agent","2026-08-06T10:00:00Z",3600]"#.into()
+            ),
+        ],
+        "both pods of a, usage and OOM only, in key order"
+    );
+    // Each row reads back as `records` does, payload and all.
+    let all = store.records(None, None).unwrap();
+    for row in rows.clone() {
+        let stored = row.into_stored();
+        assert!(all.contains(&stored), "{stored:?}");
+    }
+    let after = store.read_counts();
+    assert_eq!(after.rows - before.rows, 4 + all.len() as u64);
+    assert_eq!(store.agent_usage_rows("ns", "c").unwrap(), []);
+    assert_eq!(store.agent_usage_rows("other", "a").unwrap().len(), 1);
+
+    // SQLite's own plan: the agent index, no scan of the table.
+    let plan: Vec<String> = store
+        .conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {AGENT_SQL}"))
+        .unwrap()
+        .query_map(params!["ns", "a", "usage", "oom_observed"], |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    println!("the agent read's plan: {plan:?}");
+    assert!(
+        plan.iter().any(|p| p.contains("USING INDEX record_rows_agent")),
+        "{plan:?}"
+    );
+    assert!(!plan.iter().any(|p| p.starts_with("SCAN r")), "{plan:?}");
+}
+
+#[test]
+fn a_schema_2_database_gains_each_row_s_agent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(agents_store(&path));
+    // Make it what schema 2 wrote: no agent columns, no agent index, version 2, and
+    // one row whose text does not parse.
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX record_rows_agent;
+             ALTER TABLE record_rows DROP COLUMN namespace;
+             ALTER TABLE record_rows DROP COLUMN pod;
+             INSERT INTO record_rows (source_id, grp, natural_key, kind, pod_uid, final, envelope, body, writes)
+               VALUES ('default', 'collection_coverage', '[\"zz\"]', 'collection_coverage', 'zz', 0, NULL, 'not json', 1);
+             PRAGMA user_version=2;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let version: i64 = store
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let fresh = agents_store(&dir.path().join("fresh"));
+    assert_eq!(
+        keys(&store.agent_usage_rows("ns", "a").unwrap()),
+        keys(&fresh.agent_usage_rows("ns", "a").unwrap())
+    );
+    assert_eq!(store.agent_usage_rows("ns", "b").unwrap().len(), 2);
+    let agents: Vec<(String, Option<String>, Option<String>)> = store
+        .conn
+        .prepare("SELECT kind, namespace, pod FROM record_rows ORDER BY kind, natural_key")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        agents[..2],
+        [
+            ("collection_coverage".into(), Some("ns".into()), Some("a".into())),
+            ("collection_coverage".into(), None, None),
+        ],
+        "the coverage payload names its agent; text that does not parse names none"
+    );
+    assert_eq!(
+        store.records(None, None).unwrap().len(),
+        fresh.records(None, None).unwrap().len() + 1
+    );
+    // New writes after the migration carry their agent too.
+    drop(store);
+    let mut store = Store::open(&path).unwrap();
+    put(&mut store, "oom_observed", &agent_oom("ns", "c", "c-1"));
+    assert_eq!(store.agent_usage_rows("ns", "c").unwrap().len(), 1);
 }
