@@ -283,6 +283,18 @@ impl Scenario {
         after: Instant,
         pred: impl Fn(&Event) -> bool,
     ) -> (Event, Instant) {
+        self.wait_presence_or(content, after, pred, String::new)
+    }
+
+    /// [`Scenario::wait_presence`], adding `context()` (a pod's followed
+    /// log, say) to the failure.
+    pub fn wait_presence_or(
+        &self,
+        content: &str,
+        after: Instant,
+        pred: impl Fn(&Event) -> bool,
+        context: impl Fn() -> String,
+    ) -> (Event, Instant) {
         let a = self.agent;
         let got = self.rt.block_on(wait_until(WAIT, || {
             self.obs
@@ -299,8 +311,9 @@ impl Scenario {
                 .map(|s| format!("{} {:?} at -{:?}", s.event.content, s.event.tags, s.at.elapsed()))
                 .collect();
             panic!(
-                "presence {content} never came; the agent's presence seen: {seen:?}; kubelet: {}",
-                self.node.log_tail("kubelet", 10)
+                "presence {content} never came; the agent's presence seen: {seen:?}; kubelet: {}; {}",
+                self.node.log_tail("kubelet", 10),
+                context()
             )
         })
     }
@@ -393,6 +406,37 @@ impl Scenario {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Follows `pod`'s container log (`kubectl logs -f`) into a buffer from
+    /// now until the container ends: kept after the pod is gone, so a lost
+    /// `offline` shows what the harness did (issue 48 item 5).
+    pub fn follow_log(&self, pod: &Pod) -> std::sync::Arc<Mutex<String>> {
+        use futures::{AsyncBufReadExt, StreamExt};
+        let out = Arc::new(Mutex::new(String::new()));
+        let (pods, sink) = (self.pods.clone(), out.clone());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.rt.spawn(async move {
+            let lp = LogParams {
+                follow: true,
+                ..Default::default()
+            };
+            match pods.log_stream(&name, &lp).await {
+                Ok(stream) => {
+                    let mut lines = stream.lines();
+                    while let Some(Ok(line)) = lines.next().await {
+                        let mut o = sink.lock().unwrap_or_else(|e| e.into_inner());
+                        o.push_str(&line);
+                        o.push('\n');
+                    }
+                }
+                Err(e) => sink
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_str(&format!("(no log stream: {e})")),
+            }
+        });
+        out
     }
 
     /// The pod's container log through the kubelet (`kubectl logs`), its tail.

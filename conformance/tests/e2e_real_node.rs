@@ -107,11 +107,19 @@ fn start_chat_stop_restart_delete_reap_and_crash_restart_on_a_real_kubelet() {
     });
 
     // 6. Deleting the pod: the kubelet sends SIGTERM; offline within the grace.
+    // The harness's log is followed from before the delete: kept, it shows
+    // the cause of a lost offline (issue 48 item 5; real_node_offline).
+    let log = s.follow_log(&pod2);
     let t0 = Instant::now();
     s.rt.block_on(s.pods.delete(&name, &DeleteParams::default()))
         .unwrap();
     let run2 = run_tag(&online2);
-    let (_, off_at) = s.wait_presence("offline", t0, |e| run_tag(e) == run2);
+    let (_, off_at) = s.wait_presence_or(
+        "offline",
+        t0,
+        |e| run_tag(e) == run2,
+        || format!("the harness's log:\n{}", log.lock().unwrap()),
+    );
     let took = off_at.saturating_duration_since(t0);
     assert!(
         took < Duration::from_secs(60),
