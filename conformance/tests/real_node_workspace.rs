@@ -77,7 +77,8 @@ fn the_agents_files_and_receipt_survive_a_delete_a_redeploy_a_sigkill_and_a_reap
     };
     let dir = on_node(&pv).expect("the volume's directory on the node");
     assert_eq!(
-        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        // The sessions work in $HOME/work, on the same volume as HOME.
+        std::fs::read_to_string(dir.join("work").join("notes.txt")).unwrap(),
         "first words",
         "the agent's file is on the volume"
     );

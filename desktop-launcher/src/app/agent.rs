@@ -51,6 +51,16 @@ pub(crate) fn workdir(store: &Store, rec: &AgentRecord) -> Result<PathBuf, AppEr
     }
 }
 
+/// Whether a record's `provider_config` asks for a workspace volume that
+/// outlives the pod (Kubernetes' `workspace_size`): what a deploy records
+/// and a teardown asks about ([`super::teardown::may_remove_workspace`]).
+pub fn has_workspace_volume(config: &serde_json::Map<String, serde_json::Value>) -> bool {
+    config
+        .get("workspace_size")
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.trim().is_empty())
+}
+
 /// The lock a start of `name` holds (see [`crate::lock`]).
 pub(crate) fn agent_lock(store: &Store, name: &str) -> PathBuf {
     store.lock_path(&format!("agent-{name}"))

@@ -170,7 +170,7 @@ pub(crate) fn deploy_held(
                 state.record_digest = Some(rec.launch_digest());
                 state.started_at = Some(relay::unix_now());
                 state.last_error = None;
-                state.workspace_deployed |= super::teardown::has_workspace_volume(&config);
+                state.workspace_deployed |= super::agent::has_workspace_volume(&config);
                 state.provider_binary = Some(format!("{} (sha256 {})", d.path.display(), d.sha256));
             })?;
             // A deploy can take minutes: re-read the record so an edit made

@@ -334,14 +334,7 @@ fn scope_text(namespace: Option<&str>, workspace: bool) -> String {
     }
 }
 
-/// Whether a record's `provider_config` asks for a workspace volume that
-/// outlives the pod (Kubernetes' `workspace_size`).
-pub fn has_workspace_volume(config: &serde_json::Map<String, serde_json::Value>) -> bool {
-    config
-        .get("workspace_size")
-        .and_then(|v| v.as_str())
-        .is_some_and(|s| !s.trim().is_empty())
-}
+pub use super::agent::has_workspace_volume;
 
 /// Whether a teardown of the agent may remove a workspace volume, so the
 /// page asks first (review afa2bf1 finding 8): its config names one, or a
