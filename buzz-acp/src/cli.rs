@@ -180,6 +180,10 @@ pub struct Cli {
     /// Working directory handed to agent sessions (default: the current directory).
     #[arg(long, env = env::SESSION_CWD)]
     pub cwd: Option<std::path::PathBuf>,
+    /// Where the probe endpoint listens (`ip:port`), once the startup checks
+    /// passed: `/startz` and `/readyz` (`buzz_contract::probe`; unset: nowhere).
+    #[arg(long, env = buzz_contract::probe::PROBE_ADDR_ENV)]
+    pub probe_addr: Option<String>,
     /// Where the receipts of the agent's conversations are kept, so that a
     /// restart brings them back (default: $XDG_STATE_HOME/buzz-acp/<agent
     /// pubkey>, else ~/.local/state/buzz-acp/<agent pubkey>).

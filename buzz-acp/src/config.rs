@@ -96,6 +96,9 @@ pub struct Config {
     pub cwd: PathBuf,
     /// `--state-dir` / `BUZZ_ACP_STATE_DIR`, if given (the receipts' home).
     pub state_dir: Option<PathBuf>,
+    /// Where the probe endpoint listens once the startup checks passed
+    /// ([`crate::probe`], issue 49); `None`: nowhere.
+    pub probe_addr: Option<std::net::SocketAddr>,
 }
 
 /// Drops control characters and keeps at most 80 characters (wire-facts §5).
@@ -257,6 +260,10 @@ impl Config {
             subscribe_timeout: Duration::from_millis(cli.subscribe_timeout_ms),
             cwd,
             state_dir: cli.state_dir.clone().filter(|d| !d.as_os_str().is_empty()),
+            probe_addr: match cli.probe_addr.as_deref().filter(|a| !a.trim().is_empty()) {
+                Some(a) => Some(crate::probe::parse_addr(a).map_err(|e| ConfigError::Probe(e.to_string()))?),
+                None => None,
+            },
         })
     }
 }

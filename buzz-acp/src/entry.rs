@@ -50,6 +50,13 @@ pub fn main() -> ! {
     {
         crate::echo_agent::main();
     }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .first()
+        .is_some_and(|a| a == buzz_contract::probe::STARTED_ARG)
+    {
+        crate::probe::hook_main(&args[1..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -80,6 +87,13 @@ pub fn main() -> ! {
         std::process::exit(Exit::Intentional.code());
     }
     drop(cli);
+    // Only now, with every startup check passed: the listener's existence is
+    // what the `postStart` hook waits for (issue 49 item 1, `probe`).
+    let probe = match cfg.probe_addr.map(crate::probe::bind) {
+        None => None,
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => refuse(ConfigError::Probe(e.to_string()).into()),
+    };
     if let Some(reason) = &cfg.identity.auth_tag_rejected {
         tracing::warn!(%reason, "BUZZ_AUTH_TAG is not used; owner falls back to BUZZ_ACP_AGENT_OWNER");
     }
@@ -118,7 +132,7 @@ pub fn main() -> ! {
             std::process::exit(Exit::Internal.code());
         }
     };
-    let exit = rt.block_on(crate::run::run(cfg));
+    let exit = rt.block_on(crate::run::run(cfg, probe));
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     if exit != Exit::Intentional {
         let why = format!("the harness exited {}: {}", exit.code(), exit.meaning());

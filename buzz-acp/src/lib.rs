@@ -22,7 +22,8 @@
 //! [`entry`] (the binary edge, shared with the conformance suite), [`cli`]
 //! (every knob as a clap argument with its env name), [`agent_spec`] (the
 //! agent spec from the configuration), [`termination`] (the
-//! container's termination message), [`echo_agent`] (the
+//! container's termination message), [`probe`] (the started and ready
+//! endpoint a pod's hook and readiness probe ask), [`echo_agent`] (the
 //! built-in smoke-test ACP agent, `BUZZ_ACP_AGENT_COMMAND=builtin:echo`).
 
 pub mod acp;
@@ -42,6 +43,7 @@ pub mod inbound;
 pub mod metrics;
 pub mod observer;
 pub mod pid1;
+pub mod probe;
 pub mod procs;
 pub mod receipts;
 pub mod relay;

@@ -112,6 +112,13 @@ pub fn seal() -> bool {
     is_pid1() && make_non_dumpable()
 }
 
+/// Makes this process non-dumpable whatever its pid: for a short-lived
+/// process started with the container's environment, the `postStart` hook
+/// ([`crate::probe::hook_main`]).
+pub fn seal_self() -> bool {
+    make_non_dumpable()
+}
+
 /// `prctl(PR_SET_DUMPABLE, 0)`; true when the kernel reports it took.
 fn make_non_dumpable() -> bool {
     // SAFETY: prctl with PR_SET_DUMPABLE/PR_GET_DUMPABLE takes plain integers

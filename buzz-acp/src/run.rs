@@ -685,7 +685,11 @@ impl Harness {
 }
 
 /// Runs the harness until it stops; returns the exit reason.
-pub async fn run(cfg: Config) -> Exit {
+/// Runs the harness until it stops. `probe`: the endpoint's listener, bound
+/// by the entry point once the startup checks passed ([`crate::probe`]); its
+/// readiness follows the relay session's `Live` and `Down`.
+pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
+    let probe = crate::probe::Probe::serve(probe);
     let keys = cfg.identity.keys.clone();
     let (Ok(agent), Ok(owner)) = (
         PublicKey::from_hex(&cfg.identity.pubkey),
@@ -816,12 +820,16 @@ pub async fn run(cfg: Config) -> Exit {
                 },
                 Some(RelayEvent::Live) => {
                     tracing::info!("relay live");
+                    probe.set_live(true);
                     if !std::mem::replace(&mut wake_asked, true) {
                         wake_tries += 1;
                         h.ask_woken(wake_tx.clone(), Duration::ZERO);
                     }
                 }
-                Some(RelayEvent::Down) => tracing::warn!("relay down; reconnecting"),
+                Some(RelayEvent::Down) => {
+                    tracing::warn!("relay down; reconnecting");
+                    probe.set_live(false);
+                }
                 Some(RelayEvent::Fatal(code)) => break Stop::Fail(code),
                 None => break Stop::Fail(Exit::RelayLost),
             },
@@ -865,6 +873,7 @@ pub async fn run(cfg: Config) -> Exit {
             _ = orphan_sweep.tick(), if pid1 => { procs::reap_orphans(&h.procs); }
         }
     };
+    probe.set_live(false);
     let exit = match stop {
         Stop::Owner | Stop::Signal | Stop::Reaper => Exit::Intentional,
         Stop::Fail(e) => e,

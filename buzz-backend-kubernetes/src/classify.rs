@@ -359,9 +359,6 @@ pub struct CallState {
     pub created_uid: Option<String>,
     /// This call lost a create race and is adopting the elected winner.
     pub adopting: bool,
-    /// This call's own pod was seen running and then watched for the
-    /// startup settle ([`Action::Settle`]) and is still running.
-    pub settled: bool,
 }
 
 /// What the shell does next.
@@ -376,10 +373,6 @@ pub enum Action {
     Replace {
         why: String,
     },
-    /// This call's own pod runs: watch it for the startup settle (a
-    /// harness that cannot run its agent exits within it, issue 30 item 3),
-    /// then re-read; still running is success.
-    Settle,
     /// Success; record the resolved image ID when this call created the pod.
     Succeed {
         record_image: bool,
@@ -420,7 +413,6 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
         Row::Terminated { .. } => Action::Replace {
             why: "its previous life ended".into(),
         },
-        Row::Started if own && !st.settled => Action::Settle,
         Row::Started => Action::Succeed { record_image: own },
         Row::CrashLoop { summary } => Action::Fail(crash_looping(id, summary)),
         Row::CrashLoopDivergent { summary } if attempted => Action::Fail(crash_looping(id, summary)),
@@ -438,6 +430,21 @@ pub fn decide(row: Row, pod_uid: Option<&str>, st: &CallState, agent_id: &str) -
         Row::NeverStartedDivergent { .. } => Action::Replace {
             why: "it never started and its recorded create intent differs from this deploy's".into(),
         },
+    }
+}
+
+impl Action {
+    /// Whether this action may follow from a pod a watch event carried
+    /// rather than a quorum GET (issue 49 item 3). A watch event is a
+    /// committed revision, but the watch cache may serve it late (spec
+    /// §Destructive decisions come from views you control): it may end the
+    /// call, in success or failure, or keep it watching, never authorize a
+    /// delete, a create or a Secret read whose absence would authorize one.
+    pub fn decidable_from_watch(&self) -> bool {
+        match self {
+            Action::Succeed { .. } | Action::Fail(_) | Action::Observe { .. } | Action::WaitGone => true,
+            Action::Create | Action::Replace { .. } | Action::ReadSecret(_) | Action::ReadPayload(_) => false,
+        }
     }
 }
 

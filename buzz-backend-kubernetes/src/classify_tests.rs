@@ -285,7 +285,6 @@ fn decide_one_create_attempt_per_call() {
     let own = CallState {
         created_uid: Some("u1".into()),
         adopting: false,
-        settled: false,
     };
     let fresh = CallState::default();
     let t = Row::Terminated {
@@ -306,16 +305,8 @@ fn decide_one_create_attempt_per_call() {
     assert_eq!(decide(Row::NoInstance, None, &fresh, "a"), Action::Create);
     assert_eq!(
         decide(Row::Started, Some("u1"), &own, "a"),
-        Action::Settle,
-        "this call's own pod is watched for the startup settle first"
-    );
-    let settled = CallState {
-        settled: true,
-        ..own.clone()
-    };
-    assert_eq!(
-        decide(Row::Started, Some("u1"), &settled, "a"),
-        Action::Succeed { record_image: true }
+        Action::Succeed { record_image: true },
+        "running means past the startup checks (the postStart hook): no settle (issue 49)"
     );
     assert_eq!(
         decide(Row::Started, Some("u0"), &fresh, "a"),
@@ -328,7 +319,6 @@ fn decide_create_loser_adopts_a_divergent_winner_but_a_later_deploy_replaces_it(
     let loser = CallState {
         created_uid: None,
         adopting: true,
-        settled: false,
     };
     let row = Row::NeverStartedDivergent {
         condition: "c".into(),
@@ -432,12 +422,48 @@ fn decide_divergent_crash_loop_is_replaced_unless_this_call_attempted() {
     let own = CallState {
         created_uid: Some("u".into()),
         adopting: false,
-        settled: false,
     };
     assert!(matches!(
         decide(row, Some("u"), &own, "a"),
         Action::Fail(DeployError::StartupFailed(StartupFailure::CrashLooping { .. }))
     ));
+}
+
+/// Issue 49 item 3: a watch event may end or continue the call, never
+/// authorize a delete, a create or the Secret read that could lead to one.
+#[test]
+fn only_actions_that_delete_nothing_follow_from_a_watch_event() {
+    let own = CallState {
+        created_uid: Some("u".into()),
+        adopting: false,
+    };
+    let fresh = CallState::default();
+    let terminated = Row::Terminated {
+        summary: "exit code 2 (Error)".into(),
+    };
+    let divergent = Row::NeverStartedDivergent {
+        condition: "c".into(),
+    };
+    for (row, st, from_watch) in [
+        (Row::Started, &own, true),
+        (terminated.clone(), &own, true),
+        (Row::DeletionMarked, &fresh, true),
+        (
+            Row::NeverStartedRecoverable {
+                condition: "c".into(),
+            },
+            &fresh,
+            true,
+        ),
+        (terminated, &fresh, false),
+        (divergent, &fresh, false),
+        (Row::NoInstance, &fresh, false),
+        (Row::NeedSecretRead { secret: "s".into() }, &fresh, false),
+        (Row::NeedPayloadRead { secret: "s".into() }, &fresh, false),
+    ] {
+        let action = decide(row.clone(), Some("u"), st, "a");
+        assert_eq!(action.decidable_from_watch(), from_watch, "{row:?} → {action:?}");
+    }
 }
 
 #[test]

@@ -120,14 +120,16 @@ pub trait Cluster: Claims {
     /// Returns at the first change to the named pod after `since` (a watch),
     /// or after `max` at the latest (the bounded safety net).
     /// Watches the pod from `since` until an event that `keep_watching`
-    /// does not accept, an error, or `max`.
+    /// does not accept, an error, or `max`. Returns the pod an added or
+    /// modified event carried when that event ended the watch; `None` when
+    /// a deletion, an error or the bound ended it (the caller re-reads).
     async fn wait_for_change(
         &self,
         name: &str,
         since: Option<&str>,
         max: Duration,
         keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
-    ) -> Result<(), ClusterError>;
+    ) -> Result<Option<Pod>, ClusterError>;
     async fn annotate_pod(&self, name: &str, key: &str, value: &str) -> Result<(), ClusterError>;
     /// Sets the Secret's ownerReferences to `owner` (a merge patch of its
     /// metadata: an immutable Secret's metadata stays patchable).
@@ -444,10 +446,10 @@ impl Cluster for KubeCluster {
         since: Option<&str>,
         max: Duration,
         keep_watching: &(dyn Fn(&Pod) -> bool + Sync),
-    ) -> Result<(), ClusterError> {
+    ) -> Result<Option<Pod>, ClusterError> {
         let Some(rv) = since else {
             tokio::time::sleep(max.min(Duration::from_millis(200))).await;
-            return Ok(());
+            return Ok(None);
         };
         let secs = max.as_secs().clamp(1, 290) as u32;
         let wp = WatchParams::default()
@@ -459,15 +461,16 @@ impl Cluster for KubeCluster {
                 match ev {
                     Ok(WatchEvent::Bookmark(_)) => continue,
                     Ok(WatchEvent::Modified(p)) if keep_watching(&p) => continue,
-                    // Any other change, an expired resourceVersion or a stream error: re-read.
-                    _ => return Ok(()),
+                    Ok(WatchEvent::Modified(p) | WatchEvent::Added(p)) => return Ok(Some(p)),
+                    // A deletion, an expired resourceVersion or a stream error: re-read.
+                    _ => return Ok(None),
                 }
             }
-            Ok(())
+            Ok(None)
         };
         match tokio::time::timeout(max, watch).await {
             Ok(r) => r,
-            Err(_) => Ok(()),
+            Err(_) => Ok(None),
         }
     }
 

@@ -38,11 +38,19 @@ pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller"
 pub const NAME_PREFIX: &str = "buzz-agent-";
 /// The container running the harness (wire-facts §7).
 pub const CONTAINER: &str = "agent";
-/// How long a deploy watches its own running pod before it succeeds
-/// (`reconcile::startup_settle`, issue 30 item 3).
-pub const STARTUP_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
-/// Overrides [`STARTUP_SETTLE`], in milliseconds.
-pub const STARTUP_SETTLE_ENV: &str = "BUZZ_K8S_STARTUP_SETTLE_MS";
+/// The harness's command in every conforming image (spec §Entrypoint: the
+/// entrypoint ends in `exec buzz-acp`): the `postStart` hook runs it.
+pub const HARNESS_COMMAND: &str = "buzz-acp";
+/// The `postStart` hook's bound (`buzz-acp started --wait`): the harness's
+/// startup checks take milliseconds; a minute allows a node starting many
+/// pods at once, and a harness still not past them is killed and reported
+/// (`podspec::started_hook`, issue 49 item 1).
+pub const STARTED_HOOK_WAIT: Duration = Duration::from_secs(60);
+/// The readiness probe's period: a pod whose harness lost its relay reads
+/// not `Ready` within it (issue 49 item 2). One HTTP GET per period.
+pub const READY_PERIOD_SECONDS: i32 = 2;
+/// The readiness probe's timeout: the harness answers from memory.
+pub const READY_TIMEOUT_SECONDS: i32 = 2;
 /// Where the harness writes why it exits at startup (issue 30 item 3).
 pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// The longest harness termination message shown, in characters (the

@@ -10,11 +10,12 @@
 use crate::config::ProviderConfig;
 use crate::consts::*;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource,
-    Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource,
-    SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, ExecAction, HTTPGetAction,
+    Lifecycle, LifecycleHandler, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
+    ResourceRequirements, SeccompProfile, Secret, SecretEnvSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -136,6 +137,11 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
                         value: Some(SESSION_CWD.into()),
                         value_from: None,
                     },
+                    EnvVar {
+                        name: buzz_contract::probe::PROBE_ADDR_ENV.into(),
+                        value: Some(format!("0.0.0.0:{}", buzz_contract::probe::POD_PROBE_PORT)),
+                        value_from: None,
+                    },
                 ];
                 if let Some(url) = &intent.telemetry_url {
                     env.extend(crate::telemetry::collector_env(url, CONTAINER, &intent.image));
@@ -157,6 +163,8 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
             // halve a secret past recognition ([`crate::classify`]).
             termination_message_path: Some(TERMINATION_MESSAGE_PATH.into()),
             termination_message_policy: Some("File".into()),
+            lifecycle: Some(started_hook()),
+            readiness_probe: Some(ready_probe()),
             volume_mounts: Some(vec![VolumeMount {
                 name: WORKSPACE_VOLUME.into(),
                 mount_path: HOME.into(),
@@ -180,6 +188,48 @@ pub fn pod_spec(intent: &PodIntent, secret: &str) -> PodSpec {
             ..Default::default()
         }],
         volumes: Some(vec![workspace_volume(intent.workspace_claim.as_deref())]),
+        ..Default::default()
+    }
+}
+
+/// The `postStart` hook: `buzz-acp started`, which ends once the harness
+/// passed its startup checks. The kubelet reports the container `running`
+/// only after its `postStart` handler ended, and kills it when the handler
+/// fails, so a deploy that sees `running` has seen a harness past its
+/// checks, and one that exits at startup is reported with its own exit code
+/// and termination message ([`crate::reconcile`], issue 49 item 1).
+fn started_hook() -> Lifecycle {
+    use buzz_contract::probe::{STARTED_ARG, WAIT_FLAG};
+    Lifecycle {
+        post_start: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec![
+                    HARNESS_COMMAND.into(),
+                    STARTED_ARG.into(),
+                    WAIT_FLAG.into(),
+                    STARTED_HOOK_WAIT.as_secs().to_string(),
+                ]),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The readiness probe: `Ready` while the harness is authenticated to its
+/// relay (issue 49 item 2). An HTTP GET costs the kubelet one connection per
+/// period and starts nothing in the container.
+fn ready_probe() -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(buzz_contract::probe::READY_PATH.into()),
+            port: IntOrString::Int(buzz_contract::probe::POD_PROBE_PORT.into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(READY_PERIOD_SECONDS),
+        timeout_seconds: Some(READY_TIMEOUT_SECONDS),
+        failure_threshold: Some(1),
+        success_threshold: Some(1),
         ..Default::default()
     }
 }
@@ -335,6 +385,24 @@ mod tests {
             Some("/dev/termination-log")
         );
         assert_eq!(c.termination_message_policy.as_deref(), Some("File"));
+    }
+
+    /// Issue 49: `running` means the harness passed its startup checks (the
+    /// hook), `Ready` means it is on its relay (the probe), both on the port
+    /// the harness is told to listen on.
+    #[test]
+    fn the_hook_and_the_probe_ask_the_harness_where_it_listens() {
+        let c = pod_spec(&intent(), "s").containers[0].clone();
+        let env = c.env.clone().unwrap();
+        let addr = env.iter().find(|e| e.name == "BUZZ_ACP_PROBE_ADDR").unwrap();
+        assert_eq!(addr.value.as_deref(), Some("0.0.0.0:4785"));
+        let hook = c.lifecycle.unwrap().post_start.unwrap().exec.unwrap();
+        assert_eq!(hook.command.unwrap(), ["buzz-acp", "started", "--wait", "60"]);
+        let probe = c.readiness_probe.unwrap();
+        let get = probe.http_get.unwrap();
+        assert_eq!(get.path.as_deref(), Some("/readyz"));
+        assert_eq!(get.port, IntOrString::Int(4785));
+        assert_eq!(probe.failure_threshold, Some(1));
     }
 
     proptest! {

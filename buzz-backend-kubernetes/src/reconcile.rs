@@ -7,29 +7,46 @@
 //!    or the deadline. Waiting uses a watch on the pod with a bounded
 //!    safety-net re-read, not fixed polling; the watch runs on through quiet
 //!    start-up progress of the same pod ([`still_starting`]) and ends at
-//!    anything that needs a decision or a new condition to report. The one
-//!    observation that is not a GET is the pod this call just created: the
+//!    anything that needs a decision or a new condition to report. Two
+//!    observations are not a GET. The pod this call just created: the
 //!    apiserver's answer to the create is the stored object, and the Secret
 //!    it references was created by this call a moment before (the GC never
-//!    removes a referenced or young Secret), so that first classification
-//!    neither re-reads the pod nor the Secret; nor does the first pass
-//!    re-read a pod the preflight list (a quorum read of this agent's pods)
-//!    showed is not there. Success is only ever decided on a quorum GET, and
-//!    every fence still carries the UID and resourceVersion of the object it
-//!    acts on. A fresh deploy of a digest-pinned image (the default) so costs
-//!    10 requests: the two preflight lists, the Secret and pod creates, the
-//!    Secret's ownerReference PATCH ([`attempt`], issue 30 item 5), the
-//!    watch, the GET that sees the container running, the startup settle's
-//!    watch and GET ([`startup_settle`], issue 30 item 3), and one watch of the
-//!    pod's events ([`progress`], the status lines of issue 21; opened with
-//!    no resourceVersion, it carries the existing events too). A tag costs
-//!    one more, the best-effort PATCH that records the image ID the kubelet
-//!    resolved (spec §Image), skipped when the pin already names it
-//!    ([`crate::image::resolution_adds_attribution`]). None of the 10 can go
-//!    without weakening a rule: the lists are the preflight GC, the creates
-//!    are the attempt, the PATCH lets the cluster's GC take the Secret with
-//!    its pod, the watch is the wait, the GET is success on a quorum
-//!    read, and the events are the Start progress a user sees.
+//!    removes a referenced or young Secret), so that classification neither
+//!    re-reads the pod nor the Secret. And the pod the watch event that
+//!    ended a wait carried (issue 49 item 3): a committed revision, so it
+//!    may end the call (success, a failure) or keep it watching, but never
+//!    authorize a delete or a create, which still come from a quorum GET
+//!    ([`Action::decidable_from_watch`]; spec §Destructive decisions come
+//!    from views you control). Nor does the first pass re-read a pod the
+//!    preflight list (a quorum read of this agent's pods) showed is not
+//!    there. Every fence still carries the UID and resourceVersion of the
+//!    object it acts on.
+//!
+//! **When the deploy answers.** The container runs `buzz-acp started` as its
+//! `postStart` hook ([`crate::podspec`]): the kubelet reports the container
+//! `running` only once the hook ended, which is once the harness passed its
+//! startup checks (identity, configuration, the agent command), and it kills
+//! the container when the hook fails, which it does when the harness exits
+//! at startup: the container then reads terminated with the harness's own
+//! exit code and termination message. So `running` is success, with no wait
+//! after it (issue 49 item 1, replacing issue 30's 3 s startup settle). Of
+//! the mechanisms a pod offers, a startup probe answers at its period
+//! (1 s at the least) and a readiness gate needs a controller to set it;
+//! the hook answers as soon as the harness does.
+//!
+//! **Requests.** A fresh deploy of a digest-pinned image (the default) costs
+//! 7: the two preflight lists, the Secret and pod creates, the Secret's
+//! ownerReference PATCH ([`attempt`], issue 30 item 5), one pod watch from
+//! the create to the event that shows the container running, and one watch
+//! of the pod's events ([`progress`], the status lines of issue 21; opened
+//! at the create's resourceVersion). A tag costs one more, the best-effort
+//! PATCH that records the image ID the kubelet resolved (spec §Image),
+//! skipped when the pin already names it
+//! ([`crate::image::resolution_adds_attribution`]). None of the 7 can go
+//! without weakening a rule: the lists are the preflight GC, the creates
+//! are the attempt, the PATCH lets the cluster's GC take the Secret with
+//! its pod, the watch is the wait, and the events are the Start progress a
+//! user sees.
 //!
 //! With `workspace_size` set, the agent's claim is created or adopted after
 //! the preflight GC and before the attempt ([`workspace`], issue 32 item 2):
@@ -324,7 +341,9 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
         let mut latest = String::from("no observation yet");
-        let mut just_created: Option<Pod> = None;
+        // The next observation when it needs no GET: the create's answer,
+        // or the pod the watch event that ended a wait carried.
+        let mut next: Option<(Pod, Seen)> = None;
         // The preflight list is a quorum read of this agent's pods: when it
         // held no pod of this name, that is the first observation. A pod of
         // this name without the agent's labels still surfaces, as the
@@ -334,25 +353,34 @@ impl<'a, C: Cluster> Loop<'a, C> {
             if self.remaining().is_zero() {
                 return Err(self.not_confirmed(&latest));
             }
-            let from_create = just_created.take();
-            let created_by_this_call = from_create.is_some();
-            let pod = match from_create {
-                Some(p) => Some(p),
-                None if std::mem::take(&mut listed_absent) => None,
+            let (pod, seen) = match next.take() {
+                Some((p, seen)) => (Some(p), seen),
+                None if std::mem::take(&mut listed_absent) => (None, Seen::Read),
                 None => {
-                    self.observe("read the agent pod", &latest, || self.cluster.get_pod(id))
-                        .await?
+                    let p = self
+                        .observe("read the agent pod", &latest, || self.cluster.get_pod(id))
+                        .await?;
+                    (p, Seen::Read)
                 }
             };
+            let created_by_this_call = seen == Seen::Created;
             let uid = pod.as_ref().and_then(|p| p.metadata.uid.clone());
             let rv = pod.as_ref().and_then(|p| p.metadata.resource_version.clone());
+            // This call's own pod references the Secret this call created a
+            // moment before (the GC never removes a referenced or young one).
+            let own = uid.is_some() && uid == st.created_uid;
             let mut ctx = Context {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
-                secret_present: created_by_this_call.then_some(true),
+                secret_present: (created_by_this_call || own).then_some(true),
                 payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
+            if seen == Seen::Watched && !action.decidable_from_watch() {
+                // Deletes, creates and what could authorize them come from a
+                // quorum GET (spec §Destructive decisions come from views you control).
+                continue;
+            }
             if let Action::ReadSecret(name) = &action {
                 ctx.secret_present = Some(
                     self.observe("read the agent Secret", &latest, || {
@@ -384,29 +412,17 @@ impl<'a, C: Cluster> Loop<'a, C> {
                         generation: pod.as_ref().and_then(generation_of),
                     });
                 }
-                Action::Settle => {
-                    // Watch the running pod for the settle; any change ends
-                    // the watch, and the next pass re-reads (quorum GET).
-                    let settle = startup_settle().min(self.remaining());
-                    latest = "the harness container is running; confirming its startup".into();
-                    let watched = self
-                        .observe("watch the agent pod", &latest, || {
-                            self.cluster
-                                .wait_for_change(id, rv.as_deref(), settle, &|_| false)
-                        })
-                        .await;
-                    watched?;
-                    st.settled = true;
-                }
                 Action::WaitGone => {
                     latest = "the previous pod is still terminating".into();
                     diag::line(&format!("waiting for {id} to finish terminating"));
-                    self.observe("watch the agent pod", &latest, || {
-                        self.cluster.wait_for_change(id, rv.as_deref(), wait, &|_| false)
-                    })
-                    .await?;
+                    next = self
+                        .observe("watch the agent pod", &latest, || {
+                            self.cluster.wait_for_change(id, rv.as_deref(), wait, &|_| false)
+                        })
+                        .await?
+                        .map(|p| (p, Seen::Watched));
                 }
-                Action::Create => just_created = self.create_attempt(&mut st).await?,
+                Action::Create => next = self.create_attempt(&mut st).await?.map(|p| (p, Seen::Created)),
                 Action::Replace { why } => {
                     let f = Fenced {
                         name: id.clone(),
@@ -441,10 +457,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
                     self.progress.follow(&uid, since);
                     // Progress seen on the watch still updates what a
                     // "not confirmed" answer reports.
-                    let seen = std::sync::Mutex::new(None::<String>);
+                    let quiet_seen = std::sync::Mutex::new(None::<String>);
                     let quiet = |p: &Pod| {
                         let quiet = still_starting(p, &uid);
-                        if quiet && let Ok(mut s) = seen.lock() {
+                        if quiet && let Ok(mut s) = quiet_seen.lock() {
                             *s = Some(crate::classify::condition(p));
                         }
                         quiet
@@ -454,10 +470,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
                             self.cluster.wait_for_change(id, rv.as_deref(), wait, &quiet)
                         })
                         .await;
-                    if let Some(c) = seen.into_inner().ok().flatten() {
+                    if let Some(c) = quiet_seen.into_inner().ok().flatten() {
                         latest = c;
                     }
-                    watched?;
+                    next = watched?.map(|p| (p, Seen::Watched));
                 }
                 Action::ReadSecret(_) | Action::ReadPayload(_) => {
                     return Err(ClusterFailure::Internal {
@@ -513,19 +529,16 @@ impl<'a, C: Cluster> Loop<'a, C> {
     }
 }
 
-/// How long this call's own pod is watched once seen running before the
-/// deploy succeeds (issue 30 item 3): the kubelet may report the harness
-/// container running before it reports the exit of a harness that cannot
-/// run its agent (seen on the real node), and that harness exits within
-/// milliseconds of starting, having written why to its termination message.
-/// A change within the window (the exit) ends the wait at once.
-/// [`STARTUP_SETTLE_ENV`] (milliseconds) sets it for tests.
-pub fn startup_settle() -> Duration {
-    std::env::var(STARTUP_SETTLE_ENV)
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(STARTUP_SETTLE)
+/// Where an observation of the pod came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// A quorum GET (or the preflight list's quorum answer).
+    Read,
+    /// The apiserver's answer to this call's create: the stored object.
+    Created,
+    /// The event that ended a watch: decides only what deletes nothing
+    /// ([`Action::decidable_from_watch`]).
+    Watched,
 }
 
 /// What the preflight pod list said about the agent's pod.

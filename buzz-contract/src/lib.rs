@@ -9,6 +9,8 @@
 //! - [`keys`]: private-key parsing (nsec or hex, trimmed) and hex helpers (wire-facts §1).
 //! - [`nip_oa`]: the NIP-OA owner attestation, verify and mint (wire-facts §1).
 //! - [`presence`]: presence kind, contents, bounds and run tags (spec I3, wire-facts §3).
+//! - [`probe`]: the harness's started and ready endpoint a deployer's
+//!   hook and probe read (issue 49).
 //! - [`gate`]: the respond-to gate's modes and allowlist (wire-facts §4).
 //! - [`wire`]: the provider protocol's request/response shapes and a strict,
 //!   secret-safe payload parser (spec §Provider Protocol, wire-facts §7).
@@ -32,6 +34,7 @@ pub mod keys;
 pub mod nip_oa;
 pub mod observer;
 pub mod presence;
+pub mod probe;
 pub mod redact;
 pub mod relay_url;
 pub mod sidecar;

@@ -90,7 +90,8 @@ fn a_sleeping_pod_agent_wakes_on_its_owner_s_mention_and_answers_from_a_new_pod(
         running.push(replied.duration_since(asked).as_millis());
         awake_since = replied;
 
-        // The answer can come before the deploy does (its startup settle).
+        // The answer can come before the deploy does (the waker learns of the
+        // deploy after the harness, already online, answered).
         let woken = s.woken_pod(&lines, nth);
         assert_ne!(woken.metadata.uid, pod.metadata.uid, "a new pod answered");
         let secret =

@@ -75,6 +75,9 @@ pub enum ConfigError {
     PermissionPolicy,
     #[error("BUZZ_ACP_PERMISSION_POLICY_OTHERS must be one of allow, reject, ask-owner")]
     PermissionPolicyOthers,
+    /// `BUZZ_ACP_PROBE_ADDR` cannot be parsed or bound (issue 49).
+    #[error("{0}")]
+    Probe(String),
     /// The wake env a launcher's waker set is malformed (issue 33).
     #[error("{0}")]
     Wake(buzz_contract::wake::WakeError),

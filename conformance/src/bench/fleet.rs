@@ -26,13 +26,16 @@
 //!    `/proc/stat` from the Starts to the last `online` (every process, runc,
 //!    the shims, the CNI plugins and the harnesses included: where the
 //!    2-core machine is the floor);
-//! 4. `buzz-launcher status` (the real binary) for the N agents: wall time and
+//! 4. the node at rest for a minute with the N agents online: the kubelet's
+//!    and the harnesses' CPU per pod per minute, an upper bound of what the
+//!    readiness probe costs (issue 49 item 2; `Batch::at_rest`);
+//! 5. `buzz-launcher status` (the real binary) for the N agents: wall time and
 //!    how many it heard online. The embedded relay keeps each agent's latest
 //!    presence (`buzz_relay::presence_keep`) and answers at once;
 //!    nostr-rs-relay keeps none (docs/relays.md), so there `status` waits for
 //!    each agent's next republish, up to the harness's 60 s interval; the
 //!    figure says which;
-//! 5. a chat to every agent at once (`app::chat`: the owner's mention → the
+//! 6. a chat to every agent at once (`app::chat`: the owner's mention → the
 //!    agent's reply, p50 and p99), then a Stop of every agent at once
 //!    (`app::stop`, the owner's `!shutdown`) to the last `offline` at the
 //!    observer (all-offline), and finally `undeploy` of each.
@@ -189,12 +192,28 @@ impl FleetRelay {
     }
 }
 
+/// How long the node is watched at rest (a minute of probes, presence
+/// republishes and keepalives).
+const REST_WINDOW: Duration = Duration::from_secs(60);
+
+/// The pids of every `buzz-acp` on this machine (the pods' harnesses: the
+/// node's containers are this machine's processes).
+fn harness_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "buzz-acp")
+        })
+        .collect()
+}
+
 /// When, from the Starts, and the machine's `(busy, all)` CPU seconds then.
 type MachineSample = (Duration, (f64, f64));
 
 /// The whole machine's CPU, sampled every 50 ms from a batch's Starts on,
-/// so its busy share can be read up to the moment the last agent was online
-/// (the Starts return seconds later: the deploy's startup settle).
+/// so its busy share can be read up to the moment the last agent was online.
 struct MachineSampler {
     samples: Arc<Mutex<Vec<MachineSample>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -485,6 +504,7 @@ impl<'a> Batch<'a> {
         std::thread::sleep(Duration::from_secs(2));
         let (sli1, sli_n1) = self.rt.block_on(self.node.pod_start_sli())?;
         let (status_took, status_line) = self.status()?;
+        let rest = self.at_rest()?;
 
         let chats: Vec<Result<Duration, String>> =
             self.rt
@@ -566,6 +586,7 @@ impl<'a> Batch<'a> {
                     RelayKind::NostrRs => "nostr-rs-relay keeps no presence: status waits for each agent's next republish (every 60 s)",
                 },
             },
+            "at_rest": rest,
             "chat_mention_to_reply_ms": spread(&chat_ms),
             "chat_failed": chat_failed,
             "stop": {
@@ -573,6 +594,47 @@ impl<'a> Batch<'a> {
                 "stop_calls_ms": ms(stop_calls),
                 "failed": stop_failed,
             },
+        }))
+    }
+
+    /// The node at rest with the N agents online, over [`REST_WINDOW`]
+    /// (issue 49 item 2: what the readiness probe costs): the kubelet's CPU
+    /// (every probe, relist and status of the node's pods; so an upper bound
+    /// of what the probes cost it) and the harnesses' (every `/readyz`
+    /// answer, presence and relay keepalive), each per pod per minute, next
+    /// to the probes the kubelet made meanwhile (one per pod per period).
+    fn at_rest(&self) -> anyhow::Result<Value> {
+        let n = self.names.len() as f64;
+        let kubelet = || -> anyhow::Result<f64> {
+            let pid = self
+                .node
+                .component_pids()
+                .into_iter()
+                .find(|(name, _)| *name == "kubelet")
+                .map(|(_, pid)| pid)
+                .ok_or_else(|| anyhow!("no kubelet"))?;
+            super::cpu_s(pid)
+        };
+        let harnesses = || -> f64 {
+            harness_pids()
+                .into_iter()
+                .filter_map(|p| super::cpu_s(p).ok())
+                .sum()
+        };
+        let (k0, h0, pods) = (kubelet()?, harnesses(), harness_pids().len());
+        std::thread::sleep(REST_WINDOW);
+        let (k1, h1) = (kubelet()?, harnesses());
+        let minutes = REST_WINDOW.as_secs_f64() / 60.0;
+        let per_pod_minute_ms = |s: f64| round2(s * 1000.0 / n / minutes);
+        let period = buzz_backend_kubernetes::consts::READY_PERIOD_SECONDS as f64;
+        Ok(json!({
+            "window_s": REST_WINDOW.as_secs(),
+            "harness_processes": pods,
+            "readiness_probes_per_pod_per_min": round2(60.0 / period),
+            "kubelet_cpu_s": round2(k1 - k0),
+            "kubelet_cpu_ms_per_pod_per_min": per_pod_minute_ms(k1 - k0),
+            "harnesses_cpu_s": round2(h1 - h0),
+            "harness_cpu_ms_per_pod_per_min": per_pod_minute_ms(h1 - h0),
         }))
     }
 

@@ -140,6 +140,11 @@ impl AnyRelay {
         }
     }
 
+    /// The suite's own relay, to stop and restart it (`None` for nostr-rs-relay).
+    pub fn own_mut(&mut self) -> Option<&mut super::TestRelay> {
+        self._own.as_mut()
+    }
+
     /// nostr-rs-relay on `ip`.
     pub fn production(ip: IpAddr) -> AnyRelay {
         let r = NostrRsRelay::start(ip);

@@ -157,6 +157,7 @@ mod history;
 mod identity;
 mod permissions;
 mod presence;
+mod probe;
 mod published;
 mod stop;
 mod telemetry;

@@ -447,11 +447,10 @@ async fn on_failure_crash_loop_is_reported_and_clean_exit_completes() {
         after: Duration::from_millis(500),
         code: 0,
     });
-    // The harness runs 500 ms: the startup settle is set shorter than that.
-    deploy_env(
+    // The harness runs 500 ms: the deploy answers once it runs.
+    deploy(
         env().admin_kubeconfig(),
         &c2.request_with(json!({ "inactivity_seconds": 0 })),
-        &[("BUZZ_K8S_STARTUP_SETTLE_MS", "100")],
     )
     .await
     .agent_id();
@@ -525,15 +524,15 @@ async fn fresh_deploy_counts(
     (proxy.counts(), proxy.total())
 }
 
-/// Issue 22 part 3: a fresh deploy of a digest-pinned image (the default
-/// image always is) costs 10 requests, and success is still decided on a
-/// quorum GET: the preflight lists, one create each, the Secret's
-/// ownerReference PATCH (issue 30 item 5), the pod watch, the GET that sees
-/// it run, the startup-settle watch and the GET after it (issue 30 item 3),
-/// and one events watch. The GET before the create is the
-/// preflight list's answer; the image-ID PATCH would repeat the pin.
+/// Issue 49 item 3 (issue 22's goal): a fresh deploy of a digest-pinned
+/// image (the default image always is) costs 7 requests: the preflight
+/// lists, one create each, the Secret's ownerReference PATCH (issue 30 item
+/// 5), one pod watch from the create to the event that shows the container
+/// running (success needs no GET after it), and one events watch. The GET
+/// before the create is the preflight list's answer; the image-ID PATCH
+/// would repeat the pin.
 #[tokio::test]
-async fn a_fresh_deploy_of_a_pinned_image_costs_ten_requests_and_decides_success_on_a_quorum_read() {
+async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests() {
     let pinned = buzz_conformance::testenv::resolved_image_id(IMAGE);
     let (counts, total) = fresh_deploy_counts("p-requests", Some(&pinned)).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
@@ -554,10 +553,10 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_ten_requests_and_decides_success
     );
     assert_eq!(
         n(Verb::Get, "pods"),
-        2,
-        "only the quorum GETs that see it run, before and after the settle: {counts:?}"
+        0,
+        "the watch event that shows it running answers: {counts:?}"
     );
-    assert_eq!(n(Verb::Watch, "pods"), 2, "the wait and the settle: {counts:?}");
+    assert_eq!(n(Verb::Watch, "pods"), 1, "one wait, from the create: {counts:?}");
     assert_eq!(
         (n(Verb::List, "events"), n(Verb::Watch, "events")),
         (0, 1),
@@ -573,7 +572,7 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_ten_requests_and_decides_success
         1,
         "the Secret's owner, once: {counts:?}"
     );
-    assert_eq!(total, 10, "{counts:?}");
+    assert_eq!(total, 7, "{counts:?}");
 }
 
 /// A tag costs the one request more that records what it resolved to.
@@ -582,5 +581,5 @@ async fn a_fresh_deploy_of_a_tag_records_the_resolved_image_with_one_patch() {
     let (counts, total) = fresh_deploy_counts("p-requests-tag", None).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
     assert_eq!(n(Verb::Patch, "pods"), 1, "{counts:?}");
-    assert_eq!(total, 11, "{counts:?}");
+    assert_eq!(total, 8, "{counts:?}");
 }
