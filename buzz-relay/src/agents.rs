@@ -7,6 +7,12 @@
 //!
 //! The relay never reads anyone's state: it asks this trait. A directory that
 //! cannot be read is an error, so the caller fails closed.
+//!
+//! Reading the directory means reading every record: at a fleet of 1 000
+//! agents, a re-read every 2 s was most of the relay's CPU at rest (issue 49
+//! item 4). So a directory may also say cheaply whether it changed
+//! ([`AgentDirectory::version`]), and live sessions are re-checked only
+//! when it did: at rest the relay polls one token and reads no record.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,11 +24,28 @@ use tokio::time::Instant;
 #[error("cannot read the enrolled agents: {0}")]
 pub struct DirectoryError(pub Box<dyn std::error::Error + Send + Sync>);
 
+/// What a directory says, cheaply, about its changes ([`AgentDirectory::version`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
+    /// It cannot tell: every recheck reads the whole directory.
+    Unknown,
+    /// An opaque token that differs after every change to the directory,
+    /// read before the change is visible to [`AgentDirectory::enrolled`]
+    /// never after it: equal tokens mean nothing changed in between.
+    Token(Vec<u8>),
+}
+
 /// A source of enrolled agent pubkeys. Reads are blocking (the relay calls
 /// them on a blocking thread).
 pub trait AgentDirectory: Send + Sync + std::fmt::Debug {
     /// Every enrolled agent's pubkey (64 lowercase hex), read now.
     fn enrolled(&self) -> Result<HashSet<String>, DirectoryError>;
+
+    /// The directory's change token, read now; much cheaper than
+    /// [`AgentDirectory::enrolled`]. The default cannot tell.
+    fn version(&self) -> Result<Version, DirectoryError> {
+        Ok(Version::Unknown)
+    }
 }
 
 /// The directory as every connection shares it (issue 35: a fleet of 1 000
@@ -34,9 +57,12 @@ pub trait AgentDirectory: Send + Sync + std::fmt::Debug {
 ///   reads are serialised, and every AUTH waiting while one runs that began
 ///   after it arrived takes that one's answer. A burst of AUTHs costs a few
 ///   reads, not one each.
-/// - **Live sessions** are checked against one relay-wide read every
-///   [`super::Limits::records_recheck`] ([`Shared::roster`]), so a removed
-///   agent's session still ends within that bound plus one read.
+/// - **Live sessions** are checked against one relay-wide read
+///   ([`Shared::roster`]), made when the directory's [`Version`], polled
+///   every [`super::Limits::records_recheck`], differs from the one read
+///   before the last successful read (or every time, for
+///   [`Version::Unknown`]), so a removed agent's session still ends within
+///   that bound plus one read, and a fleet at rest reads no record.
 pub struct Shared {
     dir: Arc<dyn AgentDirectory>,
     last: tokio::sync::Mutex<Option<(Instant, Read)>>,
@@ -82,18 +108,46 @@ impl Shared {
         self.roster.subscribe()
     }
 
-    /// Reads the directory every `every` into [`Shared::roster`] until `stop` is set.
+    /// The directory's version, read now on a blocking thread; an error
+    /// or a panic is [`Version::Unknown`] (the caller then reads the
+    /// directory, which says what is wrong).
+    async fn version(&self) -> Version {
+        let dir = self.dir.clone();
+        match tokio::task::spawn_blocking(move || dir.version()).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::debug!("cannot read the enrolled agents' version: {e}");
+                Version::Unknown
+            }
+            Err(_) => Version::Unknown,
+        }
+    }
+
+    /// Every `every`, reads the directory into [`Shared::roster`] if its
+    /// [`Version`] changed since the last successful read, until `stop` is set.
     pub async fn recheck_every(&self, every: std::time::Duration, mut stop: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The version read before the last successful read; none yet.
+        let mut seen: Option<Vec<u8>> = None;
         loop {
             tokio::select! {
-                _ = tick.tick() => match self.fresh().await {
-                    Ok(keys) => {
-                        self.roster.send_replace(Some(keys));
+                _ = tick.tick() => {
+                    // The version first, then the read: a change after the
+                    // version was read shows in the next version.
+                    let token = match self.version().await {
+                        Version::Token(t) if seen.as_ref() == Some(&t) => continue,
+                        Version::Token(t) => Some(t),
+                        Version::Unknown => None,
+                    };
+                    match self.fresh().await {
+                        Ok(keys) => {
+                            self.roster.send_replace(Some(keys));
+                            seen = token;
+                        }
+                        Err(e) => tracing::warn!("cannot re-read the enrolled agents: {e}"),
                     }
-                    Err(e) => tracing::warn!("cannot re-read the enrolled agents: {e}"),
-                },
+                }
                 () = crate::conn::stopped(&mut stop) => return,
             }
         }
@@ -166,5 +220,67 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    /// A directory with a change token, bumped by [`Versioned::change`].
+    #[derive(Debug, Default)]
+    struct Versioned {
+        inner: Slow,
+        token: AtomicUsize,
+        version_reads: AtomicUsize,
+    }
+
+    impl Versioned {
+        fn change(&self, f: impl FnOnce(&mut HashSet<String>)) {
+            f(&mut self.inner.keys.lock().unwrap());
+            self.token.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl AgentDirectory for Versioned {
+        fn enrolled(&self) -> Result<HashSet<String>, DirectoryError> {
+            self.inner.enrolled()
+        }
+        fn version(&self) -> Result<Version, DirectoryError> {
+            self.version_reads.fetch_add(1, Ordering::SeqCst);
+            Ok(Version::Token(
+                self.token.load(Ordering::SeqCst).to_le_bytes().to_vec(),
+            ))
+        }
+    }
+
+    /// Issue 49 item 4: at rest the records are not read, and a change is
+    /// still seen at the next recheck.
+    #[tokio::test]
+    async fn at_rest_only_the_version_is_read_and_a_change_is_seen_at_the_next_recheck() {
+        let dir = Arc::new(Versioned::default());
+        dir.change(|k| {
+            k.insert("a".into());
+        });
+        let shared = Arc::new(Shared::new(dir.clone()));
+        let mut roster = shared.roster();
+        let (stop, stopped) = watch::channel(false);
+        let every = std::time::Duration::from_millis(20);
+        let task = tokio::spawn({
+            let s = shared.clone();
+            async move { s.recheck_every(every, stopped).await }
+        });
+        roster.changed().await.unwrap();
+        assert!(roster.borrow_and_update().as_ref().unwrap().contains("a"));
+        let reads = dir.inner.reads.load(Ordering::SeqCst);
+        let polls = dir.version_reads.load(Ordering::SeqCst);
+        tokio::time::sleep(every * 10).await;
+        assert_eq!(
+            dir.inner.reads.load(Ordering::SeqCst),
+            reads,
+            "nothing changed, yet the records were read"
+        );
+        assert!(dir.version_reads.load(Ordering::SeqCst) > polls + 3);
+        dir.change(HashSet::clear);
+        let seen = tokio::time::timeout(every * 20, roster.changed()).await;
+        assert!(seen.is_ok(), "a changed directory was not re-read");
+        assert!(roster.borrow_and_update().as_ref().unwrap().is_empty());
+        stop.send_replace(true);
+        task.await.unwrap();
     }
 }

@@ -23,7 +23,8 @@
 //! 4. **Session**: frames pass both ways. An agent's session is *cut off*
 //!    (finding 11) when its attestation's time window closes (a timer at
 //!    [`Session::expires_at`]) or, with an agent directory, when its record
-//!    is gone (one relay-wide re-read every [`Limits::records_recheck`],
+//!    is gone (one relay-wide re-read, made when the records' change token
+//!    moved, polled every [`Limits::records_recheck`],
 //!    [`super::agents::Shared`], so a fleet's sessions share it): the library
 //!    session is detached, which drops every REQ and `NEG-*` subscription
 //!    it held, and the client gets `CLOSED restricted:` / `NEG-ERR
@@ -48,7 +49,7 @@
 
 use super::agents::Shared;
 use super::front::{Step, Track, decide, notice, ok, text};
-use super::limits::{CLOSE_LINGER, Limits, TRANSPORT_SLACK};
+use super::limits::{CLOSE_LINGER, Limits, TRANSPORT_SLACK, WS_READ_BUFFER};
 use super::own_urls::OwnUrls;
 use super::policy::{self, Admitted, AuthContext, Enrollment, Session};
 use super::presence_keep::PresenceKeep;
@@ -130,11 +131,21 @@ pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
     }
 }
 
+/// A client socket's WebSocket: the message bound, and a small read buffer
+/// ([`WS_READ_BUFFER`]).
 fn ws_config(max: usize) -> WebSocketConfig {
     let hard = max.saturating_add(TRANSPORT_SLACK);
     WebSocketConfig::default()
+        .read_buffer_size(WS_READ_BUFFER)
         .max_message_size(Some(hard))
         .max_frame_size(Some(hard))
+}
+
+/// The relay's end of the pipe to the library session: what the library
+/// sends is read with a small buffer too ([`WS_READ_BUFFER`]); its size is
+/// the library's to bound.
+fn pipe_config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(WS_READ_BUFFER)
 }
 
 type Ws = WebSocketStream<TcpStream>;
@@ -156,7 +167,7 @@ impl Lib {
                 tracing::debug!("relay session ended: {e}");
             }
         });
-        let inner = WebSocketStream::from_raw_socket(ours, Role::Client, None).await;
+        let inner = WebSocketStream::from_raw_socket(ours, Role::Client, Some(pipe_config())).await;
         let (tx, rx) = inner.split();
         Lib { tx, rx, task }
     }

@@ -22,14 +22,25 @@ pub const EVENTS_PER_MINUTE: u32 = 60_000;
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a TCP connection has to complete its WebSocket handshake (finding 4).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
-/// How often the agent records are re-read so a live session of a deleted
-/// agent ends (finding 11; an AUTH always reads them afresh).
+/// How often the agent records' change token is polled, and the records
+/// re-read when it moved, so a live session of a deleted agent ends
+/// (finding 11; an AUTH always reads them afresh; issue 49 item 4: at rest
+/// only the token is read, [`crate::agents::Version`]).
 pub const RECORDS_RECHECK: Duration = Duration::from_secs(2);
 /// The transport's own frame/message cap sits this far above
 /// [`MAX_MESSAGE_BYTES`]-style policy bounds, so most oversized messages are
 /// read whole and refused by the policy check; larger ones are refused from
 /// their frame header, with the same `NOTICE`.
 pub const TRANSPORT_SLACK: usize = 64 * 1024;
+/// The initial read buffer of each WebSocket the relay opens: a client's
+/// socket and the relay's end of the pipe to the library session
+/// ([`crate::conn`]). tungstenite's default, 128 KiB, is allocated and
+/// zero-filled at the first read, so it stays resident for the session's
+/// life: two of them were 256 KiB of the ≈ 400 KB a session cost (issue 49
+/// item 4, `bench presence`). A message larger than this grows the buffer
+/// once its frame header is read; a session's messages (AUTH, REQ, a
+/// presence) are mostly under 2 KiB.
+pub const WS_READ_BUFFER: usize = 4 * 1024;
 /// How long a refused socket is drained after its `NOTICE`, so the peer
 /// still reading gets the notice instead of a TCP reset.
 pub const CLOSE_LINGER: Duration = Duration::from_secs(1);
@@ -62,7 +73,8 @@ pub struct Limits {
     pub auth_timeout: Duration,
     /// Time a socket has to complete the WebSocket handshake.
     pub handshake_timeout: Duration,
-    /// How often live agent sessions are checked against the agent records.
+    /// How often live agent sessions are checked against the agent records
+    /// (a poll of their change token; a read when it moved).
     pub records_recheck: Duration,
 }
 

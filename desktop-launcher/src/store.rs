@@ -5,6 +5,7 @@
 //! owner.key            owner nsec            0600
 //! settings.json        launcher settings
 //! agents/<name>.json   agent records (no key material)
+//! agents/.changed      a fresh random token after every record write or delete
 //! keys/<name>.nsec     agent private key     0600
 //! keys/<name>.auth     NIP-OA auth tag       0600
 //! keys/<name>.env      secret env (JSON object KEY → value: API keys)  0600
@@ -249,6 +250,20 @@ impl Store {
         self.root.join("agents").join(format!("{name}.json"))
     }
 
+    /// The records' change marker (issue 49 item 4): rewritten with a fresh
+    /// random token after every record write or delete, so the embedded
+    /// relay re-reads the records only when it changed ([`crate::enrolled`]).
+    pub fn records_marker(&self) -> PathBuf {
+        self.root.join("agents").join(".changed")
+    }
+
+    /// Bumps [`Store::records_marker`]; called after the record changed, so
+    /// a reader that sees the new token reads the change too.
+    fn records_changed(&self) -> Result<(), StoreError> {
+        let token = hex::encode(rand::random::<[u8; 16]>());
+        write_private(&self.records_marker(), token.as_bytes(), 0o600)
+    }
+
     /// Creates an agent: generates its key, mints its NIP-OA tag with the owner key.
     pub fn create_agent(&self, name: &str, relay_url: &str) -> Result<AgentRecord, StoreError> {
         Self::check_name(name)?;
@@ -303,7 +318,8 @@ impl Store {
         for f in crate::shown::shown_fields(rec) {
             self.refuse_secret(f.label, f.value)?;
         }
-        self.write_json(&self.agent_path(&rec.name), rec, 0o600)
+        self.write_json(&self.agent_path(&rec.name), rec, 0o600)?;
+        self.records_changed()
     }
 
     /// Refuses `value` for `field` when it contains key material of this
@@ -442,7 +458,7 @@ impl Store {
                 Err(e) => return Err(io("remove", &p)(e)),
             }
         }
-        Ok(())
+        self.records_changed()
     }
 
     fn deploy_path(&self, name: &str) -> PathBuf {
