@@ -1,7 +1,8 @@
 //! The `provider` benchmark (issue 3 "Benchmark"): figures, never asserted.
 //!
 //! Runs against a private real `TestEnv`, the kubelet driver and the fault
-//! proxy; the provider is this binary re-executed with [`PROVIDER_ARG`].
+//! proxy; the provider is the sibling `provider-under-test` (the provider's
+//! own `main`, which takes no arguments).
 //! - `info_ms_median`, `info_ms_max`: wall time of `info` (process spawn to exit), 25 runs;
 //! - `deploy_after_running_ms_median`: from the driver's status write that makes
 //!   the container run to the deploy process exiting, 10 fresh agents;
@@ -23,13 +24,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// First argument that turns the bench binary into the provider.
-pub const PROVIDER_ARG: &str = "__provider";
-
 fn run_provider(kubeconfig: &Path, input: &Value) -> anyhow::Result<(Value, Duration)> {
+    let provider = super::harness::sibling("provider-under-test")?;
     let start = Instant::now();
-    let mut child = Command::new(std::env::current_exe()?)
-        .arg(PROVIDER_ARG)
+    let mut child = Command::new(provider)
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -12,9 +12,6 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let which = std::env::args().nth(1).unwrap_or_default();
-    if which == buzz_conformance::bench::provider::PROVIDER_ARG {
-        return buzz_backend_kubernetes::cli::main();
-    }
     let figures = match which.as_str() {
         "provider" => buzz_conformance::bench::provider::run(),
         "harness" => buzz_conformance::bench::harness::run(),
