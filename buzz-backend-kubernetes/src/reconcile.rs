@@ -366,13 +366,14 @@ impl<'a, C: Cluster> Loop<'a, C> {
             let created_by_this_call = seen == Seen::Created;
             let uid = pod.as_ref().and_then(|p| p.metadata.uid.clone());
             let rv = pod.as_ref().and_then(|p| p.metadata.resource_version.clone());
-            // This call's own pod references the Secret this call created a
+            // The create's answer references the Secret this call created a
             // moment before (the GC never removes a referenced or young one).
-            let own = uid.is_some() && uid == st.created_uid;
+            // A later observation of the same pod does not: someone else may
+            // have deleted it since, and only a quorum read can say so.
             let mut ctx = Context {
                 pubkey: &self.plan.pubkey,
                 fingerprint: &self.plan.fingerprint,
-                secret_present: (created_by_this_call || own).then_some(true),
+                secret_present: created_by_this_call.then_some(true),
                 payload_matches: None,
             };
             let mut action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
