@@ -32,10 +32,22 @@
 //!    COUNT and `NEG-*` are refused with `restricted:`. A new AUTH that is
 //!    accepted (a renewed attestation) attaches a fresh library session.
 //!
-//! Presence ([`super::presence_keep`]): a presence event forwarded to the
-//! library is kept once the library answers it `OK true`; a REQ whose
-//! filters ask for presence gets the kept events matching them just before
-//! the library's EOSE for it (after the stored ones, before anything live).
+//! Presence ([`super::presence_keep`]) never reaches the library (issue 49
+//! item 4): the library would wake every one of its sessions for each
+//! presence to match it against their filters, and a fleet's 1 000
+//! presences a minute across 1 000 sessions were most of the relay's CPU at
+//! rest. The front verifies a presence the session may publish (its id and
+//! signature; [`policy::check_publish`] decided the rest), keeps it, answers
+//! `OK` and sends it on one relay-wide channel ([`Ctx::live_presence`]).
+//! Only a session with a subscription a presence can match (a filter that
+//! names kind 20001 or no kind) listens on that channel and matches it
+//! against those filters; the harnesses' subscriptions name their kinds, so
+//! their sessions are never woken by a presence. A REQ whose filters ask
+//! for presence's recent past gets the kept events matching them just
+//! before the library's EOSE for it (after the stored ones). A session that
+//! falls behind the channel by [`LIVE_PRESENCE_CAPACITY`] loses the oldest
+//! (presence is ephemeral; the next republish, or a REQ with `since`,
+//! brings it back).
 //!
 //! A message over [`Limits::max_message_bytes`] gets `NOTICE invalid:` and
 //! the socket is closed, whether it was read whole (up to the transport's
@@ -52,12 +64,10 @@ use super::front::{Step, Track, decide, notice, ok, text};
 use super::limits::{CLOSE_LINGER, Limits, TRANSPORT_SLACK, WS_READ_BUFFER};
 use super::own_urls::OwnUrls;
 use super::policy::{self, Admitted, AuthContext, Enrollment, Session};
-use super::presence_keep::PresenceKeep;
+use super::presence_keep::{PresenceKeep, matches_live};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
-use nostr_relay_builder::prelude::{
-    Event, EventId, Filter, JsonUtil, LocalRelay, RelayMessage, SubscriptionId,
-};
+use nostr_relay_builder::prelude::{Event, Filter, JsonUtil, LocalRelay, RelayMessage, SubscriptionId};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -65,7 +75,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -92,11 +102,13 @@ pub(super) struct Ctx {
     pub shutdown: watch::Sender<bool>,
     /// Each author's latest presence, replayed to REQs that ask for it.
     pub presence: PresenceKeep,
+    /// Every accepted presence, live, for the sessions that can want it.
+    pub live_presence: broadcast::Sender<Arc<Event>>,
 }
 
-/// Presence events forwarded and not yet answered by the library, per
-/// connection (a client waits for each OK, so a few suffice).
-const PENDING_PRESENCE: usize = 16;
+/// The live presence channel's capacity: a fleet's reconnect burst (every
+/// agent's `online` within seconds) fits, for a reader that keeps up.
+pub(super) const LIVE_PRESENCE_CAPACITY: usize = 4096;
 
 /// Resolves once the relay is stopping.
 pub(super) async fn stopped(rx: &mut watch::Receiver<bool>) {
@@ -187,6 +199,22 @@ async fn lib_next(lib: &mut Option<Lib>) -> Option<Result<Message, WsError>> {
     }
 }
 
+/// The next live presence, `None` for one lost to lag; pending without a
+/// channel.
+async fn next_presence(rx: &mut Option<broadcast::Receiver<Arc<Event>>>) -> Option<Arc<Event>> {
+    let Some(r) = rx else {
+        return std::future::pending().await;
+    };
+    match r.recv().await {
+        Ok(e) => Some(e),
+        Err(broadcast::error::RecvError::Lagged(n)) => {
+            tracing::debug!("a session fell {n} presences behind; they are lost to it");
+            None
+        }
+        Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+    }
+}
+
 /// The next relay-wide read of the records; pending forever without a
 /// directory or once the relay has gone.
 async fn roster_changed(
@@ -263,8 +291,13 @@ struct Conn {
     negs: HashSet<SubscriptionId>,
     /// REQs whose kept presence goes out before the library's EOSE.
     replays: HashMap<SubscriptionId, Vec<Filter>>,
-    /// Presence forwarded to the library, kept once it says OK.
-    presence: HashMap<EventId, Event>,
+    /// REQs a live presence can match, with those filters.
+    live: HashMap<SubscriptionId, Vec<Filter>>,
+    /// The live presence channel, while [`Conn::live`] is not empty.
+    presence_rx: Option<broadcast::Receiver<Arc<Event>>>,
+    /// Presences this session published in the current minute: the
+    /// library's events-per-minute bound, which presence no longer meets.
+    published: (Instant, u32),
     /// The agent's session was cut off and its library session detached.
     cut: bool,
 }
@@ -290,7 +323,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, pending:
         subs: HashSet::new(),
         negs: HashSet::new(),
         replays: HashMap::new(),
-        presence: HashMap::new(),
+        live: HashMap::new(),
+        presence_rx: None,
+        published: (Instant::now(), 0),
         cut: false,
     };
     match conn.authenticate(&mut ws).await {
@@ -382,7 +417,7 @@ impl Conn {
                     let reply = match decide(&raw, None, unix_now()) {
                         Step::Reply(m) => Some((m, AuthOutcome::Refused)),
                         Step::Auth(event) => Some(self.auth(&event).await),
-                        Step::Forward(_) | Step::Ignore => None,
+                        Step::Forward(_) | Step::Presence(_) | Step::Ignore => None,
                     };
                     if let Some((m, outcome)) = reply {
                         if ws.send(m).await.is_err() {
@@ -429,25 +464,26 @@ impl Conn {
         let cap = self.ctx.limits.max_subscriptions.saturating_mul(2);
         match t {
             Track::None => {}
-            Track::Req(id, replay) if self.subs.len() < cap => {
+            Track::Req { id, replay, live } if self.subs.len() < cap => {
                 if replay.is_empty() {
                     self.replays.remove(&id);
                 } else {
                     self.replays.insert(id.clone(), replay);
+                }
+                if live.is_empty() {
+                    self.live.remove(&id);
+                } else {
+                    self.live.insert(id.clone(), live);
                 }
                 self.subs.insert(id);
             }
             Track::NegOpen(id) if self.negs.len() < cap => {
                 self.negs.insert(id);
             }
-            Track::Req(..) | Track::NegOpen(_) => {}
-            Track::Presence(e) => {
-                if self.presence.len() < PENDING_PRESENCE {
-                    self.presence.insert(e.id, *e);
-                }
-            }
+            Track::Req { .. } | Track::NegOpen(_) => {}
             Track::Close(id) => {
                 self.replays.remove(&id);
+                self.live.remove(&id);
                 self.subs.remove(&id);
             }
             Track::NegClose(id) => {
@@ -464,7 +500,8 @@ impl Conn {
         self.cut = true;
         *lib = None;
         self.replays.clear();
-        self.presence.clear();
+        self.live.clear();
+        self.presence_rx = None;
         let reason = reason.to_string();
         for id in std::mem::take(&mut self.subs) {
             let m = text(RelayMessage::Closed {
@@ -488,24 +525,18 @@ impl Conn {
     }
 
     /// Reads a library message on its way to the client for what
-    /// [`super::presence_keep`] needs: an OK for a forwarded presence keeps
-    /// it; an EOSE of a REQ that asked for presence is preceded by the kept
-    /// events (sent here); `false` when the client is gone.
+    /// [`super::presence_keep`] needs: an EOSE of a REQ that asked for
+    /// presence is preceded by the kept events (sent here); `false` when
+    /// the client is gone.
     async fn before_client(&mut self, raw: &str, otx: &mut SplitSink<Ws, Message>) -> bool {
-        if self.replays.is_empty() && self.presence.is_empty() {
+        if self.replays.is_empty() && self.live.is_empty() {
             return true;
         }
         let now = unix_now();
         match RelayMessage::from_json(raw) {
-            Ok(RelayMessage::Ok { event_id, status, .. }) => {
-                if let Some(e) = self.presence.remove(&event_id)
-                    && status
-                {
-                    self.ctx.presence.keep(&e, now);
-                }
-            }
             Ok(RelayMessage::Closed { subscription_id, .. }) => {
                 self.replays.remove(subscription_id.as_ref());
+                self.live.remove(subscription_id.as_ref());
             }
             Ok(RelayMessage::EndOfStoredEvents(sid)) => {
                 let Some(filters) = self.replays.remove(sid.as_ref()) else {
@@ -522,6 +553,54 @@ impl Conn {
                 }
             }
             _ => {}
+        }
+        true
+    }
+
+    /// A presence the session may publish (the front's decision): verified,
+    /// kept and sent live, never to the library. The answer for the client.
+    fn publish_presence(&mut self, event: Event) -> Message {
+        if event.verify().is_err() {
+            return ok(&event, false, "invalid: bad event id or signature".into());
+        }
+        let (since, n) = &mut self.published;
+        if since.elapsed() >= Duration::from_secs(60) {
+            (*since, *n) = (Instant::now(), 0);
+        }
+        *n += 1;
+        if *n > self.ctx.limits.events_per_minute {
+            return ok(&event, false, "rate-limited: too many events this minute".into());
+        }
+        let answer = ok(&event, true, String::new());
+        self.ctx.presence.keep(&event, unix_now());
+        // No session listening is not an error: nobody reads presence now.
+        let _ = self.ctx.live_presence.send(Arc::new(event));
+        answer
+    }
+
+    /// Listens on the live presence channel while a subscription can want
+    /// presence, and not otherwise.
+    fn follow_live_presence(&mut self) {
+        match (self.live.is_empty(), self.presence_rx.is_some()) {
+            (false, false) => self.presence_rx = Some(self.ctx.live_presence.subscribe()),
+            (true, true) => self.presence_rx = None,
+            _ => {}
+        }
+    }
+
+    /// Sends a live presence to each subscription it matches; `false` when
+    /// the client is gone.
+    async fn deliver_presence(&self, event: &Event, otx: &mut SplitSink<Ws, Message>) -> bool {
+        for (sid, filters) in &self.live {
+            if filters.iter().any(|f| matches_live(f, event)) {
+                let m = text(RelayMessage::Event {
+                    subscription_id: Cow::Borrowed(sid),
+                    event: Cow::Borrowed(event),
+                });
+                if otx.send(m).await.is_err() {
+                    return false;
+                }
+            }
         }
         true
     }
@@ -559,8 +638,13 @@ impl Conn {
                         break;
                     }
                     let sent = match decide(&raw, self.session.as_ref(), unix_now()) {
+                        Step::Presence(event) => {
+                            let answer = self.publish_presence(*event);
+                            otx.send(answer).await.is_ok()
+                        }
                         Step::Forward(t) => {
                             self.track(t);
+                            self.follow_live_presence();
                             match lib.as_mut() {
                                 Some(l) => l.tx.send(Message::Text(raw)).await.is_ok(),
                                 None => true,
@@ -590,6 +674,11 @@ impl Conn {
                     Some(Ok(_)) => {}
                     Some(Err(_)) | None => break,
                 },
+                e = next_presence(&mut self.presence_rx) => {
+                    if let Some(e) = e && !self.deliver_presence(&e, &mut otx).await {
+                        break;
+                    }
+                }
                 () = sleep_until_opt(expiry) => {
                     if !self.cut_off(&mut lib, &mut otx).await {
                         break;

@@ -5,7 +5,7 @@
 //! a cut-off can answer each one ([`super::conn`]).
 
 use super::policy::{self, Session};
-use super::presence_keep::asks_for_presence;
+use super::presence_keep::{asks_for_presence, may_match_presence};
 use buzz_contract::presence::KIND_PRESENCE;
 use nostr_relay_builder::prelude::{
     ClientMessage, Event, Filter, JsonUtil, Kind, RelayMessage, SubscriptionId,
@@ -39,13 +39,16 @@ const AUTH_FIRST: &str = "auth-required: authenticate first (NIP-42)";
 pub(super) enum Track {
     /// The frame opens or closes nothing.
     None,
-    /// A REQ opens this subscription; the filters that ask for kept
+    /// A REQ opens this subscription: the filters that ask for kept
     /// presence ([`super::presence_keep::asks_for_presence`]), replayed
-    /// before its EOSE.
-    Req(SubscriptionId, Vec<Filter>),
-    /// A presence event to keep once the library accepts it
-    /// ([`super::presence_keep`]).
-    Presence(Box<Event>),
+    /// before its EOSE, and those a live presence can match
+    /// ([`super::presence_keep::may_match_presence`]), which the front
+    /// serves live.
+    Req {
+        id: SubscriptionId,
+        replay: Vec<Filter>,
+        live: Vec<Filter>,
+    },
     /// A CLOSE ends it.
     Close(SubscriptionId),
     /// A NEG-OPEN opens this negentropy session.
@@ -62,6 +65,9 @@ pub(super) enum Step {
     Reply(Message),
     /// An AUTH event, decided by the connection (it may read the agent records).
     Auth(Box<Event>),
+    /// A presence the session may publish: the front verifies, keeps and
+    /// delivers it; the library never sees it ([`super::conn`]).
+    Presence(Box<Event>),
     /// Nothing to do.
     Ignore,
 }
@@ -98,9 +104,7 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
     match msg {
         ClientMessage::Auth(event) => Step::Auth(Box::new(event.into_owned())),
         ClientMessage::Event(event) => match policy::check_publish(&event, s, now) {
-            Ok(()) if event.kind == Kind::from(KIND_PRESENCE) => {
-                Step::Forward(Track::Presence(Box::new(event.into_owned())))
-            }
+            Ok(()) if event.kind == Kind::from(KIND_PRESENCE) => Step::Presence(Box::new(event.into_owned())),
             Ok(()) => Step::Forward(Track::None),
             Err(r) => Step::Reply(ok(&event, false, r.to_string())),
         },
@@ -109,12 +113,12 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
             filters,
         } => match s.check(now) {
             Ok(()) => {
-                let presence = filters
-                    .into_iter()
-                    .map(Cow::into_owned)
-                    .filter(asks_for_presence)
-                    .collect();
-                Step::Forward(Track::Req(subscription_id.into_owned(), presence))
+                let filters: Vec<Filter> = filters.into_iter().map(Cow::into_owned).collect();
+                Step::Forward(Track::Req {
+                    id: subscription_id.into_owned(),
+                    replay: filters.iter().filter(|f| asks_for_presence(f)).cloned().collect(),
+                    live: filters.into_iter().filter(may_match_presence).collect(),
+                })
             }
             Err(r) => refused(subscription_id, r.to_string()),
         },
@@ -172,7 +176,7 @@ mod tests {
         // In time, the same frames pass, and the subscriptions are tracked.
         assert!(matches!(
             decide(&json!(["REQ", "r", {}]).to_string(), Some(&s), 99),
-            Step::Forward(Track::Req(_, _))
+            Step::Forward(Track::Req { .. })
         ));
         assert!(matches!(
             decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), Some(&s), 99),
@@ -185,7 +189,7 @@ mod tests {
     }
 
     #[test]
-    fn a_future_dated_presence_is_answered_ok_false_and_not_forwarded() {
+    fn a_future_dated_presence_is_answered_ok_false_and_a_current_one_is_the_fronts() {
         use nostr_relay_builder::prelude::{EventBuilder, Timestamp};
         let owner = Keys::generate();
         let s = Session::new(owner.public_key().to_hex(), Admitted::Owner);
@@ -200,10 +204,7 @@ mod tests {
         let m = reply(decide(&presence(now + 3600), Some(&s), now));
         assert_eq!((m[0].as_str(), m[2].as_bool()), (Some("OK"), Some(false)), "{m}");
         assert!(m[3].as_str().unwrap().starts_with("invalid:"), "{m}");
-        assert!(matches!(
-            decide(&presence(now), Some(&s), now),
-            Step::Forward(Track::Presence(_))
-        ));
+        assert!(matches!(decide(&presence(now), Some(&s), now), Step::Presence(_)));
     }
 
     #[test]

@@ -150,6 +150,13 @@ impl Running {
         format!("ws://{}", self.addr)
     }
 
+    /// How many sessions listen for live presence now: those with a
+    /// subscription a presence can match (issue 49 item 4); the others are
+    /// never woken by one.
+    pub fn presence_readers(&self) -> usize {
+        self.ctx.live_presence.receiver_count()
+    }
+
     /// Every URL an AUTH's `relay` tag may name (canonical form).
     pub fn own_urls(&self) -> Vec<String> {
         self.ctx.urls.list().map(str::to_string).collect()
@@ -262,6 +269,7 @@ pub async fn serve_with(cfg: RelayConfig, admission: Admission) -> Result<Runnin
         limits: cfg.limits.clone(),
         shutdown: watch::channel(false).0,
         presence: PresenceKeep::default(),
+        live_presence: tokio::sync::broadcast::channel(conn::LIVE_PRESENCE_CAPACITY).0,
     });
     if let Some(dir) = agents {
         let (every, stop) = (cfg.limits.records_recheck, ctx.shutdown.subscribe());

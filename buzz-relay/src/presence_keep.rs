@@ -68,6 +68,21 @@ pub fn asks_for_presence(f: &Filter) -> bool {
             .is_some_and(|k| k.contains(&Kind::from(KIND_PRESENCE)))
 }
 
+/// Whether a live presence can match `f`: it names kind 20001, or no kind
+/// at all (issue 49 item 4: the front delivers live presence itself, to
+/// these filters only).
+pub fn may_match_presence(f: &Filter) -> bool {
+    f.kinds
+        .as_ref()
+        .is_none_or(|k| k.contains(&Kind::from(KIND_PRESENCE)))
+}
+
+/// Whether the live presence `e` matches `f`, as the library matches a live
+/// event (`limit` bounds only what is sent of the past).
+pub fn matches_live(f: &Filter, e: &Event) -> bool {
+    f.match_event(e, MatchEventOptions::new())
+}
+
 impl PresenceKeep {
     /// Keeps `event` (an accepted kind 20001) as its author's latest, unless
     /// a newer one is kept; `false` when it was not kept.

@@ -262,6 +262,72 @@ async fn presence_is_broadcast_live_kept_for_a_req_with_since_and_never_stored()
     );
 }
 
+/// Issue 49 item 4: the front delivers live presence itself, to the
+/// subscriptions it can match (a filter naming kind 20001, or no kind) and
+/// to no other; a presence whose id or signature does not hold is refused.
+/// Each reader's first event shows what it was sent: a presence that went
+/// where it must not would come before the chat that follows it.
+#[tokio::test]
+async fn live_presence_reaches_only_the_subscriptions_it_can_match() {
+    let owner = Keys::generate();
+    let r = relay(&owner).await;
+    let agent = Keys::generate();
+    let (mut chats_only, _) = authed(&r, &owner, None).await;
+    req(&mut chats_only, "chats", json!({"kinds": [9]})).await;
+    assert_eq!(
+        r.presence_readers(),
+        0,
+        "a kinds [9] session is never woken by a presence"
+    );
+    let (mut everything, _) = authed(&r, &owner, None).await;
+    req(&mut everything, "all", json!({})).await;
+    assert_eq!(r.presence_readers(), 1);
+    let (mut someone_else, _) = authed(&r, &owner, None).await;
+    send(
+        &mut someone_else,
+        json!(["REQ", "other", {"kinds": [20001], "authors": [owner.public_key().to_hex()]}, {"kinds": [9]}]),
+    )
+    .await;
+    until(&mut someone_else, "its EOSE", |m| m[0] == "EOSE").await;
+    assert_eq!(r.presence_readers(), 2);
+
+    let (mut aws, _) = authed(&r, &agent, Some(agent_tag(&owner, &agent))).await;
+    let mut forged = event_json(&note(&agent, 20001, "online"));
+    forged["content"] = json!("offline");
+    send(&mut aws, json!(["EVENT", forged])).await;
+    let (refused, _) = until(&mut aws, "an OK", |m| m[0] == "OK").await;
+    assert_eq!(refused[2], false, "{refused}");
+    assert!(refused[3].as_str().unwrap().starts_with("invalid:"), "{refused}");
+
+    let online = note(&agent, 20001, "online");
+    assert_eq!(publish(&mut aws, &online).await[2], true);
+    let chat = note(&agent, 9, "after the presence");
+    assert_eq!(publish(&mut aws, &chat).await[2], true);
+    let first_event = |m: &serde_json::Value| m[0] == "EVENT";
+    let (m, _) = until(&mut everything, "an event", first_event).await;
+    assert_eq!(
+        m[2]["id"],
+        online.id.to_hex(),
+        "a filter without kinds gets presence"
+    );
+    for (ws, who) in [
+        (&mut chats_only, "a kinds [9] subscription"),
+        (&mut someone_else, "another author's presence filter"),
+    ] {
+        let (m, _) = until(ws, "an event", first_event).await;
+        assert_eq!(m[2]["id"], chat.id.to_hex(), "{who} was sent the presence");
+    }
+    send(&mut everything, json!(["CLOSE", "all"])).await;
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while r.presence_readers() != 1 {
+        assert!(
+            std::time::Instant::now() < end,
+            "a closed subscription still listens"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn presence_must_be_authored_by_the_authenticated_key() {
     let owner = Keys::generate();
