@@ -323,7 +323,10 @@ async fn a_strangers_read_of_the_owners_transcript_reads_nothing(agent: RealAgen
     let m = w.mention("c1", &format!("please remember {CANARY}")).await;
     w.wait_reply(&m, WAIT).await;
     // The test can fail: the owner's words are on disk, readable by path.
-    let transcript = file_holding(&w.home, CANARY)
+    // The agent may write its transcript a moment after its answer went out
+    // (claude-agent-acp does: seen once in CI), so it is waited for.
+    let transcript = buzz_conformance::harness_support::wait_until(WAIT, || file_holding(&w.home, CANARY))
+        .await
         .unwrap_or_else(|| panic!("no transcript under HOME holds the owner's words: {}", h.stderr()));
     w.fake
         .push_turn(Turn::read(transcript.display().to_string(), "summarised"));
