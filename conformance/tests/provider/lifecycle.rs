@@ -575,6 +575,56 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests() {
     assert_eq!(total, 7, "{counts:?}");
 }
 
+/// Issue 49 item 3: the pod a watch event carries may end a deploy or keep
+/// it watching, never authorize a delete. A never-started pod of an
+/// earlier Start ends while this deploy watches it; the replacement that
+/// follows is decided on a quorum GET made after that watch, and its fenced
+/// delete carries that GET's resourceVersion (spec §Destructive decisions
+/// come from views you control).
+#[tokio::test]
+async fn a_watched_change_that_would_replace_a_pod_is_read_again_before_the_delete() {
+    let c = case("p-watch-fence").await;
+    let kubelet = env().kubelet().await.unwrap();
+    let auto = kubelet.automate(&c.ns, Behavior::never_start("ImagePullBackOff"));
+    let earlier = c.unconfirmed(env().admin_kubeconfig(), &c.request(), "5").await;
+    auto.set_behavior(Behavior::Manual);
+    let proxy = env().start_proxy().await.unwrap();
+    let name = c.agent.pod_name();
+    let end_it_while_watched = async {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while proxy.count(Verb::Watch, "pods") == 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "the deploy never watched the pod"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        c.complete(&kubelet, &auto).await;
+    };
+    let request = c.request();
+    let (out, ()) = tokio::join!(deploy(proxy.admin_kubeconfig(), &request), end_it_while_watched);
+    out.agent_id();
+    assert_ne!(uid(&c.pod().await), uid(&earlier), "replaced");
+    let pod_requests: Vec<Verb> = proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "pods" && r.name.as_deref().is_none_or(|n| n == name))
+        .map(|r| r.verb)
+        .collect();
+    let delete = pod_requests
+        .iter()
+        .position(|v| *v == Verb::Delete)
+        .unwrap_or_else(|| panic!("no delete: {pod_requests:?}"));
+    let last_watch = pod_requests[..delete]
+        .iter()
+        .rposition(|v| *v == Verb::Watch)
+        .unwrap_or_else(|| panic!("no watch before the delete: {pod_requests:?}"));
+    assert!(
+        pod_requests[last_watch..delete].contains(&Verb::Get),
+        "the delete followed the watch event without a quorum GET: {pod_requests:?}"
+    );
+}
+
 /// A tag costs the one request more that records what it resolved to.
 #[tokio::test]
 async fn a_fresh_deploy_of_a_tag_records_the_resolved_image_with_one_patch() {
