@@ -1,7 +1,12 @@
 //! One client socket of the embedded relay, from accept to close: the
 //! front that runs NIP-42 on connect and admission ([`super::policy`])
-//! before the socket is attached to the library's session over an
-//! in-process pipe.
+//! before the socket joins a library session it shares with other clients
+//! ([`super::lanes`], which renames its subscriptions, [`super::routes`]).
+//! The bounds the library applied per session are applied here per client:
+//! subscriptions ([`Limits::max_subscriptions`], `CLOSED rate-limited:`),
+//! a subscription id's length ([`MAX_SUBSCRIPTION_ID`], `CLOSED invalid:`)
+//! and events per minute ([`Limits::events_per_minute`], `OK false
+//! rate-limited:`).
 //!
 //! The phases and their bounds (review b30b1a0 finding 4):
 //!
@@ -25,12 +30,12 @@
 //!    [`Session::expires_at`]) or, with an agent directory, when its record
 //!    is gone (one relay-wide re-read, made when the records' change token
 //!    moved, polled every [`Limits::records_recheck`],
-//!    [`super::agents::Shared`], so a fleet's sessions share it): the library
-//!    session is detached, which drops every REQ and `NEG-*` subscription
-//!    it held, and the client gets `CLOSED restricted:` / `NEG-ERR
-//!    restricted:` for the subscriptions it opened; later EVENT, REQ,
-//!    COUNT and `NEG-*` are refused with `restricted:`. A new AUTH that is
-//!    accepted (a renewed attestation) attaches a fresh library session.
+//!    [`super::agents::Shared`], so a fleet's sessions share it): its REQs
+//!    are closed in the library and its negentropy session ends, and the
+//!    client gets `CLOSED restricted:` / `NEG-ERR restricted:` for the
+//!    subscriptions it opened; later EVENT, REQ, COUNT and `NEG-*` are
+//!    refused with `restricted:`. A new AUTH that is accepted (a renewed
+//!    attestation) lets it open subscriptions again.
 //!
 //! Presence ([`super::presence_keep`]) never reaches the library (issue 49
 //! item 4): the library would wake every one of its sessions for each
@@ -60,8 +65,9 @@
 //! without the drain; it is there for slower links).
 
 use super::agents::Shared;
-use super::front::{Step, Track, decide, notice, ok, text};
-use super::limits::{CLOSE_LINGER, Limits, TRANSPORT_SLACK, WS_READ_BUFFER};
+use super::front::{Out, Step, decide, notice, ok, text};
+use super::lanes::{Lanes, LibraryTask, Member, open_pipe};
+use super::limits::{CLOSE_LINGER, Limits, MAX_SUBSCRIPTION_ID, TRANSPORT_SLACK, WS_READ_BUFFER};
 use super::own_urls::OwnUrls;
 use super::policy::{self, Admitted, AuthContext, Enrollment, Session};
 use super::presence_keep::{PresenceKeep, matches_live};
@@ -69,7 +75,7 @@ use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use nostr_relay_builder::prelude::{Event, Filter, JsonUtil, LocalRelay, RelayMessage, SubscriptionId};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -78,7 +84,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// The wall clock in unix seconds (an AUTH's `created_at` and an
@@ -93,6 +99,8 @@ fn unix_now() -> u64 {
 /// What every connection shares.
 pub(super) struct Ctx {
     pub relay: LocalRelay,
+    /// The library sessions the clients share.
+    pub lanes: Lanes,
     pub owner_hex: String,
     pub urls: OwnUrls,
     pub agents: Option<Arc<Shared>>,
@@ -153,48 +161,20 @@ fn ws_config(max: usize) -> WebSocketConfig {
         .max_frame_size(Some(hard))
 }
 
-/// The relay's end of the pipe to the library session: what the library
-/// sends is read with a small buffer too ([`WS_READ_BUFFER`]); its size is
-/// the library's to bound.
-fn pipe_config() -> WebSocketConfig {
-    WebSocketConfig::default().read_buffer_size(WS_READ_BUFFER)
-}
-
 type Ws = WebSocketStream<TcpStream>;
 type Inner = WebSocketStream<DuplexStream>;
 
-/// The library's session for this socket, over an in-process pipe.
-struct Lib {
+/// A client's own library session for negentropy ([`super::lanes`]: its
+/// errors end the session, so it is never shared).
+struct Neg {
     tx: SplitSink<Inner, Message>,
     rx: SplitStream<Inner>,
-    task: tokio::task::JoinHandle<()>,
+    _task: LibraryTask,
 }
 
-impl Lib {
-    async fn attach(relay: &LocalRelay, peer: SocketAddr) -> Lib {
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let relay = relay.clone();
-        let task = tokio::spawn(async move {
-            if let Err(e) = relay.take_connection(theirs, peer).await {
-                tracing::debug!("relay session ended: {e}");
-            }
-        });
-        let inner = WebSocketStream::from_raw_socket(ours, Role::Client, Some(pipe_config())).await;
-        let (tx, rx) = inner.split();
-        Lib { tx, rx, task }
-    }
-}
-
-impl Drop for Lib {
-    fn drop(&mut self) {
-        // Ends the library session and with it every subscription it held.
-        self.task.abort();
-    }
-}
-
-async fn lib_next(lib: &mut Option<Lib>) -> Option<Result<Message, WsError>> {
-    match lib {
-        Some(l) => l.rx.next().await,
+async fn neg_next(neg: &mut Option<Neg>) -> Option<Result<Message, WsError>> {
+    match neg {
+        Some(n) => n.rx.next().await,
         None => std::future::pending().await,
     }
 }
@@ -295,8 +275,8 @@ struct Conn {
     live: HashMap<SubscriptionId, Vec<Filter>>,
     /// The live presence channel, while [`Conn::live`] is not empty.
     presence_rx: Option<broadcast::Receiver<Arc<Event>>>,
-    /// Presences this session published in the current minute: the
-    /// library's events-per-minute bound, which presence no longer meets.
+    /// Events (presence included) this session published in the current
+    /// minute ([`Limits::events_per_minute`]).
     published: (Instant, u32),
     /// The agent's session was cut off and its library session detached.
     cut: bool,
@@ -458,13 +438,58 @@ impl Conn {
         !self.cut && self.ctx.agents.is_some() && self.session.as_ref().is_some_and(Session::is_agent)
     }
 
-    fn track(&mut self, t: Track) {
-        // Bounded: the library refuses subscriptions beyond its own limit,
-        // and a cut-off drops the library session whatever is tracked here.
-        let cap = self.ctx.limits.max_subscriptions.saturating_mul(2);
-        match t {
-            Track::None => {}
-            Track::Req { id, replay, live } if self.subs.len() < cap => {
+    /// Spends one of the session's events this minute (presence and the
+    /// rest alike); `false` over [`Limits::events_per_minute`].
+    fn spend_event(&mut self) -> bool {
+        let (since, n) = &mut self.published;
+        if since.elapsed() >= Duration::from_secs(60) {
+            (*since, *n) = (Instant::now(), 0);
+        }
+        *n += 1;
+        *n <= self.ctx.limits.events_per_minute
+    }
+
+    /// Bounds, renames and notes a message for the library: the frame for
+    /// the shared lane, the raw text for the client's negentropy session,
+    /// or the front's own answer.
+    fn route(&mut self, out: Out, raw: &str, member: &Member) -> Routed {
+        let limits = &self.ctx.limits;
+        let closed = |id: SubscriptionId, m: String| {
+            Routed::Reply(text(RelayMessage::Closed {
+                subscription_id: Cow::Owned(id),
+                message: Cow::Owned(m),
+            }))
+        };
+        let too_long = |id: &SubscriptionId| id.as_str().chars().count() > MAX_SUBSCRIPTION_ID;
+        let long = || format!("invalid: subscription id longer than {MAX_SUBSCRIPTION_ID} characters");
+        match out {
+            Out::Event(id) => {
+                if !self.spend_event() {
+                    return Routed::Reply(text(RelayMessage::Ok {
+                        event_id: id,
+                        status: false,
+                        message: Cow::Borrowed("rate-limited: too many events this minute"),
+                    }));
+                }
+                member.event(id);
+                Routed::Lane(raw.to_string())
+            }
+            Out::Req { id, .. } if too_long(&id) => closed(id, long()),
+            Out::Req { id, .. }
+                if !self.subs.contains(&id) && self.subs.len() >= limits.max_subscriptions =>
+            {
+                let m = format!(
+                    "rate-limited: too many subscriptions (limit {}); close one first",
+                    limits.max_subscriptions
+                );
+                closed(id, m)
+            }
+            Out::Req {
+                id,
+                filters,
+                replay,
+                live,
+            } => {
                 if replay.is_empty() {
                     self.replays.remove(&id);
                 } else {
@@ -475,30 +500,59 @@ impl Conn {
                 } else {
                     self.live.insert(id.clone(), live);
                 }
-                self.subs.insert(id);
+                self.follow_live_presence();
+                self.subs.insert(id.clone());
+                Routed::Lane(member.req(id, filters))
             }
-            Track::NegOpen(id) if self.negs.len() < cap => {
-                self.negs.insert(id);
-            }
-            Track::Req { .. } | Track::NegOpen(_) => {}
-            Track::Close(id) => {
+            Out::Count { id, .. } if too_long(&id) => closed(id, long()),
+            Out::Count { id, filter } => Routed::Lane(member.count(id, filter)),
+            Out::Close(id) => {
                 self.replays.remove(&id);
                 self.live.remove(&id);
                 self.subs.remove(&id);
+                self.follow_live_presence();
+                member.close(&id).map_or(Routed::Nothing, Routed::Lane)
             }
-            Track::NegClose(id) => {
+            Out::NegOpen(id)
+                if too_long(&id)
+                    || (!self.negs.contains(&id) && self.negs.len() >= limits.max_subscriptions) =>
+            {
+                Routed::Reply(text(RelayMessage::NegErr {
+                    subscription_id: Cow::Owned(id),
+                    message: Cow::Owned(format!(
+                        "rate-limited: at most {} negentropy sessions, with ids up to {MAX_SUBSCRIPTION_ID} characters",
+                        limits.max_subscriptions
+                    )),
+                }))
+            }
+            Out::NegOpen(id) => {
+                self.negs.insert(id);
+                Routed::Neg(raw.to_string())
+            }
+            Out::NegMsg => Routed::Neg(raw.to_string()),
+            Out::NegClose(id) => {
                 self.negs.remove(&id);
+                Routed::Neg(raw.to_string())
             }
         }
     }
 
-    /// Ends what an agent whose session no longer holds was receiving.
-    async fn cut_off(&mut self, lib: &mut Option<Lib>, otx: &mut SplitSink<Ws, Message>) -> bool {
+    /// Ends what an agent whose session no longer holds was receiving: its
+    /// REQs are closed in the library (`pending`), its negentropy session
+    /// ends, and the client is told for each.
+    async fn cut_off(
+        &mut self,
+        member: &Member,
+        pending: &mut VecDeque<String>,
+        neg: &mut Option<Neg>,
+        otx: &mut SplitSink<Ws, Message>,
+    ) -> bool {
         let Some(Err(reason)) = self.session.as_ref().map(|s| s.check(unix_now())) else {
             return true;
         };
         self.cut = true;
-        *lib = None;
+        pending.extend(member.close_all());
+        *neg = None;
         self.replays.clear();
         self.live.clear();
         self.presence_rx = None;
@@ -512,10 +566,15 @@ impl Conn {
                 return false;
             }
         }
+        self.neg_failed(&reason, otx).await
+    }
+
+    /// Answers every open negentropy session `NEG-ERR reason`.
+    async fn neg_failed(&mut self, reason: &str, otx: &mut SplitSink<Ws, Message>) -> bool {
         for id in std::mem::take(&mut self.negs) {
             let m = text(RelayMessage::NegErr {
                 subscription_id: Cow::Owned(id),
-                message: Cow::Borrowed(&reason),
+                message: Cow::Borrowed(reason),
             });
             if otx.send(m).await.is_err() {
                 return false;
@@ -524,35 +583,37 @@ impl Conn {
         true
     }
 
-    /// Reads a library message on its way to the client for what
-    /// [`super::presence_keep`] needs: an EOSE of a REQ that asked for
-    /// presence is preceded by the kept events (sent here); `false` when
-    /// the client is gone.
+    /// Reads a library answer on its way to the client: a `CLOSED` ends
+    /// the subscription here too, and an EOSE of a REQ that asked for
+    /// presence is preceded by the kept events ([`super::presence_keep`],
+    /// sent here); `false` when the client is gone.
     async fn before_client(&mut self, raw: &str, otx: &mut SplitSink<Ws, Message>) -> bool {
-        if self.replays.is_empty() && self.live.is_empty() {
-            return true;
-        }
-        let now = unix_now();
-        match RelayMessage::from_json(raw) {
-            Ok(RelayMessage::Closed { subscription_id, .. }) => {
+        if raw.starts_with("[\"CLOSED\"") {
+            if let Ok(RelayMessage::Closed { subscription_id, .. }) = RelayMessage::from_json(raw) {
+                self.subs.remove(subscription_id.as_ref());
                 self.replays.remove(subscription_id.as_ref());
                 self.live.remove(subscription_id.as_ref());
+                self.follow_live_presence();
             }
-            Ok(RelayMessage::EndOfStoredEvents(sid)) => {
-                let Some(filters) = self.replays.remove(sid.as_ref()) else {
-                    return true;
-                };
-                for event in self.ctx.presence.replay(&filters, now) {
-                    let m = text(RelayMessage::Event {
-                        subscription_id: Cow::Borrowed(sid.as_ref()),
-                        event: Cow::Owned(event),
-                    });
-                    if otx.send(m).await.is_err() {
-                        return false;
-                    }
-                }
+            return true;
+        }
+        if self.replays.is_empty() || !raw.starts_with("[\"EOSE\"") {
+            return true;
+        }
+        let Ok(RelayMessage::EndOfStoredEvents(sid)) = RelayMessage::from_json(raw) else {
+            return true;
+        };
+        let Some(filters) = self.replays.remove(sid.as_ref()) else {
+            return true;
+        };
+        for event in self.ctx.presence.replay(&filters, unix_now()) {
+            let m = text(RelayMessage::Event {
+                subscription_id: Cow::Borrowed(sid.as_ref()),
+                event: Cow::Owned(event),
+            });
+            if otx.send(m).await.is_err() {
+                return false;
             }
-            _ => {}
         }
         true
     }
@@ -563,12 +624,7 @@ impl Conn {
         if event.verify().is_err() {
             return ok(&event, false, "invalid: bad event id or signature".into());
         }
-        let (since, n) = &mut self.published;
-        if since.elapsed() >= Duration::from_secs(60) {
-            (*since, *n) = (Instant::now(), 0);
-        }
-        *n += 1;
-        if *n > self.ctx.limits.events_per_minute {
+        if !self.spend_event() {
             return ok(&event, false, "rate-limited: too many events this minute".into());
         }
         let answer = ok(&event, true, String::new());
@@ -605,9 +661,38 @@ impl Conn {
         true
     }
 
+    /// Sends a negentropy message to the client's own library session,
+    /// opening it at the first; `false` when the session has failed (the
+    /// client is answered `NEG-ERR` then).
+    async fn send_neg(
+        &mut self,
+        raw: String,
+        neg: &mut Option<Neg>,
+        peer: SocketAddr,
+        otx: &mut SplitSink<Ws, Message>,
+    ) -> bool {
+        if neg.is_none() {
+            let (ws, task) = open_pipe(&self.ctx.relay, peer).await;
+            let (tx, rx) = ws.split();
+            *neg = Some(Neg { tx, rx, _task: task });
+        }
+        let Some(n) = neg.as_mut() else { return true };
+        if n.tx.send(Message::text(raw)).await.is_ok() {
+            return true;
+        }
+        *neg = None;
+        self.neg_failed("error: the negentropy session ended; open it again", otx)
+            .await
+    }
+
     /// The authenticated phase: frames both ways until either side ends.
     async fn serve(mut self, ws: Ws, peer: SocketAddr) {
-        let mut lib = Some(Lib::attach(&self.ctx.relay, peer).await);
+        let mut member = self.ctx.lanes.join().await;
+        // Frames for the lane, sent as its writer takes them; the client's
+        // socket is not read meanwhile, but its answers still are
+        // ([`super::lanes`]).
+        let mut pending: VecDeque<String> = VecDeque::new();
+        let mut neg: Option<Neg> = None;
         let (mut otx, mut orx) = ws.split();
         let mut stop = self.ctx.shutdown.subscribe();
         // Live agent sessions follow the relay-wide re-read of the records.
@@ -617,7 +702,7 @@ impl Conn {
             let expiry = self.expiry();
             let checks_records = self.checks_records();
             tokio::select! {
-                m = orx.next() => {
+                m = orx.next(), if pending.is_empty() => {
                     let raw = match m {
                         Some(Ok(Message::Text(t))) => t,
                         Some(Ok(Message::Binary(_))) => {
@@ -642,20 +727,22 @@ impl Conn {
                             let answer = self.publish_presence(*event);
                             otx.send(answer).await.is_ok()
                         }
-                        Step::Forward(t) => {
-                            self.track(t);
-                            self.follow_live_presence();
-                            match lib.as_mut() {
-                                Some(l) => l.tx.send(Message::Text(raw)).await.is_ok(),
-                                None => true,
+                        // A cut-off session has nothing open to send on.
+                        Step::Forward(_) if self.cut => true,
+                        Step::Forward(out) => match self.route(out, &raw, &member) {
+                            Routed::Lane(frame) => {
+                                pending.push_back(frame);
+                                true
                             }
-                        }
+                            Routed::Neg(raw) => self.send_neg(raw, &mut neg, peer, &mut otx).await,
+                            Routed::Reply(m) => otx.send(m).await.is_ok(),
+                            Routed::Nothing => true,
+                        },
                         Step::Reply(m) => otx.send(m).await.is_ok(),
                         Step::Auth(event) => {
                             let (m, outcome) = self.auth(&event).await;
-                            if outcome == AuthOutcome::Accepted && lib.is_none() {
+                            if outcome == AuthOutcome::Accepted {
                                 self.cut = false;
-                                lib = Some(Lib::attach(&self.ctx.relay, peer).await);
                             }
                             otx.send(m).await.is_ok() && outcome != AuthOutcome::Full
                         }
@@ -665,14 +752,35 @@ impl Conn {
                         break;
                     }
                 }
-                m = lib_next(&mut lib) => match m {
+                permit = member.outbox.reserve(), if !pending.is_empty() => match (permit, pending.pop_front()) {
+                    (Ok(p), Some(frame)) => p.send(frame),
+                    _ => break,
+                },
+                m = member.inbox.recv() => match m {
+                    Some(t) => {
+                        if !self.before_client(&t, &mut otx).await || otx.send(Message::text(t)).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => {
+                        let m = "error: this connection fell behind reading, or the relay's store session ended; reconnect";
+                        let _ = otx.send(notice(m.into())).await;
+                        break;
+                    }
+                },
+                m = neg_next(&mut neg) => match m {
                     Some(Ok(Message::Text(t))) => {
-                        if !self.before_client(&t, &mut otx).await || otx.send(Message::Text(t)).await.is_err() {
+                        if otx.send(Message::Text(t)).await.is_err() {
                             break;
                         }
                     }
                     Some(Ok(_)) => {}
-                    Some(Err(_)) | None => break,
+                    Some(Err(_)) | None => {
+                        neg = None;
+                        if !self.neg_failed("error: the negentropy session failed; open it again", &mut otx).await {
+                            break;
+                        }
+                    }
                 },
                 e = next_presence(&mut self.presence_rx) => {
                     if let Some(e) = e && !self.deliver_presence(&e, &mut otx).await {
@@ -680,7 +788,7 @@ impl Conn {
                     }
                 }
                 () = sleep_until_opt(expiry) => {
-                    if !self.cut_off(&mut lib, &mut otx).await {
+                    if !self.cut_off(&member, &mut pending, &mut neg, &mut otx).await {
                         break;
                     }
                 }
@@ -690,7 +798,7 @@ impl Conn {
                         if let Some(s) = self.session.as_mut() {
                             s.remove();
                         }
-                        if !self.cut_off(&mut lib, &mut otx).await {
+                        if !self.cut_off(&member, &mut pending, &mut neg, &mut otx).await {
                             break;
                         }
                     }
@@ -698,9 +806,9 @@ impl Conn {
                 () = stopped(&mut stop) => break,
             }
         }
-        if let Some(mut l) = lib.take() {
-            let _ = l.tx.close().await;
-        }
+        // Leaving the lane closes the client's REQs in the library.
+        drop(member);
+        drop(neg);
         if too_large {
             if let Ok(ws) = orx.reunite(otx) {
                 refuse_oversized(ws, self.ctx.limits.max_message_bytes).await;
@@ -709,4 +817,16 @@ impl Conn {
         }
         let _ = tokio::time::timeout(CLOSE_LINGER, otx.close()).await;
     }
+}
+
+/// Where [`Conn::route`] sends a client message.
+enum Routed {
+    /// This frame, to the shared lane.
+    Lane(String),
+    /// This text, to the client's negentropy session.
+    Neg(String),
+    /// The front answers.
+    Reply(Message),
+    /// Nothing to send.
+    Nothing,
 }

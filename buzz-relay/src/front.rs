@@ -1,8 +1,7 @@
 //! The front's decision for one client frame, before the library sees it
 //! (pure apart from parsing: the session and the clock come in): NIP-42
 //! first, then the session's checks ([`super::policy`]) on EVENT, REQ,
-//! COUNT and `NEG-*`, and which subscriptions the frame opens or closes, so
-//! a cut-off can answer each one ([`super::conn`]).
+//! COUNT and `NEG-*`, and the parsed message for the library ([`Out`]).
 
 use super::policy::{self, Session};
 use super::presence_keep::{asks_for_presence, may_match_presence};
@@ -34,33 +33,39 @@ pub(super) fn ok(event: &Event, status: bool, message: String) -> Message {
 
 const AUTH_FIRST: &str = "auth-required: authenticate first (NIP-42)";
 
-/// A subscription the client opened or closed, tracked so a cut-off can
-/// answer each one.
-pub(super) enum Track {
-    /// The frame opens or closes nothing.
-    None,
-    /// A REQ opens this subscription: the filters that ask for kept
-    /// presence ([`super::presence_keep::asks_for_presence`]), replayed
-    /// before its EOSE, and those a live presence can match
+/// A client message for the library, parsed: what [`super::conn`] needs to
+/// rename it onto a shared library session ([`super::routes`]), to bound
+/// it, and to answer each open subscription when the session is cut off.
+pub(super) enum Out {
+    /// An EVENT (not a presence): its `OK` comes back by this id.
+    Event(nostr_relay_builder::prelude::EventId),
+    /// A REQ: its filters; those that ask for kept presence
+    /// ([`super::presence_keep::asks_for_presence`]), replayed before its
+    /// EOSE; and those a live presence can match
     /// ([`super::presence_keep::may_match_presence`]), which the front
     /// serves live.
     Req {
         id: SubscriptionId,
+        filters: Vec<Filter>,
         replay: Vec<Filter>,
         live: Vec<Filter>,
     },
-    /// A CLOSE ends it.
+    /// A COUNT.
+    Count { id: SubscriptionId, filter: Filter },
+    /// A CLOSE.
     Close(SubscriptionId),
     /// A NEG-OPEN opens this negentropy session.
     NegOpen(SubscriptionId),
+    /// A NEG-MSG.
+    NegMsg,
     /// A NEG-CLOSE ends it.
     NegClose(SubscriptionId),
 }
 
 /// What the front does with one client message.
 pub(super) enum Step {
-    /// Pass the original text to the library session.
-    Forward(Track),
+    /// Pass it to the library ([`super::conn`] renames it).
+    Forward(Out),
     /// Answer the client directly.
     Reply(Message),
     /// An AUTH event, decided by the connection (it may read the agent records).
@@ -105,7 +110,7 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
         ClientMessage::Auth(event) => Step::Auth(Box::new(event.into_owned())),
         ClientMessage::Event(event) => match policy::check_publish(&event, s, now) {
             Ok(()) if event.kind == Kind::from(KIND_PRESENCE) => Step::Presence(Box::new(event.into_owned())),
-            Ok(()) => Step::Forward(Track::None),
+            Ok(()) => Step::Forward(Out::Event(event.id)),
             Err(r) => Step::Reply(ok(&event, false, r.to_string())),
         },
         ClientMessage::Req {
@@ -114,29 +119,40 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
         } => match s.check(now) {
             Ok(()) => {
                 let filters: Vec<Filter> = filters.into_iter().map(Cow::into_owned).collect();
-                Step::Forward(Track::Req {
+                Step::Forward(Out::Req {
                     id: subscription_id.into_owned(),
                     replay: filters.iter().filter(|f| asks_for_presence(f)).cloned().collect(),
-                    live: filters.into_iter().filter(may_match_presence).collect(),
+                    live: filters
+                        .iter()
+                        .filter(|f| may_match_presence(f))
+                        .cloned()
+                        .collect(),
+                    filters,
                 })
             }
             Err(r) => refused(subscription_id, r.to_string()),
         },
-        ClientMessage::Count { subscription_id, .. } => match s.check(now) {
-            Ok(()) => Step::Forward(Track::None),
+        ClientMessage::Count {
+            subscription_id,
+            filter,
+        } => match s.check(now) {
+            Ok(()) => Step::Forward(Out::Count {
+                id: subscription_id.into_owned(),
+                filter: filter.into_owned(),
+            }),
             Err(r) => refused(subscription_id, r.to_string()),
         },
         ClientMessage::NegOpen { subscription_id, .. } => match s.check(now) {
-            Ok(()) => Step::Forward(Track::NegOpen(subscription_id.into_owned())),
+            Ok(()) => Step::Forward(Out::NegOpen(subscription_id.into_owned())),
             Err(r) => neg_refused(subscription_id, r.to_string()),
         },
         ClientMessage::NegMsg { subscription_id, .. } => match s.check(now) {
-            Ok(()) => Step::Forward(Track::None),
+            Ok(()) => Step::Forward(Out::NegMsg),
             Err(r) => neg_refused(subscription_id, r.to_string()),
         },
-        ClientMessage::Close(id) => Step::Forward(Track::Close(id.into_owned())),
+        ClientMessage::Close(id) => Step::Forward(Out::Close(id.into_owned())),
         ClientMessage::NegClose { subscription_id } => {
-            Step::Forward(Track::NegClose(subscription_id.into_owned()))
+            Step::Forward(Out::NegClose(subscription_id.into_owned()))
         }
     }
 }
@@ -176,15 +192,15 @@ mod tests {
         // In time, the same frames pass, and the subscriptions are tracked.
         assert!(matches!(
             decide(&json!(["REQ", "r", {}]).to_string(), Some(&s), 99),
-            Step::Forward(Track::Req { .. })
+            Step::Forward(Out::Req { .. })
         ));
         assert!(matches!(
             decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), Some(&s), 99),
-            Step::Forward(Track::NegOpen(_))
+            Step::Forward(Out::NegOpen(_))
         ));
         assert!(matches!(
             decide(&json!(["CLOSE", "r"]).to_string(), Some(&s), 100),
-            Step::Forward(Track::Close(_))
+            Step::Forward(Out::Close(_))
         ));
     }
 

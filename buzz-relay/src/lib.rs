@@ -35,9 +35,12 @@
 //! - **Bounds** ([`Limits`]): authenticated sessions (a further accepted
 //!   AUTH gets `OK false rate-limited:` and the socket is closed), sockets
 //!   not yet authenticated (counted apart, so they never take a session's
-//!   slot), subscriptions per connection (`CLOSED rate-limited:` from the
-//!   library), message size (`NOTICE invalid:` and close, at any size),
+//!   slot), subscriptions per connection (`CLOSED rate-limited:`), message size (`NOTICE invalid:` and close, at any size),
 //!   events per minute per connection.
+//! - **Shared library sessions** ([`lanes`], [`routes`]): the clients share
+//!   at most [`Limits::lanes`] library sessions, their subscription ids
+//!   renamed onto them and the answers renamed back (issue 49 item 4: one
+//!   library session per client was 131 KB of socket buffer each).
 //! - **One relay per data dir** ([`data_lock`]): [`serve`] binds the port
 //!   first, then locks the data dir before it reads the log, so a second
 //!   relay fails with [`ServeError::PortInUse`] or
@@ -51,12 +54,14 @@ pub mod agents;
 mod conn;
 pub mod data_lock;
 mod front;
+mod lanes;
 pub mod limits;
 mod log_file;
 pub mod log_store;
 pub mod own_urls;
 pub mod policy;
 pub mod presence_keep;
+mod routes;
 
 pub use limits::Limits;
 
@@ -253,14 +258,18 @@ pub async fn serve_with(cfg: RelayConfig, admission: Admission) -> Result<Runnin
             .addr(addr.ip())
             .port(addr.port())
             .database(store)
+            // Per client, these are the front's ([`conn`]); a library
+            // session is shared by many clients ([`lanes`]).
             .rate_limit(RateLimit {
-                max_reqs: cfg.limits.max_subscriptions,
-                notes_per_minute: cfg.limits.events_per_minute,
+                max_reqs: usize::MAX,
+                notes_per_minute: u32::MAX,
             }),
     );
+    let lanes = lanes::Lanes::new(relay.clone(), addr, &cfg.limits);
     let agents = admission.agents.map(|dir| Arc::new(agents::Shared::new(dir)));
     let ctx = Arc::new(Ctx {
         relay,
+        lanes,
         owner_hex: cfg.owner_hex.clone(),
         urls,
         agents: agents.clone(),

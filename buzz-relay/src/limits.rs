@@ -10,8 +10,18 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// client's slot (review b30b1a0 finding 4). Over it, a socket is closed at
 /// once, before any handshake.
 pub const MAX_PENDING: usize = 64;
-/// Open subscriptions per connection (`CLOSED rate-limited:` from the library).
+/// Open subscriptions per connection (`CLOSED rate-limited:`).
 pub const MAX_SUBSCRIPTIONS: usize = 64;
+/// Longest subscription id a client may use (`CLOSED invalid:`; the
+/// relay library's own bound, kept when the bound moved to the front).
+pub const MAX_SUBSCRIPTION_ID: usize = 250;
+/// Library sessions the clients share ([`crate::lanes`], issue 49 item 4).
+pub const LANES: usize = 4;
+/// A client's queue of library answers, in messages ([`crate::lanes`]).
+pub const CLIENT_QUEUE: usize = 256;
+/// How long a client's full queue may stay full before the client is
+/// dropped from its lane ([`crate::lanes`]).
+pub const SLOW_CLIENT: Duration = Duration::from_secs(5);
 /// Largest client message: a kind 9's content is at most 64 KiB
 /// (wire-facts §4); JSON escaping and tags need room beyond that.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -33,8 +43,8 @@ pub const RECORDS_RECHECK: Duration = Duration::from_secs(2);
 /// their frame header, with the same `NOTICE`.
 pub const TRANSPORT_SLACK: usize = 64 * 1024;
 /// The initial read buffer of each WebSocket the relay opens: a client's
-/// socket and the relay's end of the pipe to the library session
-/// ([`crate::conn`]). tungstenite's default, 128 KiB, is allocated and
+/// socket and the relay's end of each pipe to a library session
+/// ([`crate::lanes`]). tungstenite's default, 128 KiB, is allocated and
 /// zero-filled at the first read, so it stays resident for the session's
 /// life: two of them were 256 KiB of the ≈ 400 KB a session cost (issue 49
 /// item 4, `bench presence`). A message larger than this grows the buffer
@@ -76,6 +86,12 @@ pub struct Limits {
     /// How often live agent sessions are checked against the agent records
     /// (a poll of their change token; a read when it moved).
     pub records_recheck: Duration,
+    /// Library sessions the clients share ([`LANES`]).
+    pub lanes: usize,
+    /// A client's queue of library answers ([`CLIENT_QUEUE`]).
+    pub client_queue: usize,
+    /// How long a full queue may stay full ([`SLOW_CLIENT`]).
+    pub slow_client: Duration,
 }
 
 impl Default for Limits {
@@ -89,6 +105,9 @@ impl Default for Limits {
             auth_timeout: AUTH_TIMEOUT,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             records_recheck: RECORDS_RECHECK,
+            lanes: LANES,
+            client_queue: CLIENT_QUEUE,
+            slow_client: SLOW_CLIENT,
         }
     }
 }
