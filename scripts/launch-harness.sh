@@ -21,12 +21,17 @@
 # BUZZ_ACP_SHUTDOWN_BUDGET_SECS may not exceed the systemd unit's
 # TimeoutStopSec (60 s), so that systemd never kills a stop in progress.
 # BUZZ_ACP_NO_PRESENCE is never passed (I3: presence is the only remote signal).
+# BUZZ_ACP_DOZE defaults to 300 (issue 50): an idle agent's processes end
+# after 5 minutes and the harness stays on its relay, presence `away`, until
+# the next mention; set BUZZ_ACP_DOZE=0 in the file to keep them.
 # The script ends in `exec env … buzz-acp`, so the harness replaces this shell
 # (same PID) and receives SIGTERM/SIGINT directly ([L1] item 3).
 set -euo pipefail
 
 # Largest shutdown budget, = TimeoutStopSec of scripts/buzz-acp.service.
 readonly launch_max_budget_secs=60
+# The doze bound when the env file names none (docs/harness.md "Dozing").
+readonly launch_default_doze_secs=300
 
 refuse() {
     echo "launch-harness: refusing to launch: $1" >&2
@@ -88,6 +93,8 @@ if has BUZZ_ACP_SHUTDOWN_BUDGET_SECS; then
         refuse "BUZZ_ACP_SHUTDOWN_BUDGET_SECS exceeds TimeoutStopSec ($max s) of the systemd unit" 2
     fi
 fi
+# Doze by default on a VPS: nothing but the next mention wakes the agent.
+has BUZZ_ACP_DOZE || file_env[BUZZ_ACP_DOZE]="$launch_default_doze_secs"
 # Resolved with this script's PATH, before any file pair is in effect.
 bin="$(command -v buzz-acp)" || refuse "buzz-acp is not on PATH" 2
 

@@ -113,6 +113,8 @@ pub struct AgentSpec {
     pub idle_timeout: Duration,
     pub max_turn: Duration,
     pub cancel_grace: Duration,
+    /// SIGTERM → SIGKILL of an agent ended for a doze (the stop's grace).
+    pub kill_grace: Duration,
     pub respawn_backoff: Duration,
     pub max_failures: u32,
     /// Where conversations are remembered across restarts (issue 32);
@@ -203,6 +205,11 @@ pub enum SlotCmd {
         quiet: Duration,
     },
     Shutdown,
+    /// The harness dozes (issue 50): an idle slot ends its agent as a stop
+    /// does (SIGTERM to its process group, SIGKILL after the kill grace),
+    /// keeps its receipts, reports [`SlotEvent::Dozed`] and ends; the next
+    /// turn spawns it again and brings its conversations back.
+    Doze,
 }
 
 /// How a turn ended.
@@ -249,6 +256,11 @@ pub enum SlotEvent {
         slot: usize,
         ask: PermissionAsk,
     },
+    /// The slot's agent was ended for a doze ([`SlotCmd::Doze`]); the slot
+    /// task is gone.
+    Dozed {
+        slot: usize,
+    },
 }
 
 /// Spawns slot `slot`; returns its command sender.
@@ -265,6 +277,8 @@ pub fn spawn_slot(
 
 enum Once {
     Shutdown,
+    /// Ended for a doze: the agent's process group is gone.
+    Doze,
     Died {
         had_success: bool,
     },
@@ -306,6 +320,10 @@ async fn slot_main(
         };
         match once {
             Once::Shutdown => return,
+            Once::Doze => {
+                let _ = events.send(SlotEvent::Dozed { slot });
+                return;
+            }
             Once::Missing(reason) | Once::ExitedBeforeInit(reason) => {
                 tracing::error!(slot, "{reason}");
                 let _ = events.send(SlotEvent::GaveUp {
@@ -524,7 +542,25 @@ async fn run_once(
     if matches!(once, Once::Died { .. } | Once::ExitedBeforeInit(_)) {
         signal_group(pid, libc::SIGKILL);
     }
+    if matches!(once, Once::Doze) {
+        end_for_doze(slot, pid, &mut exited, spec.kill_grace).await;
+    }
     once
+}
+
+/// Ends a dozing slot's agent the way a stop does: SIGTERM to its process
+/// group, then SIGKILL once `grace` passed without its exit.
+async fn end_for_doze(slot: usize, pid: i32, exited: &mut watch::Receiver<bool>, grace: Duration) {
+    signal_group(pid, libc::SIGTERM);
+    if tokio::time::timeout(grace, exited.wait_for(|e| *e))
+        .await
+        .is_err()
+    {
+        tracing::warn!(slot, pid, "the agent outlived its kill grace at the doze; killed");
+        signal_group(pid, libc::SIGKILL);
+        let _ = exited.wait_for(|e| *e).await;
+    }
+    tracing::info!(slot, pid, "agent ended for the doze");
 }
 
 /// The turn a connection is running.
@@ -574,6 +610,7 @@ async fn serve(
         _ = exited.wait_for(|e| *e) => return Ok(Once::Died { had_success: false }),
         c = cmds.recv() => match c {
             None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
+            Some(SlotCmd::Doze) => return Ok(Once::Doze),
             // Nothing is dispatched before Ready.
             Some(_) => return Ok(Once::Died { had_success: false }),
         },
@@ -593,6 +630,7 @@ async fn serve(
         };
         let job = match cmd {
             None | Some(SlotCmd::Shutdown) => return Ok(Once::Shutdown),
+            Some(SlotCmd::Doze) => return Ok(Once::Doze),
             Some(SlotCmd::Cancel | SlotCmd::Drain { .. }) => continue,
             Some(SlotCmd::Prompt(job)) => job,
         };

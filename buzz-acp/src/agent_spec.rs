@@ -110,6 +110,7 @@ pub fn agent_spec(cfg: &Config, system_prompt: Option<String>) -> AgentSpec {
         idle_timeout: cfg.idle_timeout,
         max_turn: cfg.max_turn_duration,
         cancel_grace: cfg.cancel_grace,
+        kill_grace: cfg.kill_grace,
         respawn_backoff: cfg.respawn_backoff,
         max_failures: cfg.max_agent_failures,
         memory: memory(cfg, &env),

@@ -91,6 +91,10 @@ pub struct Cli {
     /// I5 self-stop bound in seconds (0 = disabled).
     #[arg(long, env = env::EXIT_AFTER_INACTIVITY, default_value_t = 0)]
     pub exit_after_inactivity: u64,
+    /// Doze bound in seconds (0 = disabled): with no turn for this long, end
+    /// the agent processes and stay on the relay, presence `away`.
+    #[arg(long, env = env::DOZE, default_value_t = 0)]
+    pub doze: u64,
     /// The mentions that woke this harness (issue 33): event ids, comma-separated.
     #[arg(long, env = buzz_contract::wake::EVENTS_ENV, default_value = "")]
     pub wake_events: String,

@@ -68,6 +68,8 @@ pub struct Config {
     pub lazy_pool: bool,
     /// `None` = reaper disabled.
     pub exit_after_inactivity: Option<Duration>,
+    /// `None` = no doze ([`crate::schedule::doze_due`]).
+    pub doze: Option<Duration>,
     /// The mentions a launcher's waker handed over (issue 33), if woken.
     pub wake: Option<Wake>,
     pub presence: bool,
@@ -234,6 +236,7 @@ impl Config {
             lazy_pool: cli.lazy_pool,
             exit_after_inactivity: (cli.exit_after_inactivity > 0)
                 .then(|| Duration::from_secs(cli.exit_after_inactivity)),
+            doze: (cli.doze > 0).then(|| Duration::from_secs(cli.doze)),
             wake: wake_of(&cli.wake_events, cli.wake_since.as_deref())?,
             presence: !cli.no_presence,
             mcp_command: non_empty(Some(&cli.mcp_command)),

@@ -12,8 +12,9 @@
 //!   messages, and the other way round), owner control (`!shutdown`,
 //!   `!allow`, …) excluded;
 //! - the agent's own messages that answer one of them;
-//! - from before this run's start (the current mention is the prompt
-//!   itself), never a mention that woke this run (it is dispatched as a
+//! - from before this run's start, or before the mention that ended a
+//!   doze (issue 50; the caller's [`Policy::run_start`]: the current
+//!   mention is the prompt itself), never a mention that woke this run (it is dispatched as a
 //!   turn of its own, review afa2bf1 finding 6), and within [`BOUNDS`]: the newest [`Bounds::count`] messages
 //!   of at most [`Bounds::age`], at most [`Bounds::bytes`] of text in all,
 //!   oldest first.

@@ -14,7 +14,8 @@
 //! channel, so owner control is never scoped. A socket whose subscription
 //! does not go live within a deadline is dropped and reconnected.
 //! Presence `online` goes out only once the subscription is live (EOSE), then
-//! every interval. A stop publishes `offline` bounded by 2 s and closes
+//! every interval; while the harness dozes it is `away` instead
+//! ([`RelayCmd::Presence`], issue 50). A stop publishes `offline` bounded by 2 s and closes
 //! bounded by 5 s; a stop that finds no live session makes one bounded
 //! attempt to publish `offline` on a fresh connection.
 //!
@@ -82,6 +83,9 @@ pub enum RelayCmd {
         since: u64,
         reply: oneshot::Sender<Vec<Event>>,
     },
+    /// What presence says while live (issue 50): `online`, or `away` while
+    /// the harness dozes; published at once when live, then every interval.
+    Presence(buzz_contract::presence::PresenceState),
     /// Publish `offline` (bounded), tagged with why the harness stops
     /// (issue 33), close (bounded), then acknowledge.
     Stop {
@@ -157,6 +161,8 @@ struct Task {
     seq: u64,
     seen: SeenIds,
     outbox: VecDeque<Event>,
+    /// The live presence: `online`, or `away` while dozing.
+    state: &'static str,
 }
 
 /// Spawns the relay task.
@@ -177,6 +183,7 @@ pub fn spawn(
         seq: 0,
         seen: SeenIds::new(SEEN_CAP),
         outbox: VecDeque::new(),
+        state: buzz_contract::presence::ONLINE,
     };
     let handle = tokio::spawn(task.run());
     (cmd_tx, out_rx, handle)
@@ -277,6 +284,10 @@ impl Task {
                 Idle::Continue
             }
             Some(RelayCmd::Mirror(_)) => Idle::Continue,
+            Some(RelayCmd::Presence(p)) => {
+                self.state = p.as_str();
+                Idle::Continue
+            }
             Some(RelayCmd::Accepted(t)) => {
                 self.accepted(t);
                 Idle::Continue

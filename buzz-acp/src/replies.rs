@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 pub const BUSY_TEXT: &str = "too many requests are waiting; try again later";
 /// What the asker of a mention still queued at a stop is told.
 pub const STOPPED_TEXT: &str = "the agent stopped before it got to this; mention it again once it is back";
+/// What the owner's `!cancel` is answered when no turn runs in its channel
+/// (a dozing agent runs none; issue 50).
+pub const NOTHING_RUNS_TEXT: &str = "nothing is running in this channel; there is nothing to cancel";
 /// At most one error reply per channel per this interval.
 pub const ERROR_REPLY_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest agent error message quoted in a reply, in characters.

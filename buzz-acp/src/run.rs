@@ -35,6 +35,12 @@
 //! spawns the harness; for a deploy, only the image knows its commands, so
 //! this reply is how the user learns it.
 
+//!
+//! **Doze** (issue 50, docs/harness.md "Dozing"): with no turn for the doze
+//! bound ([`doze_due`]), the idle agents are ended ([`SlotCmd::Doze`]) and
+//! presence says `away`; the next accepted mention ends the doze in
+//! [`Harness::dispatch`], after the gate, never before it.
+
 use crate::acp::{self, AgentSpec, Asker, PermissionAsk, SlotCmd, SlotEvent, TurnJob, TurnOutcome};
 use crate::agent_spec::agent_spec;
 use crate::asks::{Answered, Asks, Question};
@@ -46,8 +52,10 @@ use crate::inbound::{self, Answer, Decision, InboundEvent, Policy};
 use crate::pid1;
 use crate::procs::{self, ProcessTable};
 use crate::relay::{self, RelayCmd, RelayEvent, RelaySettings};
-use crate::replies::{BUSY_TEXT, STOPPED_TEXT, error_reply_due, error_reply_text, timeout_text};
-use crate::schedule::{Scheduler, admit, inactivity_expired};
+use crate::replies::{
+    BUSY_TEXT, NOTHING_RUNS_TEXT, STOPPED_TEXT, error_reply_due, error_reply_text, timeout_text,
+};
+use crate::schedule::{Scheduler, admit, doze_due, inactivity_expired};
 use crate::scrub::Scrub;
 use buzz_contract::wake::StopReason;
 use nostr_sdk::prelude::{Event, Keys, PublicKey};
@@ -75,6 +83,9 @@ enum SlotState {
     Starting,
     Idle,
     Busy,
+    /// Told to end its agent for a doze; [`SlotEvent::Dozed`] makes it
+    /// [`SlotState::Unspawned`].
+    Dozing,
     Dead,
 }
 
@@ -138,6 +149,11 @@ struct Harness {
     ledger: crate::metrics::Ledger,
     /// Who the usage events are sealed to.
     owner: PublicKey,
+    /// Dozing (issue 50): no agent process, presence `away`, until the
+    /// next accepted mention.
+    dozing: bool,
+    /// Where a new session's history ends ([`acp::HistorySource::until`]).
+    history_until: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -231,6 +247,7 @@ impl Harness {
             self.error_reply(&p, BUSY_TEXT);
             return;
         }
+        self.wake_from_doze(mention.created_at);
         let turn_id = self.next_turn;
         self.next_turn += 1;
         self.last_activity = Instant::now();
@@ -331,6 +348,12 @@ impl Harness {
                 }
             }
             SlotEvent::Ask { slot, ask } => self.ask_owner(slot, ask),
+            SlotEvent::Dozed { slot } => {
+                self.slots[slot] = Slot {
+                    state: SlotState::Unspawned,
+                    tx: None,
+                };
+            }
             SlotEvent::Stalled { slot } => {
                 tracing::info!(
                     slot,
@@ -341,6 +364,53 @@ impl Harness {
         }
         self.pump();
         None
+    }
+
+    /// Whether anything runs, waits or starts: a harness that is busy
+    /// does not doze.
+    fn busy(&self) -> bool {
+        self.sched.running().next().is_some()
+            || self.sched.queued() > 0
+            || self.slots.iter().any(|s| s.state == SlotState::Starting)
+    }
+
+    /// Dozes (issue 50): every idle agent is ended the way a stop ends it
+    /// (its receipts kept), and presence says `away`. A slot that is not
+    /// idle has no agent to end, or is dead.
+    fn doze(&mut self) {
+        self.dozing = true;
+        let mut ended = 0;
+        for s in &mut self.slots {
+            if s.state == SlotState::Idle
+                && let Some(tx) = &s.tx
+            {
+                let _ = tx.send(SlotCmd::Doze);
+                s.state = SlotState::Dozing;
+                ended += 1;
+            }
+        }
+        tracing::info!(
+            agents = ended,
+            "dozing: no turn for the doze bound; the agents end, presence away"
+        );
+        let _ = self
+            .relay_tx
+            .send(RelayCmd::Presence(buzz_contract::presence::PresenceState::Away));
+    }
+
+    /// An accepted mention, sent at `at`, ends a doze: presence is
+    /// `online` again, the pump starts an agent for it, and a session that
+    /// agent opens gets what was said before `at` as history (when its
+    /// conversation cannot be resumed or loaded).
+    fn wake_from_doze(&mut self, at: u64) {
+        if std::mem::replace(&mut self.dozing, false) {
+            tracing::info!("a mention ends the doze");
+            self.history_until
+                .fetch_max(at, std::sync::atomic::Ordering::Relaxed);
+            let _ = self
+                .relay_tx
+                .send(RelayCmd::Presence(buzz_contract::presence::PresenceState::Online));
+        }
     }
 
     /// Publishes the turn's usage, sealed to the owner (kind 44200; issue 34).
@@ -516,11 +586,25 @@ impl Harness {
                 Some(Stop::Owner)
             }
             Decision::Cancel { channel } => {
-                if let Some(slot) = self.sched.running_slot(&channel)
-                    && let Some(tx) = &self.slots[slot].tx
-                {
-                    tracing::info!("owner !cancel: cancelling the channel's turn");
-                    let _ = tx.send(SlotCmd::Cancel);
+                match self.sched.running_slot(&channel) {
+                    Some(slot) => {
+                        if let Some(tx) = &self.slots[slot].tx {
+                            tracing::info!("owner !cancel: cancelling the channel's turn");
+                            let _ = tx.send(SlotCmd::Cancel);
+                        }
+                    }
+                    None if self.cfg.reply => {
+                        tracing::info!(dozing = self.dozing, "owner !cancel: nothing runs in the channel");
+                        let text = self.scrub.publish(NOTHING_RUNS_TEXT);
+                        self.publish(events::reply(
+                            &self.keys,
+                            &ev,
+                            &channel,
+                            &text,
+                            self.cfg.reply_p_tag,
+                        ));
+                    }
+                    None => {}
                 }
                 None
             }
@@ -740,6 +824,7 @@ pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
         run_start: start.as_secs(),
     };
     crate::agent_spec::prepare_cwd(&cfg);
+    let history_until = Arc::new(std::sync::atomic::AtomicU64::new(start.as_secs()));
     let mut spec = agent_spec(&cfg, system_prompt(&cfg));
     // A known conversation that cannot be brought back asks the relay for
     // its history, under the gate this run decides mentions by (issue 32).
@@ -748,6 +833,7 @@ pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
             relay: relay_tx.clone(),
             policy: policy.clone(),
             woke: cfg.wake.as_ref().map(|w| w.events.clone()).unwrap_or_default(),
+            until: history_until.clone(),
         });
     }
     if cfg.relay_observer {
@@ -785,6 +871,8 @@ pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
         woken: HashSet::new(),
         ledger: crate::metrics::Ledger::default(),
         owner,
+        dozing: false,
+        history_until,
         cfg,
     };
     // Woken by a launcher's waker: once live, fetch the mentions it named.
@@ -865,6 +953,12 @@ pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
                 {
                     tracing::info!(bound_secs = bound.as_secs(), "inactivity bound reached; stopping");
                     break Stop::Reaper;
+                }
+                if let Some(bound) = h.cfg.doze
+                    && !h.dozing
+                    && doze_due(bound, h.last_activity, h.busy(), Instant::now())
+                {
+                    h.doze();
                 }
             }
             _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending::<()>().await } }, if pid1 => {

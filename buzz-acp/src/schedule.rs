@@ -185,6 +185,14 @@ pub fn inactivity_expired(bound: Duration, last_activity: Instant, busy: bool, n
     !busy && now.saturating_duration_since(last_activity) >= bound
 }
 
+/// Whether an awake harness dozes now (issue 50): `bound` has passed since
+/// the last turn started or ended, and nothing runs or waits (`busy`: a turn
+/// in flight, queued, or an agent starting for one). The same clock as
+/// [`inactivity_expired`], which still ends the harness after the doze.
+pub fn doze_due(bound: Duration, last_activity: Instant, busy: bool, now: Instant) -> bool {
+    inactivity_expired(bound, last_activity, busy, now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

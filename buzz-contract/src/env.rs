@@ -54,6 +54,11 @@ pub const RESPOND_TO_ALLOWLIST: &str = "BUZZ_ACP_RESPOND_TO_ALLOWLIST";
 pub const LAZY_POOL: &str = "BUZZ_ACP_LAZY_POOL";
 /// I5 self-stop bound in seconds (0 = off).
 pub const EXIT_AFTER_INACTIVITY: &str = "BUZZ_ACP_EXIT_AFTER_INACTIVITY";
+/// Doze bound in seconds (0 = off; issue 50): after this long with no
+/// turn, the harness ends its agent processes and stays on its relay,
+/// presence `away`, until the next mention its gate accepts. Not reserved
+/// (yet): until the launcher's records carry it, an agent's env sets it.
+pub const DOZE: &str = "BUZZ_ACP_DOZE";
 /// Suppress presence. Never set remotely (I3).
 pub const NO_PRESENCE: &str = "BUZZ_ACP_NO_PRESENCE";
 /// MCP server command handed to the agent.

@@ -133,6 +133,7 @@ fn spec() -> AgentSpec {
         idle_timeout: Duration::from_secs(10),
         max_turn: Duration::from_secs(20),
         cancel_grace: Duration::from_secs(2),
+        kill_grace: Duration::from_secs(2),
         respawn_backoff: Duration::from_millis(100),
         max_failures: 1,
         memory: None,

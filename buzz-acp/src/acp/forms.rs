@@ -229,6 +229,7 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             max_turn: Duration::from_secs(2),
             cancel_grace: Duration::from_secs(1),
+            kill_grace: Duration::from_secs(1),
             respawn_backoff: Duration::from_secs(1),
             max_failures: 1,
             memory: None,

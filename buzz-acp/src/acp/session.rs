@@ -76,6 +76,10 @@ pub struct HistorySource {
     /// The ids of the mentions that woke this run: they are its turns,
     /// never its history (empty for a run that was not woken).
     pub woke: Vec<String>,
+    /// Where the history ends (unix seconds, exclusive): the run's start,
+    /// moved to the mention that ended a doze (issue 50), so a session
+    /// started after a doze gets what this run said before it.
+    pub until: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long a new session waits for the relay's history.
@@ -91,7 +95,10 @@ impl HistorySource {
             return None;
         }
         let (reply, got) = oneshot::channel();
-        let start = self.policy.run_start;
+        let start = self
+            .until
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(self.policy.run_start);
         self.relay
             .send(RelayCmd::History {
                 channel: channel.to_string(),
@@ -109,7 +116,11 @@ impl HistorySource {
             .map(InboundEvent::from_event)
             .filter(|e| !self.woke.contains(&e.id))
             .collect();
-        history::context(&inbound, &self.policy, channel, owner_class, history::BOUNDS)
+        let policy = Policy {
+            run_start: start,
+            ..self.policy.clone()
+        };
+        history::context(&inbound, &policy, channel, owner_class, history::BOUNDS)
     }
 }
 

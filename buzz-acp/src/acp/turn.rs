@@ -153,6 +153,7 @@ pub(super) async fn run_turn(
                     cancel_now = Some("shutdown");
                 }
                 Some(SlotCmd::Prompt(_)) => tracing::error!("prompt dispatched to a busy slot; dropped"),
+                Some(SlotCmd::Doze) => tracing::error!("doze asked of a busy slot; ignored"),
             },
         }
         if let Some(why) = cancel_now

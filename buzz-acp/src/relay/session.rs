@@ -9,7 +9,7 @@ use super::rules::{AuthOutcome, classify_auth_ok, supersedes};
 use super::{OUTBOX_CAP, RelayCmd, RelayEvent, SUB_ID, SessionEnd, StopReq, Task, requeue_unacknowledged};
 use crate::events;
 use crate::exit::Exit;
-use buzz_contract::presence::{OFFLINE, ONLINE};
+use buzz_contract::presence::OFFLINE;
 use nostr_sdk::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -149,7 +149,7 @@ impl Task {
                                 *down_since = Instant::now();
                                 tracing::info!("subscription live");
                                 if self.s.presence {
-                                    let e = self.presence_event(ONLINE);
+                                    let e = self.presence_event(self.state);
                                     track(pending, &e);
                                     let _ = relay.send_msg(ClientMessage::event(e));
                                     tick.reset();
@@ -208,12 +208,21 @@ impl Task {
                     return SessionEnd::Disconnected;
                 }
                 _ = tick.tick(), if live && self.s.presence => {
-                    let e = self.presence_event(ONLINE);
+                    let e = self.presence_event(self.state);
                     track(pending, &e);
                     let _ = relay.send_msg(ClientMessage::event(e));
                 }
                 cmd = self.cmds.recv() => match cmd {
                     Some(RelayCmd::Accepted(t)) => self.accepted(t),
+                    Some(RelayCmd::Presence(p)) => {
+                        let changed = std::mem::replace(&mut self.state, p.as_str()) != p.as_str();
+                        if changed && live && self.s.presence {
+                            let e = self.presence_event(self.state);
+                            track(pending, &e);
+                            let _ = relay.send_msg(ClientMessage::event(e));
+                            tick.reset();
+                        }
+                    }
                     Some(RelayCmd::History { channel, since, until, limit, authors, reply }) => {
                         let filters = self.history_filters(&channel, (since, until), limit, authors.as_deref());
                         ask(relay, live, &mut histories, &mut history_n, filters, reply);

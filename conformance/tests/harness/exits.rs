@@ -345,6 +345,19 @@ async fn launch_script_parses_crlf_comments_quotes_and_trailing_whitespace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn launch_script_dozes_by_default_and_keeps_the_files_doze() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, bin) = env_dumper();
+    let dump = tmp.path().join("dump");
+    for (body, want) in [(String::new(), "300"), ("BUZZ_ACP_DOZE=0\n".to_string(), "0")] {
+        let f = write_env_file(tmp.path(), "doze.env", &format!("{IDENTITY}{body}"));
+        let (code, err) = launch(&f, &bin, &[("DUMP", dump.display().to_string())]).await;
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(read_dump(&dump)["BUZZ_ACP_DOZE"], want, "file: {body:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn launch_script_never_evaluates_file_content_and_never_prints_a_value() {
     let tmp = tempfile::tempdir().unwrap();
     let (_d, bin) = env_dumper();

@@ -151,6 +151,7 @@ async fn stop_gracefully(h: &mut HarnessProc) {
 }
 
 mod control;
+mod doze;
 mod exits;
 mod hardening;
 mod history;

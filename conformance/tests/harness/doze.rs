@@ -1,0 +1,205 @@
+//! Doze (issue 50 items 1 and 2): with no turn for `BUZZ_ACP_DOZE`
+//! seconds the harness ends its agent processes, stays on its relay with
+//! presence `away`, and the next mention its gate accepts is answered by a
+//! new agent in its old conversation (the test agent offers neither
+//! `session/resume` nor `session/load`, so the conversation comes back as
+//! the channel's history, issue 32).
+//!
+//! - the agent's processes are gone while dozing (read from `/proc`), and
+//!   the same harness process answers the next mention with the first
+//!   turn's words;
+//! - a stranger's mention does not end the doze under `owner-only`;
+//! - the owner's `!cancel` is told nothing runs, `!shutdown` stops at once;
+//! - the doze clock is reset by a turn's end, not only by its start;
+//! - the inactivity bound (spec I5) still ends a dozing harness on time.
+
+use crate::*;
+use nostr_sdk::prelude::Event;
+
+/// A harness that keeps its receipts in `state` and dozes after `doze` s.
+fn env_dozing(
+    w: &World,
+    state: &std::path::Path,
+    doze: &str,
+    extra: &[(&str, &str)],
+) -> HashMap<String, String> {
+    let state = state.display().to_string();
+    let mut base = vec![
+        ("BUZZ_ACP_STATE_DIR", state.as_str()),
+        ("BUZZ_ACP_DOZE", doze),
+        ("BUZZ_ACP_LAZY_POOL", "true"),
+        ("BUZZ_ACP_REAPER_CHECK_MS", "200"),
+    ];
+    base.extend_from_slice(extra);
+    w.env_with("echo", &base)
+}
+
+/// The live processes whose parent is `pid`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces, so read after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+        let mut fields = after.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
+        if ppid == Some(pid) && state != Some("Z") {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Presence events of the agent seen so far, oldest first.
+fn presences(w: &World) -> Vec<String> {
+    w.obs
+        .presence_of(&w.agent)
+        .into_iter()
+        .map(|s| s.event.content)
+        .collect()
+}
+
+/// Waits until the agent's latest presence says `content`.
+async fn wait_latest_presence(w: &World, content: &str, h: &HarnessProc) -> Instant {
+    wait_until(WAIT, || {
+        let all = w.obs.presence_of(&w.agent);
+        all.last().filter(|s| s.event.content == content).map(|s| s.at)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "presence {content}; seen {:?}; stderr:\n{}",
+            presences(w),
+            h.stderr()
+        )
+    })
+}
+
+/// Waits until the harness `h` has no child process.
+async fn wait_no_agent(h: &HarnessProc) {
+    wait_until(WAIT, || children_of(h.pid).is_empty().then_some(()))
+        .await
+        .unwrap_or_else(|| panic!("agent processes left while dozing: {:?}", children_of(h.pid)));
+}
+
+async fn answered(w: &World, m: &Event) -> Event {
+    w.wait_reply(m).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dozing_agent_frees_its_processes_and_answers_the_next_mention_in_its_conversation() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let state = tempfile::tempdir().unwrap();
+    let mut h = w.start(&env_dozing(&w, state.path(), "2", &[])).await;
+    let m = w.mention(&w.owner, "c1", "remember zebra-7731").await;
+    answered(&w, &m).await;
+    assert!(!children_of(h.pid).is_empty(), "an agent runs after the turn");
+
+    wait_latest_presence(&w, "away", &h).await;
+    wait_no_agent(&h).await;
+    assert_eq!(h.count_lines("agent ended for the doze"), 1, "{}", h.stderr());
+
+    let m = w.mention(&w.owner, "c1", "what did I ask you to remember?").await;
+    let r = answered(&w, &m).await;
+    assert!(
+        r.content.contains("zebra-7731"),
+        "the woken agent answers in its old conversation: {}; stderr:\n{}",
+        r.content,
+        h.stderr()
+    );
+    wait_latest_presence(&w, "online", &h).await;
+    assert!(h.child.try_wait().unwrap().is_none(), "the same harness answered");
+    assert_eq!(
+        agent_events(&w.log, "initialize").len(),
+        2,
+        "a second agent started for it"
+    );
+    stop_gracefully(&mut h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strangers_mention_does_not_end_the_doze_and_the_owners_commands_work_while_dozing() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let state = tempfile::tempdir().unwrap();
+    let mut h = w.start(&env_dozing(&w, state.path(), "1", &[])).await;
+    wait_latest_presence(&w, "away", &h).await;
+
+    let stranger = Keys::generate();
+    let m = w.mention(&stranger, "c1", "wake up").await;
+    // The owner's `!cancel` after it: its answer proves the stranger's
+    // mention was read (one relay, one subscription, in order).
+    let cancel = w.mention(&w.owner, "c1", "!cancel").await;
+    let r = answered(&w, &cancel).await;
+    assert!(r.content.contains("nothing is running"), "{}", r.content);
+    assert!(
+        w.replies_to(&m).is_empty(),
+        "a stranger is not answered under owner-only"
+    );
+    assert_eq!(
+        presences(&w).last().map(String::as_str),
+        Some("away"),
+        "still dozing"
+    );
+    assert!(agent_events(&w.log, "initialize").is_empty(), "no agent started");
+
+    w.mention(&w.owner, "c1", "!shutdown").await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0), "stderr:\n{}", h.stderr());
+    let last = w.obs.presence_of(&w.agent).pop().expect("a presence");
+    assert_eq!(last.event.content, "offline");
+    assert!(
+        agent_events(&w.log, "initialize").is_empty(),
+        "the stop woke no agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_doze_clock_starts_again_when_a_turn_ends() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let state = tempfile::tempdir().unwrap();
+    let mut h = w.start(&env_dozing(&w, state.path(), "2", &[])).await;
+    // The turn streams for 3 s: longer than the bound, counted from its start.
+    let m = w.mention(&w.owner, "c1", "[slow:3000] a long one").await;
+    answered(&w, &m).await;
+    let done = Instant::now();
+    let away = wait_latest_presence(&w, "away", &h).await;
+    let after = away.saturating_duration_since(done);
+    assert!(
+        after >= Duration::from_millis(1500),
+        "dozed {after:?} after the turn ended; the bound is 2 s from its end"
+    );
+    stop_gracefully(&mut h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inactivity_bound_still_ends_a_dozing_harness_on_time() {
+    let _g = SERIAL.lock().await;
+    let w = World::new().await;
+    let state = tempfile::tempdir().unwrap();
+    let env = env_dozing(&w, state.path(), "1", &[("BUZZ_ACP_EXIT_AFTER_INACTIVITY", "4")]);
+    let mut h = w.start(&env).await;
+    let m = w.mention(&w.owner, "c1", "hello").await;
+    answered(&w, &m).await;
+    let done = Instant::now();
+    wait_latest_presence(&w, "away", &h).await;
+    assert_eq!(h.wait_exit(WAIT).await, Some(0), "stderr:\n{}", h.stderr());
+    let offline = w.obs.presence_of(&w.agent).pop().expect("a presence");
+    assert_eq!(offline.event.content, "offline");
+    assert!(
+        tags(&offline.event).iter().any(|t| t == &["stop", "idle"]),
+        "it sleeps, as before the doze: {:?}",
+        offline.event
+    );
+    let after = offline.at.saturating_duration_since(done);
+    assert!(
+        after >= Duration::from_millis(3500) && after < Duration::from_secs(8),
+        "ended {after:?} after the last turn; the bound is 4 s"
+    );
+}
