@@ -206,17 +206,26 @@ pub fn sealed(
 
 /// A presence event (kind 20001, bare content, run/seq tags).
 /// A presence event; `stop` (the last `offline` of a run) adds the
-/// `["stop", reason]` tag a waker reads (issue 33).
+/// `["stop", reason]` tag a waker reads (issue 33), `sleeps_at` (a dozing
+/// harness's `away`) the `["sleeps_at", unix seconds]` a launcher shows
+/// (issue 50).
 pub fn presence(
     keys: &Keys,
     state: &'static str,
     run: &str,
     seq: u64,
     stop: Option<buzz_contract::wake::StopReason>,
+    sleeps_at: Option<u64>,
 ) -> Event {
     let mut tags = presence_tags(run, seq);
     if let Some(r) = stop {
         tags.push(vec![buzz_contract::wake::TAG_STOP.into(), r.as_str().into()]);
+    }
+    if let Some(at) = sleeps_at {
+        tags.push(vec![
+            buzz_contract::presence::TAG_SLEEPS_AT.into(),
+            at.to_string(),
+        ]);
     }
     sign(keys, KIND_PRESENCE, &Published::fixed(state), tags)
 }
@@ -347,13 +356,18 @@ mod tests {
     #[test]
     fn presence_and_auth_shapes() {
         let k = Keys::generate();
-        let e = presence(&k, "online", &"ab".repeat(16), 3, None);
+        let e = presence(&k, "online", &"ab".repeat(16), 3, None, None);
         assert_eq!(e.kind, Kind::from(20001));
         assert_eq!(e.content, "online");
         assert_eq!(e.tags.len(), 2);
-        let last = presence(&k, "offline", &"ab".repeat(16), 4, Some(StopReason::Idle));
+        let last = presence(&k, "offline", &"ab".repeat(16), 4, Some(StopReason::Idle), None);
         assert_eq!(last.tags.len(), 3);
         assert_eq!(last.tags.iter().last().unwrap().as_slice(), ["stop", "idle"]);
+        let away = presence(&k, "away", &"ab".repeat(16), 5, None, Some(1_800_000_000));
+        assert_eq!(
+            away.tags.iter().last().unwrap().as_slice(),
+            ["sleeps_at", "1800000000"]
+        );
         let owner = Keys::generate();
         let tag = AuthTag::mint(&owner, &k.public_key().to_hex(), "").unwrap();
         let url = RelayUrl::parse("ws://127.0.0.1:1").unwrap();

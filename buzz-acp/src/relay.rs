@@ -84,8 +84,12 @@ pub enum RelayCmd {
         reply: oneshot::Sender<Vec<Event>>,
     },
     /// What presence says while live (issue 50): `online`, or `away` while
-    /// the harness dozes; published at once when live, then every interval.
-    Presence(buzz_contract::presence::PresenceState),
+    /// the harness dozes (with when its inactivity bound will end it, unix
+    /// seconds); published at once when live, then every interval.
+    Presence {
+        state: buzz_contract::presence::PresenceState,
+        sleeps_at: Option<u64>,
+    },
     /// Publish `offline` (bounded), tagged with why the harness stops
     /// (issue 33), close (bounded), then acknowledge.
     Stop {
@@ -163,6 +167,8 @@ struct Task {
     outbox: VecDeque<Event>,
     /// The live presence: `online`, or `away` while dozing.
     state: &'static str,
+    /// When a dozing harness's inactivity bound ends it (unix seconds).
+    sleeps_at: Option<u64>,
 }
 
 /// Spawns the relay task.
@@ -184,6 +190,7 @@ pub fn spawn(
         seen: SeenIds::new(SEEN_CAP),
         outbox: VecDeque::new(),
         state: buzz_contract::presence::ONLINE,
+        sleeps_at: None,
     };
     let handle = tokio::spawn(task.run());
     (cmd_tx, out_rx, handle)
@@ -284,8 +291,8 @@ impl Task {
                 Idle::Continue
             }
             Some(RelayCmd::Mirror(_)) => Idle::Continue,
-            Some(RelayCmd::Presence(p)) => {
-                self.state = p.as_str();
+            Some(RelayCmd::Presence { state, sleeps_at }) => {
+                (self.state, self.sleeps_at) = (state.as_str(), sleeps_at);
                 Idle::Continue
             }
             Some(RelayCmd::Accepted(t)) => {
@@ -466,7 +473,11 @@ impl Task {
         state: &'static str,
         reason: Option<buzz_contract::wake::StopReason>,
     ) -> Event {
-        let e = events::presence(&self.s.keys, state, &self.s.run, self.seq, reason);
+        // Only a dozing harness's `away` says when it will sleep.
+        let sleeps_at = (state == buzz_contract::presence::AWAY)
+            .then_some(self.sleeps_at)
+            .flatten();
+        let e = events::presence(&self.s.keys, state, &self.s.run, self.seq, reason, sleeps_at);
         tracing::debug!(state, seq = self.seq, "presence published");
         self.seq += 1;
         e

@@ -393,9 +393,15 @@ impl Harness {
             agents = ended,
             "dozing: no turn for the doze bound; the agents end, presence away"
         );
-        let _ = self
-            .relay_tx
-            .send(RelayCmd::Presence(buzz_contract::presence::PresenceState::Away));
+        // Said on `away`, so the owner sees how long it answers by itself.
+        let sleeps_at = self.cfg.exit_after_inactivity.map(|bound| {
+            let left = bound.saturating_sub(self.last_activity.elapsed());
+            nostr_sdk::prelude::Timestamp::now().as_secs() + left.as_secs()
+        });
+        let _ = self.relay_tx.send(RelayCmd::Presence {
+            state: buzz_contract::presence::PresenceState::Away,
+            sleeps_at,
+        });
     }
 
     /// An accepted mention, sent at `at`, ends a doze: presence is
@@ -407,9 +413,10 @@ impl Harness {
             tracing::info!("a mention ends the doze");
             self.history_until
                 .fetch_max(at, std::sync::atomic::Ordering::Relaxed);
-            let _ = self
-                .relay_tx
-                .send(RelayCmd::Presence(buzz_contract::presence::PresenceState::Online));
+            let _ = self.relay_tx.send(RelayCmd::Presence {
+                state: buzz_contract::presence::PresenceState::Online,
+                sleeps_at: None,
+            });
         }
     }
 

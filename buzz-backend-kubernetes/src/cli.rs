@@ -47,7 +47,8 @@ provider_config fields: {fields}
   context (kubeconfig context; default: the current one),
   cpu_request ({cpu_req}), memory_request ({mem_req}), cpu_limit ({cpu_lim}), memory_limit ({mem_lim}):
   Kubernetes quantities, defaults in brackets;
-  inactivity_seconds (0 = never stop on inactivity), service_account, telemetry_url (https://).
+  inactivity_seconds (0 = never stop on inactivity), doze_seconds (0 = no doze), service_account,
+  telemetry_url (https://).
 
 Example:
   echo '{{\"op\":\"info\"}}' | buzz-backend-kubernetes

@@ -25,9 +25,9 @@ use crate::quantity::Quantity;
 use serde_json::{Map, Value};
 
 /// The v1 field names, in schema order (the nine original ones, then the additive
-/// `telemetry_url`, the pod knobs of [`crate::placement`] and the workspace
-/// of [`crate::workspace`]).
-pub const FIELDS: [&str; 15] = [
+/// `telemetry_url`, the pod knobs of [`crate::placement`], the workspace
+/// of [`crate::workspace`] and the doze bound).
+pub const FIELDS: [&str; 16] = [
     "context",
     "namespace",
     "image",
@@ -43,6 +43,7 @@ pub const FIELDS: [&str; 15] = [
     "tolerations",
     "workspace_size",
     "workspace_storage_class",
+    "doze_seconds",
 ];
 
 /// Validated provider configuration.
@@ -59,6 +60,8 @@ pub struct ProviderConfig {
     pub memory_limit: String,
     /// 0 = no inactivity bound (indefinite lifetime, `restartPolicy: OnFailure`).
     pub inactivity_seconds: u64,
+    /// The harness's doze bound (`BUZZ_ACP_DOZE`, issue 50); 0 = no doze.
+    pub doze_seconds: u64,
     /// `None` = the namespace's default ServiceAccount.
     pub service_account: Option<String>,
     /// Where the image's usage collector ships ([`crate::telemetry`]); `None` = the
@@ -77,6 +80,36 @@ pub struct ProviderConfig {
 
 fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
     ConfigError::new(kind, field, msg).into()
+}
+
+/// A field of whole seconds, 0 or more (`zero`: what 0 means), or
+/// `default` when absent.
+fn whole_seconds(m: &Map<String, Value>, key: &str, zero: &str, default: u64) -> Result<u64, DeployError> {
+    use ConfigErrorKind as K;
+    match m.get(key) {
+        None => Ok(default),
+        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
+            bad(
+                K::Invalid,
+                Some(key),
+                format!("provider_config.{key} must be a whole number of seconds, 0 or more"),
+            )
+        }),
+        Some(Value::String(s)) if s.is_empty() => Err(bad(
+            K::WrongType,
+            Some(key),
+            format!(
+                "provider_config.{key} is an empty string; send a number (0 = {zero}) or omit the field for the default {default}"
+            ),
+        )),
+        Some(_) => Err(bad(
+            K::WrongType,
+            Some(key),
+            format!(
+                "provider_config.{key} must be a JSON number (0 = {zero}), not a string, boolean or null"
+            ),
+        )),
+    }
 }
 
 fn string_field(m: &Map<String, Value>, key: &str) -> Result<Option<String>, DeployError> {
@@ -220,26 +253,13 @@ impl ProviderConfig {
                 ),
             ));
         }
-        let inactivity_seconds = match m.get("inactivity_seconds") {
-            None => DEFAULT_INACTIVITY_SECONDS,
-            Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
-                bad(
-                    K::Invalid,
-                    Some("inactivity_seconds"),
-                    "provider_config.inactivity_seconds must be a whole number of seconds, 0 or more".into(),
-                )
-            })?,
-            Some(Value::String(s)) if s.is_empty() => {
-                return Err(bad(K::WrongType, Some("inactivity_seconds"),
-                    "provider_config.inactivity_seconds is an empty string; send a number (0 = no inactivity bound) or omit the field for the default 7200".into(),
-                ));
-            }
-            Some(_) => {
-                return Err(bad(K::WrongType, Some("inactivity_seconds"),
-                    "provider_config.inactivity_seconds must be a JSON number (0 = no inactivity bound), not a string, boolean or null".into(),
-                ));
-            }
-        };
+        let inactivity_seconds = whole_seconds(
+            m,
+            "inactivity_seconds",
+            "no inactivity bound",
+            DEFAULT_INACTIVITY_SECONDS,
+        )?;
+        let doze_seconds = whole_seconds(m, "doze_seconds", "no doze", DEFAULT_DOZE_SECONDS)?;
         if inactivity_seconds == 0 && !ON_FAILURE_ENABLED {
             return Err(bad(K::Unsupported, Some("inactivity_seconds"),
                 "inactivity_seconds 0 (no inactivity bound) needs restartPolicy OnFailure, which this provider refuses until the harness exit-code contract is pinned; set a bound such as 7200".into(),
@@ -291,6 +311,7 @@ impl ProviderConfig {
             cpu_limit,
             memory_limit,
             inactivity_seconds,
+            doze_seconds,
             service_account,
             telemetry_url,
             runtime_class_name,
@@ -329,6 +350,7 @@ mod tests {
         assert_eq!(c.cpu_limit, "2");
         assert_eq!(c.memory_limit, "4Gi");
         assert_eq!(c.inactivity_seconds, 7200);
+        assert_eq!(c.doze_seconds, 300);
         assert_eq!(c.restart_policy(), "Never");
         assert_eq!(c.context, None);
         assert_eq!(c.service_account, None);
@@ -336,18 +358,21 @@ mod tests {
 
     #[test]
     fn kd8_numeric_field_never_silently_defaults() {
-        for v in [
-            json!(""),
-            json!("30"),
-            json!(null),
-            json!(true),
-            json!(-1),
-            json!(1.5),
-        ] {
-            let e =
-                parse(json!({"namespace": "ns", "image": IMG, "inactivity_seconds": v.clone()})).unwrap_err();
-            assert!(e.to_string().contains("inactivity_seconds"), "{v}: {e}");
+        for field in ["inactivity_seconds", "doze_seconds"] {
+            for v in [
+                json!(""),
+                json!("30"),
+                json!(null),
+                json!(true),
+                json!(-1),
+                json!(1.5),
+            ] {
+                let e = parse(json!({"namespace": "ns", "image": IMG, field: v.clone()})).unwrap_err();
+                assert!(e.to_string().contains(field), "{field} {v}: {e}");
+            }
         }
+        let c = parse(json!({"namespace": "ns", "image": IMG, "doze_seconds": 0})).unwrap();
+        assert_eq!(c.doze_seconds, 0, "0: no doze");
         let c = parse(json!({"namespace": "ns", "image": IMG, "inactivity_seconds": 0})).unwrap();
         assert_eq!(
             (c.inactivity_seconds, c.restart_policy()),

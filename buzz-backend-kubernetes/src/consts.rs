@@ -119,6 +119,9 @@ pub const DEFAULT_CPU_LIMIT: &str = "2";
 pub const DEFAULT_MEMORY_LIMIT: &str = "4Gi";
 /// Schema default of `inactivity_seconds` (§Auto-Stop; wire-facts §7).
 pub const DEFAULT_INACTIVITY_SECONDS: u64 = 7200;
+/// Schema default of `doze_seconds` (issue 50): an idle agent's processes
+/// end after 5 minutes and its pod stays, answering the next mention.
+pub const DEFAULT_DOZE_SECONDS: u64 = 300;
 
 /// Run-time override of the default image (registry mirrors; tests simulating
 /// a provider upgrade). The same name at compile time bakes the default into

@@ -47,6 +47,8 @@ pub struct Authoritative {
     pub respond_to: String,
     pub respond_to_allowlist: Vec<String>,
     pub inactivity_seconds: u64,
+    /// The doze bound (issue 50), written as `BUZZ_ACP_DOZE`.
+    pub doze_seconds: u64,
     pub generation: String,
     /// A wake's hand-over (issue 33), written as the harness's wake env.
     pub wake: Option<buzz_contract::wire::WakePayload>,
@@ -63,6 +65,7 @@ impl std::fmt::Debug for Authoritative {
             .field("agent_args", &self.agent_args)
             .field("respond_to", &self.respond_to)
             .field("inactivity_seconds", &self.inactivity_seconds)
+            .field("doze_seconds", &self.doze_seconds)
             .field("generation", &self.generation)
             .finish_non_exhaustive()
     }
@@ -142,6 +145,7 @@ pub fn authoritative_tier(a: &Authoritative) -> BTreeMap<String, String> {
         names::EXIT_AFTER_INACTIVITY.into(),
         a.inactivity_seconds.to_string(),
     );
+    env.insert(names::DOZE.into(), a.doze_seconds.to_string());
     env.insert(names::START_NONCE.into(), a.generation.clone());
     if let Some(w) = &a.wake {
         use buzz_contract::wake;
@@ -180,6 +184,7 @@ mod tests {
             respond_to: "owner-only".into(),
             respond_to_allowlist: vec![],
             inactivity_seconds: 7200,
+            doze_seconds: 300,
             generation: "0f".repeat(16),
             wake: None,
         }
@@ -232,6 +237,7 @@ mod tests {
         assert_eq!(env["BUZZ_ACP_AGENT_ARGS"], "acp,--x");
         assert_eq!(env["BUZZ_ACP_MCP_COMMAND"], "buzz-dev-mcp");
         assert_eq!(env["BUZZ_ACP_EXIT_AFTER_INACTIVITY"], "7200");
+        assert_eq!(env["BUZZ_ACP_DOZE"], "300");
         assert_eq!(env["BUZZ_MANAGED_AGENT_START_NONCE"], "0f".repeat(16));
         assert!(
             !env.contains_key("LEGACY"),
@@ -266,6 +272,7 @@ mod tests {
         let env = assemble(&a, &au).unwrap();
         assert_eq!(env["BUZZ_RELAY_URL"], "wss://relay.test");
         assert_eq!(env["BUZZ_ACP_EXIT_AFTER_INACTIVITY"], "7200");
+        assert_eq!(env["BUZZ_ACP_DOZE"], "300");
         for k in [
             "PATH",
             "HOME",

@@ -81,6 +81,13 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
                 "default": DEFAULT_INACTIVITY_SECONDS,
                 "minimum": 0,
             },
+            "doze_seconds": {
+                "type": "integer",
+                "title": "Doze after idle (seconds)",
+                "description": "With no turn for this long, the agent's processes end and the pod stays on the relay, presence away, answering the next mention by itself in its old conversation. 0 means no doze. The inactivity bound still stops the agent later.",
+                "default": DEFAULT_DOZE_SECONDS,
+                "minimum": 0,
+            },
             "service_account": {
                 "type": "string",
                 "title": "Service account",
@@ -166,6 +173,8 @@ mod tests {
         }
         assert_eq!(props["inactivity_seconds"]["type"], "integer");
         assert_eq!(props["inactivity_seconds"]["default"], 7200);
+        assert_eq!(props["doze_seconds"]["type"], "integer");
+        assert_eq!(props["doze_seconds"]["default"], 300);
         assert_eq!(props["memory_limit"]["default"], "4Gi");
         assert_eq!(
             s["required"],

@@ -56,8 +56,9 @@ pub const LAZY_POOL: &str = "BUZZ_ACP_LAZY_POOL";
 pub const EXIT_AFTER_INACTIVITY: &str = "BUZZ_ACP_EXIT_AFTER_INACTIVITY";
 /// Doze bound in seconds (0 = off; issue 50): after this long with no
 /// turn, the harness ends its agent processes and stays on its relay,
-/// presence `away`, until the next mention its gate accepts. Not reserved
-/// (yet): until the launcher's records carry it, an agent's env sets it.
+/// presence `away`, until the next mention its gate accepts. Reserved: a
+/// launcher writes it from the record (`--doze`), a provider from its
+/// `doze_seconds`.
 pub const DOZE: &str = "BUZZ_ACP_DOZE";
 /// Suppress presence. Never set remotely (I3).
 pub const NO_PRESENCE: &str = "BUZZ_ACP_NO_PRESENCE";
@@ -125,6 +126,7 @@ pub const RESERVED_ENV_KEYS: &[&str] = &[
     // other
     SETUP_PAYLOAD,
     EXIT_AFTER_INACTIVITY,
+    DOZE,
     NO_PRESENCE,
     crate::wake::EVENTS_ENV,
     crate::wake::SINCE_ENV,

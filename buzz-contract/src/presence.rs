@@ -34,6 +34,9 @@ pub const RELAY_CLOSE_BOUND: Duration = Duration::from_secs(5);
 pub const TAG_RUN: &str = "run";
 /// Sequence-tag name.
 pub const TAG_SEQ: &str = "seq";
+/// On an `away` presence (a dozing harness, issue 50): when its inactivity
+/// bound will end it, unix seconds; absent when it has none.
+pub const TAG_SLEEPS_AT: &str = "sleeps_at";
 /// Owner stop command (exact, trimmed).
 pub const SHUTDOWN_COMMAND: &str = "!shutdown";
 /// Owner cancel command (exact, trimmed).

@@ -58,6 +58,32 @@ pub struct Report {
     pub run: Option<String>,
     /// The `seq` tag (publish count within the run), if any.
     pub seq: Option<u64>,
+    /// On `away` (a dozing harness, issue 50): when its inactivity bound
+    /// ends it, unix seconds; `None` without one.
+    pub sleeps_at: Option<u64>,
+}
+
+/// What a presence's tags say besides its state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tags {
+    /// [`buzz_contract::presence::TAG_RUN`].
+    pub run: Option<String>,
+    /// [`buzz_contract::presence::TAG_SEQ`].
+    pub seq: Option<u64>,
+    /// [`buzz_contract::presence::TAG_SLEEPS_AT`].
+    pub sleeps_at: Option<u64>,
+}
+
+impl Tags {
+    /// Reads them with `tag`, the first value of a tag by name.
+    pub fn read(tag: impl Fn(&str) -> Option<String>) -> Tags {
+        use buzz_contract::presence::{TAG_RUN, TAG_SEQ, TAG_SLEEPS_AT};
+        Tags {
+            run: tag(TAG_RUN),
+            seq: tag(TAG_SEQ).and_then(|s| s.parse().ok()),
+            sleeps_at: tag(TAG_SLEEPS_AT).and_then(|s| s.parse().ok()),
+        }
+    }
 }
 
 /// True when `new` is a newer report than `last` (see the module doc):
@@ -116,6 +142,31 @@ pub fn silence(last: Option<&Report>, now: u64, ttl: Duration) -> Option<String>
             },
             ttl.as_secs()
         )),
+    }
+}
+
+/// What `status` and the page say of an agent whose last word is `away`:
+/// it dozes (issue 50), answering mentions by itself, until its inactivity
+/// bound ends it (its `sleeps_at`). `None` for any other report.
+pub fn dozing(last: Option<&Report>, now: u64) -> Option<String> {
+    let r = last.filter(|r| r.state == PresenceState::Away)?;
+    Some(match r.sleeps_at {
+        Some(at) if at > now => format!(
+            "dozing: answers a mention by itself; sleeps in {}",
+            span(at - now)
+        ),
+        Some(_) => "dozing: answers a mention by itself; its inactivity bound is due".to_string(),
+        None => "dozing: answers a mention by itself; no inactivity bound".to_string(),
+    })
+}
+
+/// A span of seconds as the owner reads it: `2h 5m`, `4m 10s`, `9s`.
+fn span(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m {s}s"),
+        _ => format!("{h}h {m}m"),
     }
 }
 
@@ -194,7 +245,11 @@ impl Tracker {
         created_at: u64,
         now: u64,
     ) -> Option<Change> {
-        self.observe_tagged(author, content, run, None, created_at, now)
+        let tags = Tags {
+            run,
+            ..Tags::default()
+        };
+        self.observe_tagged(author, content, tags, created_at, now)
     }
 
     /// [`Tracker::observe`] with the event's `seq` tag too. A report that
@@ -203,8 +258,7 @@ impl Tracker {
         &mut self,
         author: &str,
         content: &str,
-        run: Option<String>,
-        seq: Option<u64>,
+        tags: Tags,
         created_at: u64,
         now: u64,
     ) -> Option<Change> {
@@ -215,7 +269,13 @@ impl Tracker {
         }
         let at = created_at.min(now);
         let entry = self.entries.get_mut(author)?;
-        let report = Report { state, at, run, seq };
+        let report = Report {
+            state,
+            at,
+            run: tags.run,
+            seq: tags.seq,
+            sleeps_at: tags.sleeps_at,
+        };
         if entry.last.as_ref().is_some_and(|l| !supersedes(&report, l)) {
             return None;
         }
@@ -336,6 +396,35 @@ mod tests {
     }
 
     #[test]
+    fn an_away_agent_dozes_until_its_sleeps_at() {
+        let r = |state, sleeps_at| Report {
+            state,
+            at: 1000,
+            run: None,
+            seq: None,
+            sleeps_at,
+        };
+        let text = |state, sleeps_at| dozing(Some(&r(state, sleeps_at)), 1000);
+        assert_eq!(
+            text(PresenceState::Away, Some(1000 + 86_400 - 300)).as_deref(),
+            Some("dozing: answers a mention by itself; sleeps in 23h 55m")
+        );
+        assert!(
+            text(PresenceState::Away, Some(1250))
+                .unwrap()
+                .ends_with("sleeps in 4m 10s")
+        );
+        assert!(
+            text(PresenceState::Away, None)
+                .unwrap()
+                .ends_with("no inactivity bound")
+        );
+        assert!(text(PresenceState::Away, Some(900)).unwrap().ends_with("is due"));
+        assert_eq!(text(PresenceState::Online, Some(2000)), None, "only away dozes");
+        assert_eq!(dozing(None, 1000), None);
+    }
+
+    #[test]
     fn a_stale_online_says_it_went_silent_and_a_stop_does_not() {
         let ttl = Duration::from_secs(180);
         let at = |state, at| Report {
@@ -343,6 +432,7 @@ mod tests {
             at,
             run: None,
             seq: None,
+            sleeps_at: None,
         };
         let line = silence(Some(&at(PresenceState::Online, 1000)), 1300, ttl).unwrap();
         assert!(
@@ -452,6 +542,7 @@ mod tests {
             at,
             run: Some(run.into()),
             seq: Some(seq),
+            sleeps_at: None,
         }
     }
 
@@ -482,6 +573,7 @@ mod tests {
             at: 1000,
             run: None,
             seq: None,
+            sleeps_at: None,
         };
         assert!(supersedes(&bare(Offline), &restarted) && supersedes(&bare(Online), &stopped));
 
@@ -489,7 +581,12 @@ mod tests {
         for order in [[&stopped, &restarted], [&restarted, &stopped]] {
             let mut t = Tracker::new([pk('a')], TTL);
             for r in order {
-                t.observe_tagged(&pk('a'), r.state.as_str(), r.run.clone(), r.seq, r.at, 1000);
+                let tags = Tags {
+                    run: r.run.clone(),
+                    seq: r.seq,
+                    sleeps_at: None,
+                };
+                t.observe_tagged(&pk('a'), r.state.as_str(), tags, r.at, 1000);
             }
             assert_eq!(t.state(&pk('a')), Derived::Online, "{order:?}");
             assert_eq!(t.last(&pk('a')).unwrap().run.as_deref(), Some("b"));

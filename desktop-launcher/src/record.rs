@@ -141,6 +141,10 @@ pub struct AgentRecord {
     /// at each start (issue 33).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inactivity_seconds: Option<u64>,
+    /// The harness's doze bound in seconds (`agent create|edit --doze`;
+    /// 0 = none; issue 50). Unset: [`crate::wake::DEFAULT_DOZE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doze_seconds: Option<u64>,
     /// Respond-to gate mode (wire-facts §4).
     #[serde(default = "default_respond_to")]
     pub respond_to: String,
@@ -196,6 +200,7 @@ impl AgentRecord {
             max_turn_duration_seconds: None,
             parallelism: None,
             inactivity_seconds: None,
+            doze_seconds: None,
             respond_to: default_respond_to(),
             respond_to_allowlist: Vec::new(),
             env: BTreeMap::new(),

@@ -9,7 +9,7 @@
 //! the client library's bare `timeout`.
 
 use crate::presence::{Change, Tracker};
-use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, KIND_PRESENCE, SHUTDOWN_COMMAND, TAG_RUN, TAG_SEQ};
+use buzz_contract::presence::{KIND_CHANNEL_MESSAGE, KIND_PRESENCE, SHUTDOWN_COMMAND};
 use nostr_sdk::prelude::*;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast::error::RecvError;
@@ -456,15 +456,13 @@ impl PresenceFeed {
                             .find(|t| t.as_slice().first().map(String::as_str) == Some(name))
                             .and_then(|t| t.as_slice().get(1).cloned())
                     };
-                    let run = tag(TAG_RUN);
-                    let seq = tag(TAG_SEQ).and_then(|s| s.parse::<u64>().ok());
+                    let tags = crate::presence::Tags::read(tag);
                     // The subject is event.pubkey, never a p tag (wire-facts §3).
                     let created_at = event.created_at.as_secs();
                     if let Some(c) = tracker.observe_tagged(
                         &event.pubkey.to_hex(),
                         &event.content,
-                        run,
-                        seq,
+                        tags,
                         created_at,
                         unix_now(),
                     ) {

@@ -304,6 +304,18 @@ pub fn inactivity(record: Option<u64>, waker_runs: bool) -> Option<u64> {
     }
 }
 
+/// The doze bound when a record names none (issue 50; the Kubernetes
+/// provider's `doze_seconds` default too): after 5 minutes without a turn
+/// the agent's processes end, and the harness answers the next mention by
+/// itself, no waker needed.
+pub const DEFAULT_DOZE: u64 = 300;
+
+/// The doze bound a Start gives the harness: the record's, else
+/// [`DEFAULT_DOZE`]; 0 = no doze.
+pub fn doze(record: Option<u64>) -> u64 {
+    record.unwrap_or(DEFAULT_DOZE)
+}
+
 #[cfg(test)]
 #[path = "wake_tests.rs"]
 mod tests;

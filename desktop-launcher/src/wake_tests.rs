@@ -215,6 +215,14 @@ fn the_inactivity_bound_is_the_record_s_else_short_while_a_waker_runs() {
 }
 
 #[test]
+fn the_doze_bound_is_the_record_s_else_five_minutes() {
+    assert_eq!(doze(None), DEFAULT_DOZE);
+    assert_eq!(DEFAULT_DOZE, 300);
+    assert_eq!(doze(Some(0)), 0, "0 stays no doze");
+    assert_eq!(doze(Some(42)), 42);
+}
+
+#[test]
 fn the_wake_gate_is_the_harness_s_own_commands_and_channel_scope() {
     let g = gate(RespondTo::OwnerOnly);
     // "!shutdown now" is a message to the harness: it wakes, as it is answered.

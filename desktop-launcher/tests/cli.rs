@@ -300,3 +300,74 @@ fn cli_env_values_are_never_shown_and_can_come_from_a_file_or_stdin() {
     assert!(err.contains("expected KEY=VALUE"), "{err}");
     assert!(!err.contains("sk-typed"), "{err}");
 }
+
+/// A provider whose schema has `doze_seconds`: it writes each deploy
+/// request to `$DOZE_DUMP` and fails in-band.
+const DOZE_PROVIDER: &str = r#"#!/bin/sh
+req=$(cat)
+case "$req" in
+  *'"op":"info"'*) echo '{"ok":true,"name":"dz","version":"0","protocol_version":1,"config_schema":{"properties":{"doze_seconds":{"type":"integer","default":300}}}}'; exit 0;;
+esac
+printf '%s' "$req" > "$DOZE_DUMP"
+echo '{"ok":false,"error":"recorded"}'
+"#;
+
+/// `agent create|edit --doze` (issue 50): kept in the record, sent as the
+/// provider's `doze_seconds` where its schema has the field (the provider's
+/// default when unset), and `BUZZ_ACP_DOZE` is the launcher's to set.
+#[test]
+fn doze_is_a_record_field_sent_where_the_provider_offers_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let providers = tmp.path().join("providers");
+    common::provider(&providers, "dz", DOZE_PROVIDER);
+    let dump = tmp.path().join("deploy.json");
+    let go = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("BUZZ_LAUNCHER_HOME", &home)
+            .env("BUZZ_PROVIDER_PATH", &providers)
+            .env("DOZE_DUMP", &dump)
+            .output()
+            .unwrap()
+    };
+    assert!(go(&["init"]).status.success());
+    let create = [
+        "agent",
+        "create",
+        "a",
+        "--relay",
+        "wss://relay.example.com",
+        "--backend",
+        "provider:dz",
+    ];
+    let o = go(&[&create[..], &["--config", "namespace=ns", "--doze", "42"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("dozes after 42 s idle"), "{}", text(&o));
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("agents/a.json")).unwrap()).unwrap();
+    assert_eq!(record["doze_seconds"], 42);
+
+    let config_of = |o: &Output| -> serde_json::Value {
+        assert!(!o.status.success(), "the provider fails in-band: {}", text(o));
+        let req: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+        req["provider_config"].clone()
+    };
+    assert_eq!(config_of(&go(&["start", "a"]))["doze_seconds"], 42);
+    assert!(go(&["agent", "edit", "a", "--doze", "default"]).status.success());
+    assert!(
+        config_of(&go(&["start", "a"])).get("doze_seconds").is_none(),
+        "unset: the provider's own default"
+    );
+
+    let o = go(&["agent", "edit", "a", "--env", "BUZZ_ACP_DOZE=1"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("BUZZ_ACP_DOZE is set by the launcher itself"),
+        "{}",
+        text(&o)
+    );
+    let o = go(&["agent", "edit", "a", "--doze", "soon"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("0: never doze"), "{}", text(&o));
+}

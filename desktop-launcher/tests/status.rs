@@ -18,6 +18,17 @@ async fn relay() -> (LocalRelay, String) {
     (relay, url)
 }
 
+/// A client of `url` signing as the agent `name`.
+async fn connected(store: &Store, name: &str, url: &str) -> Client {
+    let agent = Client::builder().signer(store.agent_keys(name).unwrap()).build();
+    agent.add_relay(url).await.unwrap();
+    agent
+        .try_connect_relay(url, Duration::from_secs(5))
+        .await
+        .unwrap();
+    agent
+}
+
 fn deployed(digest: Option<String>) -> DeployState {
     DeployState {
         agent_id: Some("pod-1".into()),
@@ -61,13 +72,7 @@ async fn status_by_default_hears_an_agent_that_publishes_once_after_seven_second
         .unwrap();
 
     // The agent publishes presence once, 7 s after `status` starts.
-    let keys = store.agent_keys("scout").unwrap();
-    let agent = Client::builder().signer(keys).build();
-    agent.add_relay(&url).await.unwrap();
-    agent
-        .try_connect_relay(&url, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let agent = connected(&store, "scout", &url).await;
     let publisher = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(7)).await;
         let b = EventBuilder::new(Kind::from(20001), "online")
@@ -124,5 +129,41 @@ async fn status_names_a_silent_deployed_agent_as_missing() {
     assert!(
         stdout.contains("1 deployed, 0 online — missing: silent"),
         "{stdout}"
+    );
+}
+
+/// An agent whose harness dozes says `away` with its `sleeps_at` (issue
+/// 50): `status` shows it `dozing`, answering by itself, and how long until
+/// its inactivity bound makes it sleep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_dozing_agent_and_how_long_until_it_sleeps() {
+    let (_relay, url) = relay().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path()).unwrap();
+    store.init_owner(None).unwrap();
+    store.create_agent("napper", &url).unwrap();
+    store.save_deploy_state("napper", &deployed(None)).unwrap();
+    let agent = connected(&store, "napper", &url).await;
+    let sleeps_at = Timestamp::now().as_secs() + 3600 + 50;
+    let publisher = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let b = EventBuilder::new(Kind::from(20001), "away").tags([
+            Tag::parse(["run", "00112233445566778899aabbccddeeff"]).unwrap(),
+            Tag::parse(["sleeps_at", &sleeps_at.to_string()]).unwrap(),
+        ]);
+        agent.send_event_builder(b).await.unwrap();
+    });
+    let home = tmp.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || status(home, &["--listen", "4"]))
+        .await
+        .unwrap();
+    publisher.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let r = row(&stdout, "napper");
+    assert!(r.contains("\tdozing\t"), "{r}");
+    assert!(
+        r.contains("dozing: answers a mention by itself; sleeps in 1h 0m"),
+        "{r}"
     );
 }

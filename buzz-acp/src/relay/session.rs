@@ -214,8 +214,9 @@ impl Task {
                 }
                 cmd = self.cmds.recv() => match cmd {
                     Some(RelayCmd::Accepted(t)) => self.accepted(t),
-                    Some(RelayCmd::Presence(p)) => {
-                        let changed = std::mem::replace(&mut self.state, p.as_str()) != p.as_str();
+                    Some(RelayCmd::Presence { state, sleeps_at }) => {
+                        let changed = std::mem::replace(&mut self.state, state.as_str()) != state.as_str();
+                        self.sleeps_at = sleeps_at;
                         if changed && live && self.s.presence {
                             let e = self.presence_event(self.state);
                             track(pending, &e);

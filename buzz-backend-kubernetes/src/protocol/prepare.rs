@@ -125,6 +125,7 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
         respond_to: respond_to.as_str().to_string(),
         respond_to_allowlist: allowlist,
         inactivity_seconds: config.inactivity_seconds,
+        doze_seconds: config.doze_seconds,
         generation: "0".repeat(32),
         wake: agent.wake.clone(),
     };

@@ -11,7 +11,8 @@
 //! - a stranger's mention does not end the doze under `owner-only`;
 //! - the owner's `!cancel` is told nothing runs, `!shutdown` stops at once;
 //! - the doze clock is reset by a turn's end, not only by its start;
-//! - the inactivity bound (spec I5) still ends a dozing harness on time.
+//! - the inactivity bound (spec I5) still ends a dozing harness on time,
+//!   and its `away` says when (`sleeps_at`).
 
 use crate::*;
 use nostr_sdk::prelude::Event;
@@ -188,7 +189,19 @@ async fn the_inactivity_bound_still_ends_a_dozing_harness_on_time() {
     let m = w.mention(&w.owner, "c1", "hello").await;
     answered(&w, &m).await;
     let done = Instant::now();
+    let done_unix = nostr_sdk::prelude::Timestamp::now().as_secs();
     wait_latest_presence(&w, "away", &h).await;
+    // The `away` says when the bound will end it (the launcher shows it).
+    let away = w.obs.presence_of(&w.agent).pop().expect("away").event;
+    let sleeps_at = tags(&away)
+        .into_iter()
+        .find(|t| t.first().map(String::as_str) == Some("sleeps_at"))
+        .and_then(|t| t.get(1)?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no sleeps_at on {away:?}"));
+    assert!(
+        (done_unix + 2..=done_unix + 5).contains(&sleeps_at),
+        "sleeps_at {sleeps_at}, the last turn ended at {done_unix} and the bound is 4 s"
+    );
     assert_eq!(h.wait_exit(WAIT).await, Some(0), "stderr:\n{}", h.stderr());
     let offline = w.obs.presence_of(&w.agent).pop().expect("a presence");
     assert_eq!(offline.event.content, "offline");

@@ -63,6 +63,7 @@ async fn first_deploy_returns_only_after_the_container_runs() {
     );
     assert_eq!(data["BUZZ_ACP_AGENT_OWNER"], c.agent.owner.public_key().to_hex());
     assert_eq!(data["BUZZ_ACP_EXIT_AFTER_INACTIVITY"], "7200");
+    assert_eq!(data["BUZZ_ACP_DOZE"], "300", "the schema default of doze_seconds");
     assert_eq!(data["GOOSE_MODEL"], "suite-model");
     assert_eq!(data["GOOSE_MODE"], "auto");
     assert!(!data.contains_key("BUZZ_ACP_NO_PRESENCE"));

@@ -145,5 +145,11 @@ pub fn inactivity_text(store: &Store, rec: &AgentRecord) -> String {
         Some(n) => format!("sleeps after {n} s idle"),
         None => "stops when idle only as its backend's default says".to_string(),
     };
-    format!("{}: {bound}; {}", rec.name, waker_text(store))
+    let doze = match crate::wake::doze(rec.doze_seconds) {
+        0 => "never dozes".to_string(),
+        n => {
+            format!("dozes after {n} s idle (its agent processes end; it answers the next mention by itself)")
+        }
+    };
+    format!("{}: {doze}; {bound}; {}", rec.name, waker_text(store))
 }

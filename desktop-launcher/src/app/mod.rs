@@ -75,7 +75,9 @@ pub use crate::limits::{
 };
 pub use crate::local::{Running, find_harness, harness_program, on_path, running_from};
 pub use crate::payload::ConfigError;
-pub use crate::presence::{Change, Derived, Report, Tracker, drift, fleet_line_with, supersedes};
+pub use crate::presence::{
+    Change, Derived, Report, Tags as PresenceTags, Tracker, dozing, drift, fleet_line_with, supersedes,
+};
 pub use crate::record::{AgentRecord, Backend, DeployState};
 pub use crate::redact::Redactor;
 pub use crate::relay::unix_now;

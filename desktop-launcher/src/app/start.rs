@@ -126,6 +126,15 @@ pub(crate) fn deploy_held(
                 if offered && let Some(n) = own {
                     cfg.insert(INACTIVITY_FIELD.into(), serde_json::json!(n));
                 }
+                // The record's doze bound, where the schema has the field
+                // (issue 50); unset, the provider's default (the same 300 s).
+                let dozes = schema
+                    .and_then(|s| s.get("properties"))
+                    .and_then(|p| p.get(DOZE_FIELD))
+                    .is_some();
+                if dozes && let Some(n) = rec.doze_seconds {
+                    cfg.insert(DOZE_FIELD.into(), serde_json::json!(n));
+                }
                 let request_id = hex::encode(rand::random::<[u8; 16]>());
                 let mut req = payload::build_deploy_request(&rec, &resolved, &ident, cfg, &request_id)?;
                 req.agent.wake = wake.map(|w| buzz_contract::wire::WakePayload {
@@ -261,11 +270,18 @@ pub(crate) fn local_launch_env(
     {
         env.insert(buzz_contract::env::EXIT_AFTER_INACTIVITY.into(), n.to_string());
     }
+    // The doze bound (issue 50): the record's, else the default; 0 leaves it off.
+    let doze = wake::doze(rec.doze_seconds);
+    if doze > 0 {
+        env.insert(buzz_contract::env::DOZE.into(), doze.to_string());
+    }
     Ok(env)
 }
 
 /// The `provider_config` field the inactivity bound fills.
 const INACTIVITY_FIELD: &str = "inactivity_seconds";
+/// The `provider_config` field the doze bound fills.
+const DOZE_FIELD: &str = "doze_seconds";
 
 /// What a local `start` did.
 #[derive(Debug)]

@@ -214,10 +214,17 @@ impl Watcher {
         self.tracker.manage(&n.pubkey);
         let r = n.report;
         let now = unix_now();
-        if let Some(c) = self
-            .tracker
-            .observe_tagged(&n.pubkey, r.state.as_str(), r.run, r.seq, r.at, now)
-        {
+        if let Some(c) = self.tracker.observe_tagged(
+            &n.pubkey,
+            r.state.as_str(),
+            app::PresenceTags {
+                run: r.run,
+                seq: r.seq,
+                sleeps_at: r.sleeps_at,
+            },
+            r.at,
+            now,
+        ) {
             self.publish(&c);
         }
     }

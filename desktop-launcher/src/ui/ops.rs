@@ -222,6 +222,7 @@ async fn run_start(s: &S, rec: &AgentRecord) -> Result<String, String> {
                 at: unix_now(),
                 run: Some(started.nonce.clone()),
                 seq: None,
+                sleeps_at: None,
             });
             s.presence.note(&rec.pubkey, online);
             progress(s, &name, "online");
@@ -263,6 +264,7 @@ pub(super) async fn stop_agent(State(s): State<S>, Path(name): Path<String>) -> 
                     at: unix_now(),
                     run,
                     seq: None,
+                    sleeps_at: None,
                 },
             };
             s.presence.note(&rec.pubkey, report);

@@ -209,7 +209,7 @@ impl Publisher {
                     if s.load(Ordering::Relaxed) {
                         return;
                     }
-                    let e = buzz_acp::events::presence(keys, "online", run, seq, None);
+                    let e = buzz_acp::events::presence(keys, "online", run, seq, None, None);
                     if !client.send_event(&e).await.is_ok_and(|o| !o.success.is_empty()) {
                         f.fetch_add(1, Ordering::Relaxed);
                     }
@@ -278,7 +278,7 @@ async fn replaying(launcher: &Path, n: usize) -> anyhow::Result<Value> {
     let tap = Tap::start(port).await?;
     let fleet = fleet(n, &tap.url)?;
     for (keys, run) in &fleet.agents {
-        relay.seed(&buzz_acp::events::presence(keys, "online", run, 0, None));
+        relay.seed(&buzz_acp::events::presence(keys, "online", run, 0, None, None));
     }
     let took = status(launcher, fleet.home.path(), n).await?;
     let (read, written) = tap.counts();

@@ -105,6 +105,11 @@ pub(crate) struct Fields {
     /// the provider's own).
     #[arg(long, value_name = "SECONDS|default", value_parser = parse_inactivity)]
     inactivity: Option<Inactivity>,
+    /// Doze after this many idle seconds: the agent's processes end and the
+    /// harness stays on the relay, presence `away`, answering the next
+    /// mention by itself (0: never; `default`: 300).
+    #[arg(long, value_name = "SECONDS|default", value_parser = parse_doze)]
+    doze: Option<Inactivity>,
     /// Agent sessions run in parallel, 1 to 32 (harness default 1); 0 clears.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_AGENTS))]
     parallelism: Option<u64>,
@@ -326,6 +331,9 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
     if let Some(Inactivity(n)) = f.inactivity {
         rec.inactivity_seconds = n;
     }
+    if let Some(Inactivity(n)) = f.doze {
+        rec.doze_seconds = n;
+    }
     if let Some(r) = &f.respond_to {
         rec.respond_to = RespondTo::parse(r).map_err(gate_error)?.as_str().to_string();
     }
@@ -357,16 +365,25 @@ pub(crate) fn apply(rec: &mut AgentRecord, f: &Fields) -> Result<(), FieldError>
     Ok(())
 }
 
-/// `--inactivity`: seconds, or `default` (the record sets none).
+/// `--inactivity` and `--doze`: seconds, or `default` (the record sets none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Inactivity(Option<u64>);
 
 fn parse_inactivity(s: &str) -> Result<Inactivity, String> {
+    seconds_or_default(s, "never stop when idle")
+}
+
+/// `--doze`: seconds, or `default` (the record sets none).
+fn parse_doze(s: &str) -> Result<Inactivity, String> {
+    seconds_or_default(s, "never doze")
+}
+
+fn seconds_or_default(s: &str, zero: &str) -> Result<Inactivity, String> {
     match s.trim() {
         "default" => Ok(Inactivity(None)),
         n => n
             .parse()
             .map(|n| Inactivity(Some(n)))
-            .map_err(|_| "a whole number of seconds (0: never stop when idle), or `default`".to_string()),
+            .map_err(|_| format!("a whole number of seconds (0: {zero}), or `default`")),
     }
 }

@@ -173,6 +173,10 @@ fn print_table(
             Some(why) if !live => format!("{note}  ({why})"),
             _ => note,
         };
+        let (state, note) = match app::dozing(last, now) {
+            Some(what) if state == "away" => ("dozing".to_string(), format!("{note}  ({what})")),
+            _ => (state, note),
+        };
         out!(
             "{}\t{}\t{}\t{}\t{}{}",
             a.name,

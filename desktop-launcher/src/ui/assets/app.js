@@ -60,8 +60,11 @@ function setPresence(card, state, lastSeen, rev) {
     card.dataset.rev = String(rev);
   }
   card.dataset.state = state;
-  card.querySelector('.state').textContent = state;
-  card.querySelector('.dot').title = state;
+  // A harness says `away` while it dozes (issue 50): no agent process, and
+  // it answers the next mention by itself.
+  const dozing = state === 'away';
+  card.querySelector('.state').textContent = dozing ? 'dozing' : state;
+  card.querySelector('.dot').title = dozing ? 'dozing: answers a mention by itself' : state;
   if (lastSeen !== undefined) card.dataset.seen = lastSeen || '';
   card.querySelector('.seen').textContent = seenText(Number(card.dataset.seen) || 0);
   syncButtons(card);
