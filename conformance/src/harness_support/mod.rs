@@ -9,7 +9,7 @@ pub mod nostr_rs_relay;
 pub mod proc;
 pub mod relay;
 
-pub use proc::{HarnessProc, harness_command};
+pub use proc::{HarnessProc, children_of, harness_command};
 pub use relay::{Observer, TestRelay, post, post_raw, publish};
 
 use std::time::Duration;

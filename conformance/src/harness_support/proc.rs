@@ -156,3 +156,25 @@ pub fn path_dir_with_buzz_acp(bin: &str) -> (tempfile::TempDir, PathBuf) {
     let p = dir.path().to_path_buf();
     (dir, p)
 }
+
+/// The live processes whose parent is `pid` (a dozing harness has none:
+/// issue 50), read from `/proc`.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces, so read after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+        let mut fields = after.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
+        if ppid == Some(pid) && state != Some("Z") {
+            out.push(child);
+        }
+    }
+    out
+}

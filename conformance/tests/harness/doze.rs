@@ -15,6 +15,7 @@
 //!   and its `away` says when (`sleeps_at`).
 
 use crate::*;
+use buzz_conformance::harness_support::children_of;
 use nostr_sdk::prelude::Event;
 
 /// A harness that keeps its receipts in `state` and dozes after `doze` s.
@@ -33,27 +34,6 @@ fn env_dozing(
     ];
     base.extend_from_slice(extra);
     w.env_with("echo", &base)
-}
-
-/// The live processes whose parent is `pid`.
-fn children_of(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid …`: comm may hold spaces, so read after the last ')'.
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-        let mut fields = after.split_whitespace();
-        let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
-        if ppid == Some(pid) && state != Some("Z") {
-            out.push(child);
-        }
-    }
-    out
 }
 
 /// Presence events of the agent seen so far, oldest first.
