@@ -94,6 +94,8 @@ pub fn main() -> ! {
         Some(Ok(l)) => Some(l),
         Some(Err(e)) => refuse(ConfigError::Probe(e.to_string()).into()),
     };
+    // The same moment for a `Type=notify` unit (the SSH provider, issue 51).
+    crate::notify::ready();
     if let Some(reason) = &cfg.identity.auth_tag_rejected {
         tracing::warn!(%reason, "BUZZ_AUTH_TAG is not used; owner falls back to BUZZ_ACP_AGENT_OWNER");
     }

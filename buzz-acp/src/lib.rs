@@ -23,7 +23,8 @@
 //! (every knob as a clap argument with its env name), [`agent_spec`] (the
 //! agent spec from the configuration), [`termination`] (the
 //! container's termination message), [`probe`] (the started and ready
-//! endpoint a pod's hook and readiness probe ask), [`echo_agent`] (the
+//! endpoint a pod's hook and readiness probe ask), [`notify`] (systemd's
+//! readiness notification for a `Type=notify` unit), [`echo_agent`] (the
 //! built-in smoke-test ACP agent, `BUZZ_ACP_AGENT_COMMAND=builtin:echo`).
 
 pub mod acp;
@@ -41,6 +42,7 @@ pub mod exit;
 pub mod history;
 pub mod inbound;
 pub mod metrics;
+pub mod notify;
 pub mod observer;
 pub mod pid1;
 pub mod probe;

@@ -154,6 +154,8 @@ struct Harness {
     dozing: bool,
     /// Where a new session's history ends ([`acp::HistorySource::until`]).
     history_until: Arc<std::sync::atomic::AtomicU64>,
+    /// State changes published so far ([`Harness::state_change`]).
+    changes: u64,
 }
 
 fn system_prompt(cfg: &Config) -> Option<String> {
@@ -393,6 +395,7 @@ impl Harness {
             agents = ended,
             "dozing: no turn for the doze bound; the agents end, presence away"
         );
+        self.state_change(buzz_contract::awake::AwakeState::Dozing);
         // Said on `away`, so the owner sees how long it answers by itself.
         let sleeps_at = self.cfg.exit_after_inactivity.map(|bound| {
             let left = bound.saturating_sub(self.last_activity.elapsed());
@@ -411,12 +414,32 @@ impl Harness {
     fn wake_from_doze(&mut self, at: u64) {
         if std::mem::replace(&mut self.dozing, false) {
             tracing::info!("a mention ends the doze");
+            self.state_change(buzz_contract::awake::AwakeState::Awake);
             self.history_until
                 .fetch_max(at, std::sync::atomic::Ordering::Relaxed);
             let _ = self.relay_tx.send(RelayCmd::Presence {
                 state: buzz_contract::presence::PresenceState::Online,
                 sleeps_at: None,
             });
+        }
+    }
+
+    /// Publishes that the agent is `state` from now on, sealed to the owner
+    /// (kind 44201; issue 50 item 3: the hours awake, dozing and asleep).
+    fn state_change(&mut self, state: buzz_contract::awake::AwakeState) {
+        use buzz_contract::{awake, turn_metric};
+        let change = awake::StateChange {
+            harness: "buzz-acp".into(),
+            run: self.cfg.run_nonce.clone(),
+            seq: self.changes,
+            state,
+        };
+        self.changes += 1;
+        let text = self.scrub.publish_value(&change);
+        let tags = turn_metric::tags(&self.policy.owner, &self.policy.agent);
+        match events::sealed(&self.keys, awake::KIND, &text, &self.owner, tags) {
+            Some(e) => self.publish(e),
+            None => tracing::warn!(state = state.as_str(), "the state change could not be sealed"),
         }
     }
 
@@ -730,6 +753,7 @@ impl Harness {
             budget_secs = self.cfg.shutdown_budget.as_secs(),
             "graceful stop"
         );
+        crate::notify::stopping();
         // As the container's PID 1, the stop also reaches the sidecars
         // (pid1.rs), concurrently with the agents' drain and inside the same
         // child span, so the finalization slice stays whole.
@@ -748,6 +772,7 @@ impl Harness {
         if pid1 {
             procs::reap_orphans(&self.procs);
         }
+        self.state_change(buzz_contract::awake::AwakeState::after(stop.reason()));
         self.finalize(&plan, stop.reason()).await;
         relay_task.abort();
         tracing::info!(
@@ -880,8 +905,10 @@ pub async fn run(cfg: Config, probe: Option<std::net::TcpListener>) -> Exit {
         owner,
         dozing: false,
         history_until,
+        changes: 0,
         cfg,
     };
+    h.state_change(buzz_contract::awake::AwakeState::Awake);
     // Woken by a launcher's waker: once live, fetch the mentions it named.
     let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<Vec<Event>>();
     let mut wake_asked = h.cfg.wake.is_none();

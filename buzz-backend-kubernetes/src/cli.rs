@@ -1,28 +1,30 @@
 //! The process entry point shared by the `buzz-backend-kubernetes` binary
-//! (spec §Invocation; [L2] item 1).
-//!
-//! Exit code carries one bit: 0 whenever a response was written (`ok:false`
-//! included), and the single code [`EXIT_CRASH`] on every crash path with
-//! nothing on stdout ([L2]: non-zero values carry no structured meaning) —
-//! the response is written in a single write at the very end, and a panic is
-//! caught before it, so no half response can appear.
+//! (spec §Invocation; [L2] item 1): this binding's name, help and handler
+//! on the one provider process of every binding
+//! ([`buzz_provider::envelope`]: one JSON object in, one JSON line out in a
+//! single write, exit 0 whenever a response was written, [`EXIT_CRASH`]
+//! with nothing on stdout on every crash path).
 //!
 //! The operation deadline is measured from process start: callers capture an
 //! [`Instant`] first thing in `main` and pass it to [`run`].
 
-use crate::protocol;
-use buzz_contract::wire::MAX_REQUEST_BYTES;
-use std::io::{Read, Write};
+use buzz_provider::envelope::Provider;
 use std::process::ExitCode;
 use std::time::Instant;
 
+pub use buzz_provider::envelope::{EXIT_CRASH, EXIT_USAGE};
+
 /// Setting this to `panic` makes the process panic after reading stdin (tests only).
 pub const CRASH_TEST_ENV: &str = "BUZZ_K8S_CRASH_TEST";
-/// The one exit code of every crash path (a caught panic, stdin or stdout failure).
-pub const EXIT_CRASH: u8 = 1;
 
-/// Exit code of a command line this binary does not take (nothing on stdout).
-pub const EXIT_USAGE: u8 = 2;
+/// This binding on the provider process.
+pub static PROVIDER: Provider = Provider {
+    name: "buzz-backend-kubernetes",
+    version: crate::consts::VERSION,
+    help,
+    handle: crate::protocol::handle,
+    crash_test_env: CRASH_TEST_ENV,
+};
 
 /// What `--help` prints: the protocol, with examples a person can paste.
 fn help() -> String {
@@ -71,29 +73,6 @@ Environment:
     )
 }
 
-/// `--help` and `--version` answer on stdout; any other argument is refused
-/// on stderr with [`EXIT_USAGE`]; no argument (the protocol) returns `None`.
-fn arguments(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<ExitCode> {
-    let first = args.next()?;
-    match first.to_str() {
-        Some("--help" | "-h" | "help") => {
-            print!("{}", help());
-            Some(ExitCode::SUCCESS)
-        }
-        Some("--version" | "-V") => {
-            println!("buzz-backend-kubernetes {}", crate::consts::VERSION);
-            Some(ExitCode::SUCCESS)
-        }
-        _ => {
-            eprintln!(
-                "buzz-backend-kubernetes: unexpected argument {:?}; this provider takes no arguments and reads one JSON request on stdin (try --help)",
-                first.to_string_lossy()
-            );
-            Some(ExitCode::from(EXIT_USAGE))
-        }
-    }
-}
-
 /// The whole process, timed from now; prefer [`run`] with an `Instant`
 /// captured first thing in `main`.
 pub fn main() -> ExitCode {
@@ -103,38 +82,5 @@ pub fn main() -> ExitCode {
 /// The whole process: read, handle, write once, exit. `started` is the
 /// process start, the origin of the operation deadline.
 pub fn run(started: Instant) -> ExitCode {
-    if let Some(code) = arguments(std::env::args_os().skip(1)) {
-        return code;
-    }
-    // The default hook prints the panic payload, which could hold input data.
-    std::panic::set_hook(Box::new(|info| {
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        eprintln!("buzz-backend-kubernetes: internal error{at}; no response was written");
-    }));
-    let mut input = Vec::new();
-    let limit = (MAX_REQUEST_BYTES + 1) as u64;
-    if let Err(e) = std::io::stdin().lock().take(limit).read_to_end(&mut input) {
-        eprintln!("buzz-backend-kubernetes: could not read stdin: {e}");
-        return ExitCode::from(EXIT_CRASH);
-    }
-    let response = match std::panic::catch_unwind(|| {
-        // Test seam for the crash-path contract (a panic writes nothing to stdout).
-        if std::env::var_os(CRASH_TEST_ENV).is_some_and(|v| v == "panic") {
-            panic!("crash test requested");
-        }
-        protocol::handle(&input, started)
-    }) {
-        Ok(r) => r,
-        Err(_) => return ExitCode::from(EXIT_CRASH),
-    };
-    let mut line = response.to_string();
-    line.push('\n');
-    let mut out = std::io::stdout().lock();
-    if out.write_all(line.as_bytes()).and_then(|_| out.flush()).is_err() {
-        return ExitCode::from(EXIT_CRASH);
-    }
-    ExitCode::SUCCESS
+    buzz_provider::envelope::run(&PROVIDER, started)
 }

@@ -22,7 +22,8 @@ use crate::consts::*;
 use crate::error::{ConfigError, ConfigErrorKind, ConfigErrorKind as K, DeployError};
 use crate::image::{ImageRef, validate_image};
 use crate::quantity::Quantity;
-use serde_json::{Map, Value};
+use buzz_provider::config::{string_field, whole_seconds};
+use serde_json::Value;
 
 /// The v1 field names, in schema order (the nine original ones, then the additive
 /// `telemetry_url`, the pod knobs of [`crate::placement`], the workspace
@@ -82,49 +83,6 @@ fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
     ConfigError::new(kind, field, msg).into()
 }
 
-/// A field of whole seconds, 0 or more (`zero`: what 0 means), or
-/// `default` when absent.
-fn whole_seconds(m: &Map<String, Value>, key: &str, zero: &str, default: u64) -> Result<u64, DeployError> {
-    use ConfigErrorKind as K;
-    match m.get(key) {
-        None => Ok(default),
-        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
-            bad(
-                K::Invalid,
-                Some(key),
-                format!("provider_config.{key} must be a whole number of seconds, 0 or more"),
-            )
-        }),
-        Some(Value::String(s)) if s.is_empty() => Err(bad(
-            K::WrongType,
-            Some(key),
-            format!(
-                "provider_config.{key} is an empty string; send a number (0 = {zero}) or omit the field for the default {default}"
-            ),
-        )),
-        Some(_) => Err(bad(
-            K::WrongType,
-            Some(key),
-            format!(
-                "provider_config.{key} must be a JSON number (0 = {zero}), not a string, boolean or null"
-            ),
-        )),
-    }
-}
-
-fn string_field(m: &Map<String, Value>, key: &str) -> Result<Option<String>, DeployError> {
-    match m.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-        Some(_) => Err(bad(
-            K::WrongType,
-            Some(key),
-            format!("provider_config.{key} must be a string"),
-        )),
-    }
-}
-
 /// True for an RFC 1123 label (namespace names).
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -165,25 +123,7 @@ impl ProviderConfig {
     /// Parses and validates `provider_config`, resolving the image against
     /// `default_image` (pass [`default_image()`] in production).
     pub fn parse(v: &Value, default_image: Option<&str>) -> Result<ProviderConfig, DeployError> {
-        let Value::Object(m) = v else {
-            return Err(bad(
-                K::NotAnObject,
-                None,
-                "provider_config must be a JSON object".into(),
-            ));
-        };
-        buzz_contract::i2::validate_provider_config(v)
-            .map_err(|e| bad(K::SecretLint, None, e.to_string()))?;
-        if let Some(unknown) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-            return Err(bad(
-                K::UnknownField,
-                Some(unknown),
-                format!(
-                    "provider_config has an unknown field `{unknown}`; the v1 fields are {}",
-                    FIELDS.join(", ")
-                ),
-            ));
-        }
+        let m = buzz_provider::config::object(v, &FIELDS)?;
         let context = string_field(m, "context")?;
         let namespace = string_field(m, "namespace")?.ok_or_else(|| {
             bad(

@@ -130,8 +130,6 @@ pub const DEFAULT_IMAGE_ENV: &str = "BUZZ_K8S_DEFAULT_IMAGE";
 
 /// Kubernetes caps a Secret's data at 1 MiB.
 pub const SECRET_MAX_BYTES: usize = 1024 * 1024;
-/// Cap on stderr diagnostics, well under the launcher's 64 KiB.
-pub const STDERR_BUDGET: usize = 32 * 1024;
 
 /// Entries prepended to PATH before the kube client is built, so kubeconfig
 /// `exec` plugins resolve from a GUI-launched desktop (§K8s Auth).

@@ -61,125 +61,14 @@ pub enum DeployError {
     OutOfTime { doing: String, deadline_secs: u64 },
 }
 
-/// What is wrong with the request object itself (spec §Invocation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestErrorKind {
-    /// Over the 16 MiB bound.
-    TooLarge,
-    /// Not JSON, or truncated JSON.
-    NotJson,
-    /// JSON, but not an object.
-    NotAnObject,
-    /// A known field with the wrong JSON type.
-    WrongType,
-    /// A required field is absent.
-    Missing,
-    /// `op` names an operation this provider does not implement.
-    UnknownOp,
-    /// The deploy payload's `agent` object does not parse.
-    Payload,
-}
+/// What is wrong with the request object itself (spec §Invocation): the
+/// one parse of every provider ([`buzz_provider::request`]).
+pub use buzz_provider::request::{RequestError, RequestErrorKind};
 
-/// A malformed request: its kind, the field at fault, the sentence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RequestError {
-    pub kind: RequestErrorKind,
-    /// The request field at fault (`op`, `agent`, `request_id`), if one is.
-    pub field: Option<&'static str>,
-    message: String,
-}
-
-impl RequestError {
-    pub fn new(kind: RequestErrorKind, field: Option<&'static str>, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            field,
-            message: message.into(),
-        }
-    }
-}
-
-/// What is wrong with `provider_config` (spec §K8s Config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigErrorKind {
-    /// The I2 lint refused it (a secret-looking key or value).
-    SecretLint,
-    /// `provider_config` is not an object.
-    NotAnObject,
-    /// A field this provider does not define (typos are errors, not ignored).
-    UnknownField,
-    /// A field with the wrong JSON type (or an empty string for a number).
-    WrongType,
-    /// A required field is absent.
-    Missing,
-    /// A field's value is not valid for its kind (name, quantity, image).
-    Invalid,
-    /// Two fields contradict each other (request above limit).
-    Conflict,
-    /// A valid value this build refuses (no inactivity bound without OnFailure).
-    Unsupported,
-    /// The baked default image is unusable.
-    DefaultImage,
-}
-
-/// An invalid `provider_config`: its kind, the field at fault, the sentence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ConfigError {
-    pub kind: ConfigErrorKind,
-    /// The `provider_config` field at fault; `None` for the object as a whole.
-    pub field: Option<String>,
-    message: String,
-}
-
-impl ConfigError {
-    pub fn new(kind: ConfigErrorKind, field: Option<&str>, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            field: field.map(str::to_string),
-            message: message.into(),
-        }
-    }
-}
-
-/// The rule a payload broke (§Deploy State Machine step 0, I1, §Launch data).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusalRule {
-    /// I1: the private key is empty or malformed.
-    Identity,
-    /// The owner is missing, malformed, unverifiable or the agent itself.
-    Owner,
-    /// The relay-mesh provider only works on the owner's computer.
-    RelayMesh,
-    /// The relay URL is empty or not ws(s)://.
-    Relay,
-    /// `respond_to` or its allowlist is invalid.
-    RespondTo,
-    /// The agent command is a host path, not a name resolved in the image.
-    AgentCommand,
-    /// An env key is not POSIX or suppresses presence (I3).
-    Env,
-    /// The environment does not fit in a Secret.
-    EnvTooLarge,
-}
-
-/// A payload refused before any mutation: the rule it broke, the sentence.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct Refusal {
-    pub rule: RefusalRule,
-    message: String,
-}
-
-impl Refusal {
-    pub fn new(rule: RefusalRule, message: impl Into<String>) -> Self {
-        Self {
-            rule,
-            message: message.into(),
-        }
-    }
-}
+/// What is wrong with `provider_config`, and a payload refused before any
+/// mutation: the typed refusals every provider shares
+/// ([`buzz_provider::refusal`]).
+pub use buzz_provider::refusal::{ConfigError, ConfigErrorKind, Refusal, RefusalRule};
 
 /// Why the pod at our name may not be touched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

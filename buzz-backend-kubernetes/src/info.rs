@@ -8,7 +8,6 @@
 //! Answered with no cluster contact and no kube client construction.
 
 use crate::consts::*;
-use buzz_contract::wire::{INFO_OPERATIONS, OP_DEPLOY, OP_UNDEPLOY};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -138,21 +137,19 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
 
 /// The full `info` response.
 pub fn response(default_image: Option<&str>) -> Value {
-    json!({
-        "ok": true,
-        "name": PROVIDER_NAME,
-        "version": VERSION,
-        "protocol_version": buzz_contract::wire::PROTOCOL_VERSION,
-        "description": "Runs a Buzz agent as a bare pod in a Kubernetes cluster, using your kubeconfig.",
-        "config_schema": config_schema(default_image),
-        INFO_OPERATIONS: [OP_DEPLOY, OP_UNDEPLOY],
-    })
+    buzz_provider::info::response(
+        PROVIDER_NAME,
+        VERSION,
+        "Runs a Buzz agent as a bare pod in a Kubernetes cluster, using your kubeconfig.",
+        config_schema(default_image),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::FIELDS;
+    use buzz_contract::wire::OP_UNDEPLOY;
 
     #[test]
     fn schema_has_the_fifteen_fields_with_titles_types_and_defaults() {

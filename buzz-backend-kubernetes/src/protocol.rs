@@ -3,11 +3,12 @@
 //! checks that come before any mutation are [`prepare`].
 //!
 //! One JSON object in (≤ 16 MiB, `op` = `info` | `deploy` | `undeploy`
-//! ([`crate::undeploy`]), optional string
-//! `request_id`, unknown fields ignored); one JSON object out ([`success`],
-//! [`failure`]). Every failure
-//! the provider can describe is an in-band `{"ok":false,"error":…}` with exit
-//! code 0; the binary exits non-zero only on crash paths.
+//! ([`crate::undeploy`]), optional string `request_id`, unknown fields
+//! ignored), parsed as every provider parses it
+//! ([`buzz_provider::request`]); one JSON object out ([`success`],
+//! [`failure`]). Every failure the provider can describe is an in-band
+//! `{"ok":false,"error":…}` with exit code 0; the binary exits non-zero
+//! only on crash paths.
 
 mod prepare;
 pub use prepare::prepare;
@@ -15,30 +16,14 @@ pub use prepare::prepare;
 use crate::config::default_image;
 use crate::consts::*;
 use crate::diag::{self, Redactor};
-use crate::error::{DeployError, RequestError, RequestErrorKind as RK};
+use crate::error::DeployError;
 use crate::kubeconfig;
 use crate::reconcile::{self, Timing};
-use buzz_contract::keys::parse_private_key;
-use buzz_contract::wire::{MAX_REQUEST_BYTES, OP_DEPLOY, OP_INFO, OP_UNDEPLOY};
-use nostr::ToBech32;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::time::Instant;
 
-/// A parsed request. Deliberately not `Debug`: it holds the raw payload.
-pub enum Request {
-    Info,
-    Deploy {
-        agent: Value,
-        provider_config: Value,
-    },
-    /// `agent` is `{name, pubkey}`: no secret crosses ([`crate::undeploy`]).
-    /// `keep_workspace` leaves the workspace claim ([`crate::workspace`]).
-    Undeploy {
-        agent: Value,
-        provider_config: Value,
-        keep_workspace: bool,
-    },
-}
+pub use buzz_provider::redact::redactor_for;
+pub use buzz_provider::request::{Request, failure};
 
 /// A deploy's answer: `{"ok":true,"agent_id":…}` (spec §`deploy`), with
 /// the running pod's `generation` when it has one: a field the spec's
@@ -54,153 +39,9 @@ pub fn success(started: &reconcile::Started) -> Value {
     v
 }
 
-/// The in-band failure form.
-pub fn failure(msg: &str) -> Value {
-    json!({ "ok": false, "error": msg })
-}
-
-/// Parses the raw stdin bytes into a request.
+/// Parses the raw stdin bytes into a request ([`buzz_provider::request::parse`]).
 pub fn parse_request(bytes: &[u8]) -> Result<Request, DeployError> {
-    let req = |kind, field, m: &str| DeployError::from(RequestError::new(kind, field, m));
-    if bytes.len() > MAX_REQUEST_BYTES {
-        return Err(req(
-            RK::TooLarge,
-            None,
-            "the request is larger than 16 MiB; send one JSON object with op \"info\" or \"deploy\"",
-        ));
-    }
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
-        let what = if e.is_eof() {
-            "is truncated"
-        } else {
-            "is not valid JSON"
-        };
-        req(
-            RK::NotJson,
-            None,
-            &format!("the request {what} ({e}); send exactly one JSON object with op \"info\" or \"deploy\""),
-        )
-    })?;
-    let Value::Object(mut o) = v else {
-        return Err(req(
-            RK::NotAnObject,
-            None,
-            "the request must be a JSON object with op \"info\" or \"deploy\"",
-        ));
-    };
-    match o.get("request_id") {
-        None | Some(Value::String(_)) => {}
-        Some(_) => {
-            return Err(req(
-                RK::WrongType,
-                Some("request_id"),
-                "request_id must be a string",
-            ));
-        }
-    }
-    let op = match o.get("op") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => {
-            return Err(req(
-                RK::WrongType,
-                Some("op"),
-                "op must be a string: \"info\" or \"deploy\"",
-            ));
-        }
-        None => {
-            return Err(req(
-                RK::Missing,
-                Some("op"),
-                "the request has no op; expected \"info\" or \"deploy\"",
-            ));
-        }
-    };
-    match op.as_str() {
-        OP_INFO => Ok(Request::Info),
-        OP_DEPLOY | OP_UNDEPLOY => {
-            let agent = match o.remove("agent") {
-                Some(a @ Value::Object(_)) => a,
-                Some(_) => {
-                    return Err(req(
-                        RK::WrongType,
-                        Some("agent"),
-                        &format!("{op}'s agent must be a JSON object"),
-                    ));
-                }
-                None => {
-                    return Err(req(
-                        RK::Missing,
-                        Some("agent"),
-                        &format!("{op} needs an agent object"),
-                    ));
-                }
-            };
-            let provider_config = match o.remove("provider_config") {
-                None | Some(Value::Null) => Value::Object(Map::new()),
-                Some(c) => c,
-            };
-            Ok(if op == OP_DEPLOY {
-                Request::Deploy {
-                    agent,
-                    provider_config,
-                }
-            } else {
-                let keep_workspace = match o.get(buzz_contract::wire::KEEP_WORKSPACE) {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Bool(b)) => *b,
-                    Some(_) => {
-                        return Err(req(
-                            RK::WrongType,
-                            Some("keep_workspace"),
-                            "keep_workspace must be true or false; nothing was deleted",
-                        ));
-                    }
-                };
-                Request::Undeploy {
-                    agent,
-                    provider_config,
-                    keep_workspace,
-                }
-            })
-        }
-        other => {
-            let shown: String = other.chars().take(32).collect();
-            Err(req(
-                RK::UnknownOp,
-                Some("op"),
-                &format!(
-                    "unknown op {shown:?}; this provider implements \"info\", \"deploy\" and \"undeploy\""
-                ),
-            ))
-        }
-    }
-}
-
-/// Every secret value the payload carries, for scrubbing output (L2 item 5).
-pub fn redactor_for(agent: &Value) -> Redactor {
-    let mut values: Vec<String> = Vec::new();
-    let s = |v: &Value| v.as_str().map(str::to_string);
-    if let Some(k) = agent.get("private_key_nsec").and_then(s) {
-        values.push(k.trim().to_string());
-        if let Ok(keys) = parse_private_key(&k) {
-            values.push(keys.secret_key().to_secret_hex());
-            let Ok(bech32) = keys.secret_key().to_bech32();
-            values.push(bech32);
-        }
-        values.push(k);
-    }
-    values.extend(agent.get("auth_tag").and_then(s));
-    let maps = [
-        agent.get("env_vars"),
-        agent.pointer("/launch/env"),
-        agent.pointer("/launch/policy_env"),
-    ];
-    for m in maps.into_iter().flatten() {
-        if let Some(o) = m.as_object() {
-            values.extend(o.values().filter_map(s));
-        }
-    }
-    Redactor::new(values)
+    Ok(buzz_provider::request::parse(bytes)?)
 }
 
 /// The redactor of everything a deploy or undeploy writes: the payload's
@@ -302,36 +143,5 @@ mod tests {
             success(&started(None)),
             json!({ "ok": true, "agent_id": "buzz-agent-0123456789ab" })
         );
-    }
-
-    /// Malformed requests are told apart by kind and field, not by text.
-    #[test]
-    fn request_errors_are_typed_by_kind_and_field() {
-        let big = vec![b' '; MAX_REQUEST_BYTES + 1];
-        let cases: [(&[u8], RK, Option<&str>); 9] = [
-            (&big, RK::TooLarge, None),
-            (b"{\"op\":", RK::NotJson, None),
-            (b"nope", RK::NotJson, None),
-            (b"[1]", RK::NotAnObject, None),
-            (
-                b"{\"op\":\"info\",\"request_id\":7}",
-                RK::WrongType,
-                Some("request_id"),
-            ),
-            (b"{\"op\":1}", RK::WrongType, Some("op")),
-            (b"{}", RK::Missing, Some("op")),
-            (b"{\"op\":\"deploy\",\"agent\":[]}", RK::WrongType, Some("agent")),
-            (b"{\"op\":\"destroy\"}", RK::UnknownOp, Some("op")),
-        ];
-        for (bytes, kind, field) in cases {
-            match parse_request(bytes) {
-                Err(DeployError::Request(e)) => assert_eq!((e.kind, e.field), (kind, field), "{e}"),
-                Err(other) => panic!("expected a request error, got {other:?}"),
-                Ok(_) => panic!(
-                    "expected a request error for {:?}",
-                    String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
-                ),
-            }
-        }
     }
 }

@@ -82,7 +82,7 @@
 //! Start names the claim being deleted, and an undeploy clears both.
 
 use crate::config::ProviderConfig;
-use crate::error::{DeployError, RequestError, RequestErrorKind as RK};
+use crate::error::DeployError;
 use crate::gc::Fenced;
 use crate::ownership::{Mismatch, Ownership, ownership};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
@@ -108,19 +108,7 @@ pub struct Target {
     pub keep_workspace: bool,
 }
 
-/// The longest record name echoed in a message.
-const NAME_SHOWN: usize = 64;
-
-fn bad(field: &'static str, kind: RK, m: &str) -> DeployError {
-    RequestError::new(kind, Some(field), m).into()
-}
-
-/// True for exactly 64 lowercase hex characters.
-pub fn is_pubkey_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
+pub use buzz_provider::request::is_pubkey_hex;
 
 /// Parses `agent` and `provider_config` strictly; never echoes a value.
 pub fn parse(
@@ -129,38 +117,8 @@ pub fn parse(
     keep_workspace: bool,
     default_image: Option<&str>,
 ) -> Result<Target, DeployError> {
-    let Some(o) = agent.as_object() else {
-        return Err(bad(
-            "agent",
-            RK::WrongType,
-            "undeploy's agent must be a JSON object",
-        ));
-    };
-    let name = match o.get("name") {
-        Some(Value::String(s)) => s.chars().take(NAME_SHOWN).collect(),
-        Some(_) => return Err(bad("agent", RK::WrongType, "agent.name must be a string")),
-        None => return Err(bad("agent", RK::Missing, "undeploy needs agent.name")),
-    };
-    let pubkey = match o.get("pubkey") {
-        Some(Value::String(s)) if is_pubkey_hex(s) => s.clone(),
-        Some(Value::String(s)) => {
-            return Err(bad(
-                "agent",
-                RK::Payload,
-                &format!(
-                    "agent.pubkey must be the agent's public key as 64 lowercase hex characters (got {} characters{}); nothing was deleted",
-                    s.chars().count(),
-                    if s.starts_with("npub1") || s.starts_with("nsec1") {
-                        ", bech32 is not accepted"
-                    } else {
-                        ""
-                    }
-                ),
-            ));
-        }
-        Some(_) => return Err(bad("agent", RK::WrongType, "agent.pubkey must be a string")),
-        None => return Err(bad("agent", RK::Missing, "undeploy needs agent.pubkey")),
-    };
+    let buzz_provider::request::UndeployTarget { name, pubkey } =
+        buzz_provider::request::undeploy_target(agent)?;
     let config = ProviderConfig::parse(config, default_image)?;
     Ok(Target {
         name,

@@ -64,6 +64,12 @@ impl Exit {
         Exit::RelayLost,
     ];
 
+    /// The exits a supervisor must not restart (systemd's
+    /// `RestartPreventExitStatus`): each fails the same way on every try.
+    /// Exit 0 is not among them only because `Restart=on-failure` never
+    /// restarts it.
+    pub const FINAL: [Exit; 3] = [Exit::Config, Exit::Identity, Exit::AuthDenied];
+
     /// The reason behind a harness exit code, if it is one of the table's.
     pub fn from_code(code: i32) -> Option<Exit> {
         Exit::ALL.into_iter().find(|e| e.code() == code)

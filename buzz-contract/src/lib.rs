@@ -21,11 +21,13 @@
 //!   shared by the image entrypoint, the collector and the provider.
 //! - [`turn_metric`], [`observer`]: what an agent reports to its owner
 //!   (issue 34): per-turn usage (kind 44200) and the ACP frame mirror
-//!   (kind 24200), both sealed to the owner.
+//!   (kind 24200), both sealed to the owner; [`awake`]: when it was awake,
+//!   dozing, asleep or stopped (kind 44201, issue 50).
 //! - [`wake`]: wake on mention (issue 33): why a harness stopped, and the
 //!   mentions and floor a woken harness is handed.
 
 pub mod agents;
+pub mod awake;
 pub mod env;
 pub mod exit;
 pub mod gate;

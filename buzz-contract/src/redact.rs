@@ -29,6 +29,9 @@ impl std::fmt::Debug for Literals {
 }
 
 impl Literals {
+    /// No value: scrubs only tokens (a `static`'s initial value).
+    pub const EMPTY: Literals = Literals(Vec::new());
+
     /// The values of length ≥ [`MIN_LEN`], longest first, deduplicated.
     pub fn new<I: IntoIterator<Item = String>>(values: I) -> Literals {
         let mut v: Vec<String> = values

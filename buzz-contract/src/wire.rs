@@ -157,29 +157,47 @@ pub const KEEP_WORKSPACE: &str = "keep_workspace";
 /// What an `undeploy` removed:
 /// `{"ok":true,"removed":{"pods":N,"secrets":M,"workspaces":W}}`, and with
 /// `keep_workspace`, `"kept":{"workspaces":["<name>"]}`. `workspaces` is the
-/// agent's persistent workspace volumes (a Kubernetes PVC); an answer
-/// without it (a provider that has none) reads as 0.
+/// agent's persistent workspace (a Kubernetes PVC, a working directory on
+/// a server); an answer without it (a provider that has none) reads as 0.
+/// A provider that runs agents as units (`buzz-backend-ssh`) also counts
+/// `units` and `env_files`; their presence is what says the answer is
+/// theirs ([`removed_text`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Removed {
     pub pods: u64,
     pub secrets: u64,
     #[serde(default)]
     pub workspaces: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_files: Option<u64>,
 }
 
-/// "1 pod and 2 Secrets", or "1 pod, 2 Secrets and 1 workspace volume":
-/// what an `undeploy` removed, for people (the provider's errors and the
+/// "1 pod and 2 Secrets", "1 pod, 2 Secrets and 1 workspace volume", or
+/// for units "1 unit, 1 env file and 1 working directory": what an
+/// `undeploy` removed, for people (the provider's errors and the
 /// launcher's lines say it the same way).
 pub fn removed_text(r: &Removed) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let pods = plural(r.pods, "pod", "pods");
-    let secrets = plural(r.secrets, "Secret", "Secrets");
+    let (first, second, workspace) = match (r.units, r.env_files) {
+        (None, None) => (
+            plural(r.pods, "pod", "pods"),
+            plural(r.secrets, "Secret", "Secrets"),
+            ("workspace volume", "workspace volumes"),
+        ),
+        (u, e) => (
+            plural(u.unwrap_or(0), "unit", "units"),
+            plural(e.unwrap_or(0), "env file", "env files"),
+            ("working directory", "working directories"),
+        ),
+    };
     if r.workspaces == 0 {
-        format!("{pods} and {secrets}")
+        format!("{first} and {second}")
     } else {
         format!(
-            "{pods}, {secrets} and {}",
-            plural(r.workspaces, "workspace volume", "workspace volumes")
+            "{first}, {second} and {}",
+            plural(r.workspaces, workspace.0, workspace.1)
         )
     }
 }
@@ -467,7 +485,8 @@ mod tests {
             serde_json::to_value(Removed {
                 pods: 1,
                 secrets: 2,
-                workspaces: 1
+                workspaces: 1,
+                ..Default::default()
             })
             .unwrap(),
             serde_json::json!({"pods": 1, "secrets": 2, "workspaces": 1})
@@ -479,9 +498,15 @@ mod tests {
             removed_text(&Removed {
                 pods: 0,
                 secrets: 1,
-                workspaces: 1
+                workspaces: 1,
+                ..Default::default()
             }),
             "0 pods, 1 Secret and 1 workspace volume"
         );
+        let units: Removed = serde_json::from_value(
+            serde_json::json!({"pods": 0, "secrets": 0, "units": 1, "env_files": 1, "workspaces": 1}),
+        )
+        .unwrap();
+        assert_eq!(removed_text(&units), "1 unit, 1 env file and 1 working directory");
     }
 }

@@ -22,6 +22,7 @@ pub mod launcher_support;
 pub mod provider_support;
 pub mod real_agents_support;
 pub mod real_node_support;
+pub mod ssh_server;
 pub mod test_lanes;
 pub mod testenv;
 pub mod ui_support;

@@ -35,10 +35,11 @@ use buzz_conformance::fake_model::agents::codex_flags;
 use buzz_conformance::fake_model::{FakeModel, Script, Turn};
 use buzz_conformance::harness_support::{post_raw, wait_until};
 use buzz_conformance::launcher_support::chat_watched;
-use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, secret_of};
+use buzz_conformance::real_node_support::{NAME, Scenario, WAIT, phase, secret_of, status};
 use buzz_conformance::testenv::RealNode;
 use desktop_launcher::activity::Doing;
 use desktop_launcher::app;
+use desktop_launcher::record::AgentRecord;
 use k8s_openapi::api::core::v1::Pod;
 use std::path::Path;
 use std::time::Instant;
@@ -58,38 +59,26 @@ const DONE: &str = "Done: proof.txt written.";
 #[test]
 fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let img = build_agent("claude").unwrap_or_else(|e| panic!("buzz-sprig-claude: {e:#}"));
-    let node = RealNode::shared();
-    let image = node
-        .import(&img.archive, "localhost/buzz-sprig-claude")
-        .expect("imported into containerd");
-    let fake = FakeModel::start_at(
-        node.host_addr().into(),
+    let (s, fake) = in_a_pod(
+        ("claude", "claude"),
         Script::new()
             .turn(Turn::say_then_shell(LEAD, "echo proof-ok-42 > proof.txt", DONE))
             .turn(Turn::shell("cat proof.txt; pwd", "It says proof-ok-42."))
             .turn(Turn::text("We wrote proof.txt before the restart.")),
+        ("ANTHROPIC_API_KEY", KEY),
+        |fake, rec, config| {
+            rec.agent_command = Some("claude-agent-acp".into());
+            rec.agent_args.clear();
+            rec.model = Some("haiku".into());
+            rec.env
+                .insert("ANTHROPIC_BASE_URL".into(), fake.anthropic_base_url());
+            rec.env.insert("CLAUDE_CODE_MAX_RETRIES".into(), "0".into());
+            // Node and the Claude Code CLI: a few hundred MB (real-agents.md).
+            config.insert("memory_request".into(), "256Mi".into());
+            config.insert("workspace_size".into(), "256Mi".into());
+            rec.relay_observer = true;
+        },
     );
-    let s = Scenario::new("claude", &[RESTRICTED], Some(&image), Path::new(PROVIDER));
-    s.edit(|rec, config| {
-        rec.agent_command = Some("claude-agent-acp".into());
-        rec.agent_args.clear();
-        rec.model = Some("haiku".into());
-        rec.env
-            .insert("ANTHROPIC_BASE_URL".into(), fake.anthropic_base_url());
-        rec.env.insert("CLAUDE_CODE_MAX_RETRIES".into(), "0".into());
-        // Node and the Claude Code CLI: a few hundred MB (real-agents.md).
-        config.insert("memory_request".into(), "256Mi".into());
-        config.insert("workspace_size".into(), "256Mi".into());
-        rec.relay_observer = true;
-    });
-    let mut rec = s.store.agent(NAME).expect("the record");
-    let changes = [("ANTHROPIC_API_KEY".to_string(), Some(KEY.to_string()))].into();
-    s.store
-        .set_secret_env(&mut rec, &changes)
-        .expect("the key stored as a secret");
-    s.store.save_agent(&rec).expect("saved");
-
     let (pod, _) = s.start();
     let spec = serde_json::to_string(&pod.spec).expect("the pod spec");
     assert!(!spec.contains(KEY), "the key is not in the pod spec");
@@ -205,13 +194,8 @@ fn claude_in_a_pod_runs_its_shell_tool_in_the_workspace_and_answers() {
 #[test]
 fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let img = build_agent("codex").unwrap_or_else(|e| panic!("buzz-sprig-codex: {e:#}"));
-    let node = RealNode::shared();
-    let image = node
-        .import(&img.archive, "localhost/buzz-sprig-codex")
-        .expect("imported into containerd");
-    let fake = FakeModel::start_at(
-        node.host_addr().into(),
+    let (s, fake) = in_a_pod(
+        ("codex", "codex"),
         Script::new()
             .turn(Turn::say_then_shell(
                 LEAD,
@@ -220,24 +204,18 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
             ))
             .turn(Turn::shell("cat proof.txt", "It still says codex-proof-77."))
             .turn(Turn::text("First I wrote proof.txt.")),
+        ("OPENAI_API_KEY", OPENAI_KEY),
+        |fake, rec, config| {
+            rec.agent_command = Some("codex-acp".into());
+            // The fake model API as codex's custom provider (real-agents.md).
+            rec.agent_args = codex_flags(&fake.openai_base_url());
+            // Its shell runs unsandboxed: the pod is the sandbox.
+            rec.permission_mode = Some("full-access".into());
+            config.insert("memory_request".into(), "256Mi".into());
+            config.insert("workspace_size".into(), "256Mi".into());
+            rec.relay_observer = true;
+        },
     );
-    let s = Scenario::new("codex", &[RESTRICTED], Some(&image), Path::new(PROVIDER));
-    s.edit(|rec, config| {
-        rec.agent_command = Some("codex-acp".into());
-        // The fake model API as codex's custom provider (real-agents.md).
-        rec.agent_args = codex_flags(&fake.openai_base_url());
-        // Its shell runs unsandboxed: the pod is the sandbox.
-        rec.permission_mode = Some("full-access".into());
-        config.insert("memory_request".into(), "256Mi".into());
-        config.insert("workspace_size".into(), "256Mi".into());
-        rec.relay_observer = true;
-    });
-    let mut rec = s.store.agent(NAME).expect("the record");
-    let changes = [("OPENAI_API_KEY".to_string(), Some(OPENAI_KEY.to_string()))].into();
-    s.store
-        .set_secret_env(&mut rec, &changes)
-        .expect("the key stored as a secret");
-    s.store.save_agent(&rec).expect("saved");
 
     let (pod, _) = s.start();
     let (reply, doing) =
@@ -326,6 +304,153 @@ fn codex_in_a_pod_resumes_its_conversation_and_its_workspace_on_a_new_pod() {
     );
     s.rt.block_on(app::stop(&s.store, NAME, WAIT))
         .expect("stop sees offline");
+}
+
+/// Issue 50, Tests "Real node": codex in a pod dozes after its turn (no
+/// agent process left in the pod's cgroup, presence `away`), and the next
+/// mention is answered by the same pod, with no waker running, in the same
+/// conversation; the pod runs throughout and is never replaced. Prints
+/// the pod's processes and their resident memory awake and dozing (the
+/// figures in docs/benchmarks.md).
+#[test]
+fn codex_in_a_pod_dozes_and_the_same_pod_answers_the_next_mention() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (s, fake) = in_a_pod(
+        ("codex", "doze"),
+        Script::new()
+            .turn(Turn::text("Noted."))
+            .turn(Turn::text("You asked me to remember it.")),
+        ("OPENAI_API_KEY", OPENAI_KEY),
+        |fake, rec, config| {
+            rec.agent_command = Some("codex-acp".into());
+            rec.agent_args = codex_flags(&fake.openai_base_url());
+            config.insert("memory_request".into(), "64Mi".into());
+            config.insert("memory_limit".into(), "512Mi".into());
+            config.insert("doze_seconds".into(), 3.into());
+        },
+    );
+
+    let (pod, _) = s.start();
+    let uid = pod.metadata.uid.clone().expect("a uid");
+    let reply =
+        s.rt.block_on(app::chat(
+            &s.store,
+            NAME,
+            "please remember the word zebra-7731",
+            WAIT,
+        ))
+        .unwrap_or_else(|e| panic!("a reply: {e}; logs: {}", s.logs(&pod)));
+    assert_eq!(reply, "Noted.");
+    let awake = pod_processes(&uid);
+    println!("the pod awake: {awake:?}");
+    assert!(
+        awake.iter().any(|(comm, _)| comm.starts_with("codex")),
+        "codex runs after its turn: {awake:?}"
+    );
+    let answered = Instant::now();
+    s.wait_presence_or("away", answered, |_| true, || s.logs(&pod));
+    let dozing =
+        s.rt.block_on(wait_until(WAIT, || {
+            let p = pod_processes(&uid);
+            (!p.iter().any(|(comm, _)| comm.starts_with("codex"))).then_some(p)
+        }))
+        .unwrap_or_else(|| panic!("codex left in the dozing pod: {:?}", pod_processes(&uid)));
+    println!(
+        "the pod dozing: {dozing:?}; resident {} KiB (awake {} KiB)",
+        dozing.iter().map(|(_, kb)| kb).sum::<u64>(),
+        awake.iter().map(|(_, kb)| kb).sum::<u64>()
+    );
+
+    let reply =
+        s.rt.block_on(app::chat(
+            &s.store,
+            NAME,
+            "which word did I ask you to remember?",
+            WAIT,
+        ))
+        .unwrap_or_else(|e| panic!("a reply from the dozing pod: {e}; logs: {}", s.logs(&pod)));
+    assert_eq!(reply, "You asked me to remember it.");
+    let asked: Vec<_> = fake
+        .model_requests()
+        .into_iter()
+        .filter(|r| r.body.to_string().contains("which word did I ask"))
+        .collect();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|r| r.body.to_string().contains("zebra-7731")),
+        "the woken codex answers in its conversation; logs: {}",
+        s.logs(&pod)
+    );
+    let now =
+        s.rt.block_on(s.pods.get(pod.metadata.name.as_deref().unwrap()))
+            .expect("the pod");
+    assert_eq!(now.metadata.uid, pod.metadata.uid, "the same pod answered");
+    assert_eq!(phase(&now), "Running");
+    assert_eq!(
+        status(&now).map(|c| c.restart_count),
+        Some(0),
+        "the container never restarted"
+    );
+    let pods = s.rt.block_on(s.pods.list(&Default::default())).expect("the pods");
+    assert_eq!(pods.items.len(), 1, "no other pod was made");
+    let logs = s.logs(&pod);
+    assert!(
+        logs.contains("agent ended for the doze") && logs.contains("a mention ends the doze"),
+        "dozed and woke in the pod: {logs}"
+    );
+    s.rt.block_on(app::stop(&s.store, NAME, WAIT))
+        .expect("stop sees offline");
+}
+
+/// The processes of the pod whose uid is `uid` (found by their cgroup, on
+/// the node, which is this machine), each with its command name and
+/// resident memory in KiB.
+fn pod_processes(uid: &str) -> Vec<(String, u64)> {
+    let mark = format!("pod{uid}");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = entry.path();
+        let in_pod = std::fs::read_to_string(p.join("cgroup")).is_ok_and(|c| c.contains(&mark));
+        if !in_pod {
+            continue;
+        }
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        let rss = std::fs::read_to_string(p.join("status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok());
+        if let Some(kb) = rss {
+            out.push((comm.trim().to_string(), kb));
+        }
+    }
+    out
+}
+
+/// An agent in a pod: the `buzz-sprig-<agent>` image imported into the
+/// node, the fake model API answering `script` on the bridge, and a
+/// scenario (namespace prefix `prefix`) whose record `edit` shapes, with
+/// `key` (its env name and value) stored as a secret.
+fn in_a_pod(
+    (agent, prefix): (&str, &str),
+    script: Script,
+    key: (&str, &str),
+    edit: impl FnOnce(&FakeModel, &mut AgentRecord, &mut serde_json::Map<String, serde_json::Value>),
+) -> (Scenario, FakeModel) {
+    let img = build_agent(agent).unwrap_or_else(|e| panic!("buzz-sprig-{agent}: {e:#}"));
+    let node = RealNode::shared();
+    let image = node
+        .import(&img.archive, &format!("localhost/buzz-sprig-{agent}"))
+        .expect("imported into containerd");
+    let fake = FakeModel::start_at(node.host_addr().into(), script);
+    let s = Scenario::new(prefix, &[RESTRICTED], Some(&image), Path::new(PROVIDER));
+    s.edit(|rec, config| edit(&fake, rec, config));
+    let mut rec = s.store.agent(NAME).expect("the record");
+    let changes = [(key.0.to_string(), Some(key.1.to_string()))].into();
+    s.store
+        .set_secret_env(&mut rec, &changes)
+        .expect("the key stored as a secret");
+    s.store.save_agent(&rec).expect("saved");
+    (s, fake)
 }
 
 /// What `agent` did, as the owner's watch saw it, shows its shell tool

@@ -149,8 +149,17 @@ fn call(
     on_status: &mut dyn FnMut(&str),
 ) -> Result<Map<String, Value>, String> {
     let mut status = |line: &str| on_status(&response::sanitize_line(&redactor.scrub(line)));
-    let out = invoke::run_command(staged.command(), cwd, request, limits, &mut status)
-        .map_err(|e| e.to_string())?;
+    let mut cmd = staged.command();
+    // A provider that installs the harness where the agent runs
+    // (buzz-backend-ssh, issue 51) is handed the one this launcher runs
+    // itself: the staged provider has no directory of its own to look in.
+    if let Some(h) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| crate::local::find_harness(&exe))
+    {
+        cmd.env(crate::limits::HARNESS_BIN_ENV, h);
+    }
+    let out = invoke::run_command(cmd, cwd, request, limits, &mut status).map_err(|e| e.to_string())?;
     let unread = out.stdin_unread.map(|kind| {
         format!(
             "it did not read its whole request (writing its stdin failed: {})",

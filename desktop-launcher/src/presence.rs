@@ -161,7 +161,7 @@ pub fn dozing(last: Option<&Report>, now: u64) -> Option<String> {
 }
 
 /// A span of seconds as the owner reads it: `2h 5m`, `4m 10s`, `9s`.
-fn span(secs: u64) -> String {
+pub(crate) fn span(secs: u64) -> String {
     let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
     match (h, m) {
         (0, 0) => format!("{s}s"),

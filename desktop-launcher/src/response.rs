@@ -135,13 +135,24 @@ pub fn parse_removed(resp: &Map<String, Value>) -> Result<Removed, RemovedError>
         Some(Value::Number(n)) => n.as_u64().ok_or(RemovedError::NotCount(k)),
         Some(_) => Err(RemovedError::NotCount(k)),
     };
+    let optional = |k: &'static str| match removed.get(k) {
+        None => Ok(None),
+        Some(_) => count(k).map(Some),
+    };
+    let units = optional("units")?;
+    let env_files = optional("env_files")?;
+    // A provider of units (buzz-backend-ssh) need not count pods.
+    let unit_style = units.is_some() || env_files.is_some();
+    let required = |k: &'static str| match (removed.get(k), unit_style) {
+        (None, true) => Ok(0),
+        _ => count(k),
+    };
     Ok(Removed {
-        pods: count("pods")?,
-        secrets: count("secrets")?,
-        workspaces: match removed.get("workspaces") {
-            None => 0,
-            Some(_) => count("workspaces")?,
-        },
+        pods: required("pods")?,
+        secrets: required("secrets")?,
+        workspaces: optional("workspaces")?.unwrap_or(0),
+        units,
+        env_files,
     })
 }
 
@@ -290,7 +301,8 @@ mod tests {
             Ok(Removed {
                 pods: 1,
                 secrets: 2,
-                workspaces: 0
+                workspaces: 0,
+                ..Default::default()
             })
         );
         assert_eq!(

@@ -8,7 +8,14 @@
 //! A figure the agent did not report is "—", never 0, and a sum says how
 //! many turns it is missing ("3 of 4 turns reported tokens"): a total that
 //! quietly skips the unreported would read as the whole.
+//!
+//! **The hours** (issue 50 item 3): from the agent's state changes (kind
+//! 44201, [`buzz_contract::awake`]), each state lasts until the agent's
+//! next change, the last one until now ([`hours`]). The count starts at
+//! the first change in the window, never before: what came before it is
+//! not known, so it is not shown as any state.
 
+use buzz_contract::awake::AwakeState;
 use buzz_contract::turn_metric::TurnMetric;
 use std::collections::BTreeMap;
 
@@ -21,6 +28,69 @@ pub struct TurnUsage {
     /// The event's `created_at` (unix seconds).
     pub at: u64,
     pub metric: TurnMetric,
+}
+
+/// One state change of an agent (kind 44201).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The agent's name.
+    pub agent: String,
+    /// The event's `created_at` (unix seconds).
+    pub at: u64,
+    /// Its number in its run.
+    pub seq: u64,
+    pub state: AwakeState,
+}
+
+/// The seconds one agent spent in each state since its first change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hours {
+    /// The first change's time: where the count starts.
+    pub from: u64,
+    /// Seconds per state; a state the launcher does not know counts in none.
+    pub secs: BTreeMap<AwakeState, u64>,
+}
+
+/// Each agent's hours from its changes, oldest first as `usage` sorts them,
+/// up to `now`. A change dated after `now` (a clock ahead) counts nothing.
+pub fn hours(changes: &[Change], now: u64) -> BTreeMap<String, Hours> {
+    let mut by_agent: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
+    for c in changes {
+        by_agent.entry(c.agent.as_str()).or_default().push(c);
+    }
+    by_agent
+        .into_iter()
+        .map(|(agent, cs)| {
+            let mut h = Hours {
+                from: cs[0].at,
+                secs: BTreeMap::new(),
+            };
+            for (i, c) in cs.iter().enumerate() {
+                let until = cs.get(i + 1).map_or(now, |next| next.at.min(now));
+                if c.state != AwakeState::Unknown {
+                    *h.secs.entry(c.state).or_default() += until.saturating_sub(c.at);
+                }
+            }
+            (agent.to_string(), h)
+        })
+        .collect()
+}
+
+/// One agent's hours: `napper, over the last 3h 0m: awake 1h 0m, dozing
+/// 2h 0m, asleep 0s, stopped 0s`.
+pub fn hours_line(name: &str, h: &Hours, now: u64) -> String {
+    let parts: Vec<String> = AwakeState::ALL
+        .iter()
+        .map(|s| {
+            let secs = h.secs.get(s).copied().unwrap_or(0);
+            format!("{} {}", s.as_str(), crate::presence::span(secs))
+        })
+        .collect();
+    format!(
+        "{name}, over the last {}: {}",
+        crate::presence::span(now.saturating_sub(h.from)),
+        parts.join(", ")
+    )
 }
 
 /// A sum over the turns that reported a figure.
@@ -250,6 +320,59 @@ pub(crate) fn sample(agent: &str, at: u64, tokens: Option<(u64, u64)>, cost: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn change(agent: &str, at: u64, state: AwakeState) -> Change {
+        Change {
+            agent: agent.into(),
+            at,
+            seq: 0,
+            state,
+        }
+    }
+
+    #[test]
+    fn each_state_lasts_until_the_next_change_and_the_last_until_now() {
+        use AwakeState::*;
+        let cs = [
+            change("a", 1000, Awake),
+            change("b", 1500, Awake),
+            change("a", 1300, Dozing),
+            change("a", 2000, Awake),
+            change("a", 2100, Dozing),
+            change("a", 3000, Asleep),
+            change("a", 3600, Awake),
+            change("a", 3700, Stopped),
+            change("a", 3900, Unknown),
+        ];
+        let mut sorted = cs.to_vec();
+        sorted.sort_by_key(|c| c.at);
+        let h = hours(&sorted, 4000);
+        let a = &h["a"];
+        assert_eq!(a.from, 1000);
+        assert_eq!(a.secs[&Awake], 300 + 100 + 100);
+        assert_eq!(a.secs[&Dozing], 700 + 900);
+        assert_eq!(a.secs[&Asleep], 600);
+        assert_eq!(a.secs[&Stopped], 200);
+        assert!(!a.secs.contains_key(&Unknown), "an unknown state counts in none");
+        assert_eq!(h["b"].secs[&Awake], 2500);
+        assert_eq!(
+            hours_line("a", a, 4000),
+            "a, over the last 50m 0s: awake 8m 20s, dozing 26m 40s, asleep 10m 0s, stopped 3m 20s"
+        );
+    }
+
+    #[test]
+    fn a_change_after_now_counts_nothing() {
+        let h = hours(
+            &[
+                change("a", 100, AwakeState::Awake),
+                change("a", 900, AwakeState::Dozing),
+            ],
+            500,
+        );
+        assert_eq!(h["a"].secs[&AwakeState::Awake], 400);
+        assert_eq!(h["a"].secs[&AwakeState::Dozing], 0);
+    }
     fn turn(agent: &str, input: Option<u64>, cost: Option<f64>) -> TurnUsage {
         super::sample(agent, 0, input.map(|i| (i, i / 10)), cost)
     }

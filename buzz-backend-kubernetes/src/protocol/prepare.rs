@@ -1,135 +1,51 @@
 //! The checks that come before any mutation (spec §Deploy State Machine
 //! step 0, §Launch data owner rule and relay-mesh rule, §Reserved-key rule,
 //! I1): the request's agent and provider config become a [`Plan`], or a
-//! typed refusal that names its rule. Pure: no cluster contact, no clock.
+//! typed refusal that names its rule. The payload's checks are every
+//! provider's ([`buzz_provider::payload`]); this binding adds the Secret's
+//! size and the pod's intent. Pure: no cluster contact, no clock.
 
 use crate::config::ProviderConfig;
 use crate::consts::*;
-use crate::diag;
-use crate::envtiers::{self, Authoritative};
-use crate::error::{DeployError, Refusal, RefusalRule, RequestError, RequestErrorKind as RK};
+use crate::envtiers;
+use crate::error::{DeployError, Refusal, RefusalRule};
 use crate::podspec::{self, PodIntent};
 use crate::reconcile::Plan;
-use buzz_contract::gate::{RespondTo, validate_allowlist};
-use buzz_contract::keys::{KeyError, normalize_pubkey_hex, parse_private_key, pubkey_hex};
-use buzz_contract::nip_oa::{AuthTag, AuthTagError};
-use buzz_contract::wire::parse_agent;
+use buzz_provider::payload::{self, Checked, Rejected, Settings};
 use serde_json::Value;
 
 fn refused(rule: RefusalRule, m: String) -> DeployError {
     Refusal::new(rule, m).into()
 }
 
+impl From<Rejected> for DeployError {
+    fn from(r: Rejected) -> Self {
+        match r {
+            Rejected::Request(e) => e.into(),
+            Rejected::Refused(e) => e.into(),
+        }
+    }
+}
+
 /// All checks before any cluster contact; returns the deploy plan.
 pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -> Result<Plan, DeployError> {
     let config = ProviderConfig::parse(config_v, default_image)?;
-    let agent = parse_agent(agent_v)
-        .map_err(|e| RequestError::new(RK::Payload, Some("agent"), format!("the deploy payload's {e}")))?;
-    // Step 0: derive identity from the key before anything else.
-    let keys = parse_private_key(&agent.private_key_nsec).map_err(|e| match e {
-        KeyError::Empty => refused(RefusalRule::Identity,
-            "agent.private_key_nsec is empty: refusing to deploy an agent without an identity (I1); check the agent's key in the keyring".into(),
-        ),
-        KeyError::Malformed => refused(RefusalRule::Identity,
-            "agent.private_key_nsec is malformed: expected nsec1… or 64 hex characters; nothing was deployed".into(),
-        ),
-    })?;
-    let pubkey = pubkey_hex(&keys);
-    let launch = agent.launch.as_ref();
-    let owner_pubkey = match launch
-        .and_then(|l| l.owner_pubkey.as_deref())
-        .filter(|s| !s.trim().is_empty())
-    {
-        Some(raw) => Some(normalize_pubkey_hex(raw).ok_or_else(|| {
-            refused(
-                RefusalRule::Owner,
-                "agent.launch.owner_pubkey must be a 64-hex public key".into(),
-            )
-        })?),
-        None => None,
-    };
-    // The agent can never be its own owner: `!shutdown` would have to come
-    // from the agent itself, so the owner gate could never open.
-    if owner_pubkey.as_deref() == Some(pubkey.as_str()) {
-        return Err(refused(RefusalRule::Owner,
-            "agent.launch.owner_pubkey is the agent's own public key; the owner must be the person who controls the agent, so nothing was deployed".into(),
-        ));
-    }
-    let mut auth_tag = agent
-        .auth_tag
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    if let Some(tag) = &auth_tag
-        && let Err(e) = AuthTag::verified_owner(tag, &pubkey)
-    {
-        if e == AuthTagError::OwnerIsAgent {
-            return Err(refused(RefusalRule::Owner,
-                "agent.auth_tag names the agent itself as its owner; the owner must be the person who controls the agent, so nothing was deployed".into(),
-            ));
-        }
-        if owner_pubkey.is_none() {
-            return Err(refused(
-                RefusalRule::Owner,
-                format!(
-                    "agent.auth_tag does not verify for this agent's key ({e}) and launch.owner_pubkey is absent; without an owner the agent could never honour !shutdown, so nothing was deployed"
-                ),
-            ));
-        }
-        diag::line(&format!(
-            "agent.auth_tag does not verify ({e}); it is not passed to the pod, and the harness uses launch.owner_pubkey"
-        ));
-        // A tag known to be bad never reaches the pod (BUZZ_AUTH_TAG).
-        auth_tag = None;
-    }
-    if auth_tag.is_none() && owner_pubkey.is_none() {
-        return Err(refused(RefusalRule::Owner,
-            "the payload has neither auth_tag nor launch.owner_pubkey; without an owner the agent could never honour !shutdown, so nothing was deployed".into(),
-        ));
-    }
-    if agent.provider.as_deref().map(str::trim) == Some("relay-mesh") {
-        return Err(refused(RefusalRule::RelayMesh,
-            "this agent uses Buzz shared compute (relay-mesh), which only works on this computer; choose a model provider the pod can reach, or run the agent locally".into(),
-        ));
-    }
-    // The rule every front end applies (issue 24 item 3), one place.
-    let relay_url = buzz_contract::relay_url::check(&agent.relay_url).map_err(|e| match e {
-        buzz_contract::relay_url::RelayUrlError::Empty => refused(
-            RefusalRule::Relay,
-            "agent.relay_url is empty; the agent needs a relay to connect to".into(),
-        ),
-        e => refused(RefusalRule::Relay, format!("agent.relay_url: {e}")),
-    })?;
-    let respond_to = RespondTo::parse(agent.respond_to.trim())
-        .map_err(|e| refused(RefusalRule::RespondTo, format!("agent.{e}")))?;
-    let allowlist = validate_allowlist(respond_to, &agent.respond_to_allowlist)
-        .map_err(|e| refused(RefusalRule::RespondTo, format!("agent.{e}")))?;
-    let (agent_command, agent_args) = match launch {
-        Some(l) => (l.command.trim().to_string(), l.args.clone()),
-        None => (agent.agent_command.trim().to_string(), agent.agent_args.clone()),
-    };
-    if agent_command.contains('/') {
-        return Err(refused(
-            RefusalRule::AgentCommand,
-            "the agent command must be a command name resolved in the image, not a host path".into(),
-        ));
-    }
-    let authoritative = Authoritative {
-        relay_url,
-        private_key: agent.private_key_nsec.trim().to_string(),
-        auth_tag,
-        owner_pubkey,
-        agent_command,
-        agent_args,
-        respond_to: respond_to.as_str().to_string(),
-        respond_to_allowlist: allowlist,
-        inactivity_seconds: config.inactivity_seconds,
-        doze_seconds: config.doze_seconds,
-        generation: "0".repeat(32),
-        wake: agent.wake.clone(),
-    };
-    let env = envtiers::assemble(&agent, &authoritative)?;
+    let generation = "0".repeat(32);
+    let Checked {
+        agent,
+        pubkey,
+        authoritative,
+        env,
+    } = payload::check(
+        agent_v,
+        Settings {
+            inactivity_seconds: config.inactivity_seconds,
+            doze_seconds: config.doze_seconds,
+            generation: &generation,
+            mcp_command: Some(MCP_COMMAND),
+            command_resolved: "in the image",
+        },
+    )?;
     let size = envtiers::secret_size(&env);
     if size > SECRET_MAX_BYTES - 4096 {
         return Err(refused(
@@ -155,6 +71,9 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::RequestErrorKind as RK;
+    use buzz_contract::nip_oa::AuthTag;
+    use buzz_contract::wire::parse_agent;
     use nostr::ToBech32;
     use proptest::prelude::*;
     use serde_json::json;

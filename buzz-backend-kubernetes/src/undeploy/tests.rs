@@ -229,6 +229,7 @@ fn errors_name_what_is_left_and_why() {
             pods: 1,
             secrets: 2,
             workspaces: 0,
+            ..Default::default()
         },
         left: vec![Left::pod("buzz-agent-0123456789ab".into(), LeftWhy::Unmarked)],
     };

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod collector;
+pub mod doze;
 pub mod fleet;
 pub mod harness;
 pub mod history;

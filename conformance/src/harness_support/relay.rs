@@ -149,7 +149,8 @@ pub struct Seen {
 }
 
 /// An independent subscriber recording every kind 7 / 9 / 20001 / 20002
-/// event, and the sealed kinds 24200 and 44200 (issue 34).
+/// event, and the sealed kinds 24200 and 44200 (issue 34) and 44201
+/// (issue 50).
 pub struct Observer {
     pub client: Client,
     pub seen: Arc<Mutex<Vec<Seen>>>,
@@ -204,6 +205,7 @@ impl Observer {
             Kind::from(20002),
             Kind::from(buzz_contract::observer::KIND),
             Kind::from(buzz_contract::turn_metric::KIND),
+            Kind::from(buzz_contract::awake::KIND),
         ]);
         let mut notes = client.notifications();
         // Authenticate first (a write triggers the relay's challenge), then subscribe.

@@ -72,6 +72,27 @@ async fn answered(w: &World, m: &Event) -> Event {
     w.wait_reply(m).await
 }
 
+/// The states of the agent's state changes (kind 44201) so far, oldest
+/// first, each opened with the owner's key.
+fn states(w: &World) -> Vec<String> {
+    let mut changes: Vec<buzz_contract::awake::StateChange> = w
+        .obs
+        .matching(|e| e.pubkey == w.agent.public_key() && e.kind.as_u16() == buzz_contract::awake::KIND)
+        .into_iter()
+        .map(|s| {
+            let plain =
+                nostr_sdk::nips::nip44::decrypt(w.owner.secret_key(), &s.event.pubkey, &s.event.content)
+                    .expect("sealed to the owner");
+            serde_json::from_str(&plain).expect("a state change")
+        })
+        .collect();
+    changes.sort_by_key(|c| c.seq);
+    changes
+        .into_iter()
+        .map(|c| c.state.as_str().to_string())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dozing_agent_frees_its_processes_and_answers_the_next_mention_in_its_conversation() {
     let _g = SERIAL.lock().await;
@@ -102,6 +123,10 @@ async fn a_dozing_agent_frees_its_processes_and_answers_the_next_mention_in_its_
         "a second agent started for it"
     );
     stop_gracefully(&mut h).await;
+    // The hours' record (issue 50 item 3): each change, stored, sealed.
+    let want = ["awake", "dozing", "awake", "stopped"];
+    wait_until(WAIT, || (states(&w).len() >= want.len()).then_some(())).await;
+    assert_eq!(states(&w), want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -195,4 +220,6 @@ async fn the_inactivity_bound_still_ends_a_dozing_harness_on_time() {
         after >= Duration::from_millis(3500) && after < Duration::from_secs(8),
         "ended {after:?} after the last turn; the bound is 4 s"
     );
+    // Ended by its bound, it is asleep (a waker may wake it), not stopped.
+    assert_eq!(states(&w), ["awake", "dozing", "asleep"]);
 }

@@ -42,7 +42,7 @@ impl Canaries {
 
     /// Every event the agent signed, checked for every canary: its JSON,
     /// and for the events sealed to the owner (usage, kind 44200; observer
-    /// frames, kind 24200) the plaintext the owner opens (review afa2bf1:
+    /// frames, kind 24200; state changes, kind 44201) the plaintext the owner opens (review afa2bf1:
     /// their JSON is ciphertext, which no canary can match). Returns the
     /// sealed events' plaintexts.
     fn assert_none_published(&self, w: &World) -> Vec<String> {
@@ -52,7 +52,13 @@ impl Canaries {
         for s in seen {
             let mut texts = vec![serde_json::to_string(&s.event).unwrap()];
             let kind = s.event.kind.as_u16();
-            if kind == buzz_contract::turn_metric::KIND || kind == buzz_contract::observer::KIND {
+            if [
+                buzz_contract::turn_metric::KIND,
+                buzz_contract::observer::KIND,
+                buzz_contract::awake::KIND,
+            ]
+            .contains(&kind)
+            {
                 let plain = nip44::decrypt(w.owner.secret_key(), &s.event.pubkey, &s.event.content)
                     .unwrap_or_else(|e| panic!("the owner opens a kind-{kind} event: {e}"));
                 texts.push(plain.clone());

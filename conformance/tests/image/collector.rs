@@ -200,8 +200,12 @@ async fn a_forged_image_digest_in_user_env_does_not_pass_the_digest_gate() {
         "launch": { "command": "acp-test-agent", "env": { "IMAGE_DIGEST": forged } }
     });
     let config = json!({ "namespace": "image-test", "image": TEST_IMAGE_REF });
-    let refused = buzz_backend_kubernetes::protocol::prepare(&payload, &config, None)
-        .and_then(|plan| buzz_backend_kubernetes::envtiers::assemble(&plan.agent, &plan.authoritative));
+    let refused = buzz_backend_kubernetes::protocol::prepare(&payload, &config, None).and_then(|plan| {
+        Ok(buzz_backend_kubernetes::envtiers::assemble(
+            &plan.agent,
+            &plan.authoritative,
+        )?)
+    });
     assert!(refused.is_err(), "the provider must refuse a user IMAGE_DIGEST");
 
     let ingest = Ingest::start().await;

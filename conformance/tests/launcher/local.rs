@@ -160,6 +160,9 @@ async fn usage_and_log_show_each_turn_across_a_restart() {
     assert_eq!((t[0].input_tokens, t[0].output_tokens), (Some(1200), Some(80)));
     assert_eq!(t[1].input_tokens, Some(300));
     assert!(t[2].is_unknown());
+    // Issue 50 item 3: the hours' record, run 1 awake then stopped, run 2 awake.
+    let states: Vec<_> = found.changes.iter().map(|c| c.state.as_str()).collect();
+    assert_eq!(states, ["awake", "stopped", "awake"], "{:?}", found.changes);
 
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
@@ -172,6 +175,10 @@ async fn usage_and_log_show_each_turn_across_a_restart() {
     };
     let table = cli(&["usage", "agent"]);
     assert!(table.starts_with("WHEN (UTC)"), "{table}");
+    assert!(
+        table.contains("agent, over the last ") && table.contains(", dozing 0s, asleep 0s, stopped "),
+        "{table}"
+    );
     assert!(table.contains("1 200") && table.contains("$0.0045"), "{table}");
     assert!(
         table.contains("agent: 3 turn(s); 1 500 in (2 of 3 turns reported), 100 out (2 of 3 turns reported); $0.0060 (2 of 3 turns reported)"),

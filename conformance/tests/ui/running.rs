@@ -284,3 +284,41 @@ fn ui_unreadable_secrets_fail_closed() {
     std::fs::write(&key, saved).unwrap();
     assert_eq!(ui.call("GET", "/api/agents", None).status, 200);
 }
+
+/// Issue 50: a dozing agent's card says `away` (the page labels it
+/// dozing) with the clock time its inactivity bound ends it, in the
+/// listing and in the presence event.
+#[test]
+fn ui_a_dozing_agent_says_when_it_sleeps() {
+    let (s, _h) = local_setup(&[]);
+    s.cli(&["agent", "create", "napper", "--agent", "echo", "--doze", "2"]);
+    let ui = s.ui();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let events = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            ui.events(Duration::from_secs(90), |t| {
+                t.contains(r#""state":"away""#) && t.contains(r#""sleeps_at":1"#)
+            })
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let r = ui.call("POST", "/api/agents/napper/start", None);
+        assert_eq!(r.status, 202, "{}", r.body);
+        reader.join().unwrap()
+    });
+    assert!(events.contains(r#""sleeps_at":1"#), "{events}");
+    let a = agent(&ui, "napper");
+    assert_eq!(a["presence"], "away", "{a}");
+    let sleeps_at = a["sleeps_at"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no sleeps_at: {a}"));
+    assert!(
+        sleeps_at > before,
+        "sleeps_at {sleeps_at} is not after the start {before}"
+    );
+    let r = ui.call("POST", "/api/agents/napper/stop", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(wait_until(Duration::from_secs(30), || harnesses(&s).is_empty()));
+}

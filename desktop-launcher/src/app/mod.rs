@@ -84,6 +84,7 @@ pub use crate::relay::unix_now;
 pub use crate::response::sanitize_text;
 pub use crate::store::{Store, StoreError, write_private};
 pub use crate::{activity, conversation_view, measured, usage_plot, usage_view};
+pub use buzz_contract::awake::AwakeState;
 
 /// The pure rules a record's fields are checked with, the same for the
 /// CLI's flags and the Start page's form (spec §Launch data, I2).

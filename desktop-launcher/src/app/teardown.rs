@@ -593,7 +593,8 @@ mod tests {
             removed_text(&Removed {
                 pods: 1,
                 secrets: 1,
-                workspaces: 0
+                workspaces: 0,
+                ..Default::default()
             }),
             "1 pod and 1 Secret"
         );
@@ -601,7 +602,8 @@ mod tests {
             removed_text(&Removed {
                 pods: 0,
                 secrets: 2,
-                workspaces: 0
+                workspaces: 0,
+                ..Default::default()
             }),
             "0 pods and 2 Secrets"
         );

@@ -1,6 +1,8 @@
 //! What each agent has cost (issue 34 item 2): its per-turn usage events
-//! (kind 44200, [`buzz_contract::turn_metric`]) fetched from its relay and
-//! opened with the owner's key. One operation for the CLI's `usage` and the
+//! (kind 44200, [`buzz_contract::turn_metric`]) and its state changes
+//! (kind 44201, [`buzz_contract::awake`]: the hours awake, dozing, asleep
+//! and stopped, issue 50 item 3) fetched from its relay and opened with
+//! the owner's key. One operation for the CLI's `usage` and the
 //! page's usage panel; [`crate::usage_view`] sums and renders them.
 //!
 //! Only the owner can read them: each is NIP-44 sealed from the agent's key
@@ -20,7 +22,8 @@ use crate::measured::{self, Measured, NotMeasured};
 use crate::record::{AgentRecord, Backend};
 use crate::relay;
 use crate::store::Store;
-pub use crate::usage_view::TurnUsage;
+pub use crate::usage_view::{Change, TurnUsage};
+use buzz_contract::awake::{self, StateChange};
 use buzz_contract::turn_metric::{self, TurnMetric};
 use nostr_sdk::prelude::{Alphabet, Event, Filter, Keys, Kind, PublicKey, SingleLetterTag, Timestamp, nip44};
 use std::collections::BTreeMap;
@@ -39,6 +42,8 @@ pub const MEASURED_WAIT: Duration = Duration::from_secs(5);
 pub struct Usage {
     /// Every turn, oldest first.
     pub turns: Vec<TurnUsage>,
+    /// Every state change, oldest first.
+    pub changes: Vec<Change>,
     /// Events from the agents that could not be read, and why.
     pub skipped: Vec<String>,
 }
@@ -63,7 +68,7 @@ pub async fn usage(store: &Store, name: Option<&str>, since: u64) -> Result<Usag
             .filter_map(|r| PublicKey::from_hex(&r.pubkey).ok())
             .collect();
         let filter = Filter::new()
-            .kind(Kind::from(turn_metric::KIND))
+            .kinds([Kind::from(turn_metric::KIND), Kind::from(awake::KIND)])
             .authors(authors)
             .custom_tag(
                 SingleLetterTag::lowercase(Alphabet::P),
@@ -81,26 +86,41 @@ pub async fn usage(store: &Store, name: Option<&str>, since: u64) -> Result<Usag
             let Some(rec) = recs.iter().find(|r| r.pubkey == e.pubkey.to_hex()) else {
                 continue;
             };
-            match open(&owner, &e) {
-                Ok(metric) => out.turns.push(TurnUsage {
-                    agent: rec.name.clone(),
-                    event_id: e.id.to_hex(),
-                    at: e.created_at.as_secs(),
-                    metric,
-                }),
-                Err(why) => out
-                    .skipped
-                    .push(format!("{} event {}: {why}", rec.name, e.id.to_hex())),
+            let (agent, at) = (rec.name.clone(), e.created_at.as_secs());
+            let opened = if e.kind == Kind::from(awake::KIND) {
+                open::<StateChange>(&owner, &e).map(|c| {
+                    out.changes.push(Change {
+                        agent,
+                        at,
+                        seq: c.seq,
+                        state: c.state,
+                    })
+                })
+            } else {
+                open::<TurnMetric>(&owner, &e).map(|metric| {
+                    out.turns.push(TurnUsage {
+                        agent,
+                        event_id: e.id.to_hex(),
+                        at,
+                        metric,
+                    })
+                })
+            };
+            if let Err(why) = opened {
+                out.skipped
+                    .push(format!("{} event {}: {why}", rec.name, e.id.to_hex()));
             }
         }
     }
     out.turns
         .sort_by(|a, b| (a.at, &a.metric.timestamp).cmp(&(b.at, &b.metric.timestamp)));
+    out.changes.sort_by_key(|c| (c.at, c.seq));
     Ok(out)
 }
 
-/// The metric `e` carries, opened with the owner's key.
-pub fn open(owner: &Keys, e: &Event) -> Result<TurnMetric, String> {
+/// The payload `e` carries (a turn's metric, a state change), opened with
+/// the owner's key.
+pub fn open<T: serde::de::DeserializeOwned>(owner: &Keys, e: &Event) -> Result<T, String> {
     let agent_tag = e
         .tags
         .iter()

@@ -19,6 +19,9 @@ pub(super) struct Snap {
     /// Why an agent whose last word was online counts as offline
     /// ([`crate::app::silence`]).
     pub(super) silent: Option<String>,
+    /// When a dozing agent's inactivity bound ends it (its `away`'s
+    /// `sleeps_at`, issue 50).
+    pub(super) sleeps_at: Option<u64>,
     /// The revision of this snapshot: the order of the task's decisions.
     pub(super) rev: u64,
 }

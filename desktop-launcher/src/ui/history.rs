@@ -92,12 +92,17 @@ pub(super) async fn usage(State(s): State<S>, Path(name): Path<String>) -> Respo
             let total = usage_view::totals(&found.turns)
                 .get(&name)
                 .map(|t| usage_view::total_line(&name, t));
+            let now = app::unix_now();
+            let hours = usage_view::hours(&found.changes, now)
+                .get(&name)
+                .map(|h| usage_view::hours_line(&name, h, now));
             reply(
                 &s,
                 StatusCode::OK,
                 json!({
                     "rows": rows,
                     "total": total,
+                    "hours": hours,
                     "skipped": found.skipped,
                     "plots": {
                         "tokens": usage_plot::tokens_per_turn(&found.turns),

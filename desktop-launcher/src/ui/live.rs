@@ -103,13 +103,14 @@ impl Watcher {
             at: last.map(|r| r.at),
             run: last.and_then(|r| r.run.clone()),
             silent: crate::app::silence(last, crate::app::unix_now()),
+            sleeps_at: last.and_then(|r| r.sleeps_at),
             rev: 0,
         };
         let changed = {
             let mut p = self.s.presence.snaps.lock().unwrap_or_else(|e| e.into_inner());
-            let same = p
-                .get(&c.pubkey)
-                .is_some_and(|o| (o.state, o.at, &o.run) == (snap.state, snap.at, &snap.run));
+            let same = p.get(&c.pubkey).is_some_and(|o| {
+                (o.state, o.at, &o.run, o.sleeps_at) == (snap.state, snap.at, &snap.run, snap.sleeps_at)
+            });
             if !same {
                 self.rev += 1;
                 snap.rev = self.rev;
@@ -121,7 +122,7 @@ impl Watcher {
             emit(
                 &self.s,
                 json!({"type": "presence", "name": name, "state": snap.state.as_str(),
-                       "last_seen": snap.at, "rev": snap.rev}),
+                       "last_seen": snap.at, "sleeps_at": snap.sleeps_at, "rev": snap.rev}),
             );
             // An agent that went offline may have a reason to show now (its
             // harness's exit, from the record or its log): the page refetches.

@@ -90,6 +90,7 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "rest_note": rest.and_then(|r| app::waker::rest_text(r, waker)),
         "presence_rev": snap.as_ref().map_or(0, |p| p.rev),
         "silent": snap.as_ref().and_then(|p| p.silent.clone()),
+        "sleeps_at": snap.as_ref().and_then(|p| p.sleeps_at),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,
         "last_error": app::last_error(&s.store, rec, &st, running),

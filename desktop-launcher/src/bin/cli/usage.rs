@@ -2,9 +2,12 @@
 //! context fill and cost, from the agents' sealed usage events
 //! ([`desktop_launcher::app::usage`]), with a total line per agent, then for
 //! a provider agent with a collector ingest the CPU, memory and OOM kills
-//! its collector measured ([`desktop_launcher::measured`]); or, with
-//! `--json`, `{"turns": [...], "measured": {NAME: {...} | {"error": "..."}}}`:
-//! the turns as the agents reported them and the ingest's figures.
+//! its collector measured ([`desktop_launcher::measured`]), and per agent
+//! the time it spent awake, dozing, asleep and stopped (issue 50 item 3);
+//! or, with `--json`, `{"turns": [...], "measured": {NAME: {...} |
+//! {"error": "..."}}, "hours": {NAME: {"from": unix, "awake": secs, …}}}`:
+//! the turns as the agents reported them, the ingest's figures, and the
+//! seconds per state.
 
 use super::{emit, out};
 use anyhow::Result;
@@ -16,6 +19,8 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
         None => 0,
     };
     let found = app::usage::usage(store, name, since).await?;
+    let now = app::unix_now();
+    let hours = view::hours(&found.changes, now);
     for s in &found.skipped {
         eprintln!("skipped: {s}");
     }
@@ -53,7 +58,18 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
                 Ok((n, v))
             })
             .collect::<Result<_>>()?;
-        let doc = serde_json::json!({ "turns": turns, "measured": measured });
+        let hours: serde_json::Map<String, serde_json::Value> = hours
+            .iter()
+            .map(|(n, h)| {
+                let mut o = serde_json::Map::new();
+                o.insert("from".into(), h.from.into());
+                for s in app::AwakeState::ALL {
+                    o.insert(s.as_str().into(), h.secs.get(&s).copied().unwrap_or(0).into());
+                }
+                (n.clone(), serde_json::Value::Object(o))
+            })
+            .collect();
+        let doc = serde_json::json!({ "turns": turns, "measured": measured, "hours": hours });
         out!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
@@ -64,6 +80,9 @@ pub(crate) async fn usage(store: &Store, name: Option<&str>, since: Option<&str>
         );
     } else {
         turn_table(&found);
+    }
+    for (n, h) in &hours {
+        out!("{}", view::hours_line(n, h, now));
     }
     for (n, m) in &measured {
         match m {

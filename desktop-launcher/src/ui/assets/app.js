@@ -47,6 +47,16 @@ function seenText(at) {
   return s < 2 ? 'just now' : `${s} s ago`;
 }
 
+// What a dozing agent's card says: it answers by itself, and until when.
+function dozeText(sleepsAt) {
+  const base = 'answers a mention by itself';
+  if (!sleepsAt) return `${base}; no inactivity bound`;
+  const at = new Date(sleepsAt * 1000);
+  const same = at.toDateString() === new Date().toDateString();
+  const when = same ? at.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'}) : at.toLocaleString();
+  return `${base}; sleeps at ${when}`;
+}
+
 // The dot follows the launcher's presence snapshots, each with a revision
 // counted up per change (`ui/live.rs`). A card applies a dot only from a
 // revision not older than the one it shows: a listing computed before a
@@ -54,17 +64,20 @@ function seenText(at) {
 // whatever order the two arrive in (issue 30 item 8). A new event stream
 // (`hello`) may come from a restarted server that counts from 0 again, so
 // it resets every card's revision.
-function setPresence(card, state, lastSeen, rev) {
+function setPresence(card, state, lastSeen, rev, sleepsAt) {
   if (rev !== undefined) {
     if (rev < Number(card.dataset.rev || 0)) return;
     card.dataset.rev = String(rev);
   }
   card.dataset.state = state;
   // A harness says `away` while it dozes (issue 50): no agent process, and
-  // it answers the next mention by itself.
+  // it answers the next mention by itself until its inactivity bound ends
+  // it at `sleeps_at` (a clock time, so the text never goes stale).
   const dozing = state === 'away';
   card.querySelector('.state').textContent = dozing ? 'dozing' : state;
-  card.querySelector('.dot').title = dozing ? 'dozing: answers a mention by itself' : state;
+  card.querySelector('.dot').title = dozing ? dozeText(sleepsAt) : state;
+  card.querySelector('.doze').textContent = dozing ? dozeText(sleepsAt) : '';
+  card.querySelector('.doze-row').hidden = !dozing;
   if (lastSeen !== undefined) card.dataset.seen = lastSeen || '';
   card.querySelector('.seen').textContent = seenText(Number(card.dataset.seen) || 0);
   syncButtons(card);
@@ -175,6 +188,7 @@ async function loadHistory(name) {
   plots.replaceChildren();
   if (usage.ok) {
     q('.usage-total').textContent = usage.data.total || 'No usage reported yet.';
+    q('.usage-hours').textContent = usage.data.hours || '';
     q('.measured-line').textContent = usage.data.measured || (usage.data.measured_error ? `Collector: ${usage.data.measured_error}` : '');
     for (const key of ['tokens', 'cost', 'cpu', 'memory']) {
       if (!usage.data.plots[key]) continue;
@@ -216,7 +230,7 @@ function renderAgent(card, a) {
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';
   setBusy(card, a.busy);
-  setPresence(card, a.presence, a.last_seen, a.presence_rev);
+  setPresence(card, a.presence, a.last_seen, a.presence_rev, a.sleeps_at);
 }
 
 function setBusy(card, busy) {
@@ -762,7 +776,7 @@ function onEvent(ev) {
     case 'agents': reloadSoon(); break;
     case 'presence': {
       const card = cards.get(ev.name);
-      if (card) setPresence(card, ev.state, ev.last_seen, ev.rev);
+      if (card) setPresence(card, ev.state, ev.last_seen, ev.rev, ev.sleeps_at);
       else reloadSoon();
       break;
     }
