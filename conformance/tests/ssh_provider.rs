@@ -253,8 +253,16 @@ async fn the_unit_restarts_a_crash_not_a_shutdown_and_never_loops_on_a_refused_i
     let unit = ok(&answer)["agent_id"].as_str().unwrap().to_string();
     let pid = unit_show(&server, &unit, "MainPID");
 
-    // A crash as the kernel delivers one (an OOM kill, a segfault's end).
-    server.login(&format!("kill -KILL {pid}"));
+    assert!(
+        pid.parse::<u32>().is_ok_and(|p| p > 0),
+        "the unit's main process: {pid:?}"
+    );
+    // A crash: every process of the unit killed at once, as an OOM kill of
+    // its cgroup does. (A SIGKILL of the harness alone restarts it too, but
+    // on this server's cgroup v1 only after `TimeoutStopSec`: systemd --user
+    // learns there that the agent's process is gone from the stop timeout.)
+    let (killed, said) = server.login(&format!("systemctl --user kill --signal=SIGKILL '{unit}' 2>&1"));
+    assert!(killed, "the kill: {said}");
     let restarted = wait_until(WAIT, || {
         let now = unit_show(&server, &unit, "MainPID");
         (unit_show(&server, &unit, "NRestarts") == "1" && now != pid && now != "0").then_some(())
@@ -263,7 +271,11 @@ async fn the_unit_restarts_a_crash_not_a_shutdown_and_never_loops_on_a_refused_i
     assert!(
         restarted.is_some(),
         "a crash restarts: {}",
-        unit_show(&server, &unit, "NRestarts")
+        server
+            .login(&format!(
+                "systemctl --user status '{unit}' --no-pager 2>&1 | head -30"
+            ))
+            .1
     );
     let g = ok(&answer)["generation"].as_str().unwrap().to_string();
     online_with_run(&obs, &a, &g).await;
@@ -456,12 +468,11 @@ async fn two_deploys_of_one_key_at_once_leave_one_unit() {
     assert_eq!(leftovers(&server), "");
 }
 
-/// The launcher's own path: `agent create --backend provider:ssh`, Start,
-/// chat, stop, Start, undeploy.
+/// The launcher's own path, on its embedded relay: `agent create --backend
+/// provider:ssh`, Start, chat, stop, Start, undeploy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothing() {
     let server = SshServer::up("buzz-ssh-suite-launcher", &Options::default());
-    let relay = TestRelay::start().await;
     let tmp = tempfile::tempdir().unwrap();
     let bin = tmp.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -499,8 +510,6 @@ async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothin
         &ssh_config,
         "--agent",
         "echo",
-        "--relay",
-        &relay.url,
     ]);
     let started = launcher(&["start", "scout"]);
     assert!(
@@ -517,8 +526,10 @@ async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothin
     assert!(again.contains("scout deployed"), "{again}");
     let gone = launcher(&["undeploy", "scout"]);
     assert!(
-        gone.contains("removed 1 unit, 1 env file and 1 working directory"),
+        gone.contains("removed 1 unit, 1 env file and 1 working directory")
+            && gone.contains("the working directory (the agent's files and conversations) went with it"),
         "{gone}"
     );
     assert_eq!(leftovers(&server), "");
+    launcher(&["relay", "stop"]);
 }

@@ -1,4 +1,6 @@
-//! Provider discovery (spec §Discovery, Known Defect 1).
+//! Provider discovery (spec §Discovery, Known Defect 1), and the harness's
+//! ([`find_harness`]: the launcher runs it, and hands it to a provider that
+//! installs it where the agent runs).
 //!
 //! Search order (spec): the launcher executable's directory, every `PATH`
 //! entry, `~/.local/bin`. `$BUZZ_PROVIDER_PATH` is an explicit override
@@ -304,6 +306,26 @@ impl Discovery {
         }
         parts.join("; ")
     }
+}
+
+/// Looks for `name` on PATH.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The harness `demo`, a local start and a provider that installs it
+/// (buzz-backend-ssh, handed it by the gate) use: `$BUZZ_ACP_BIN`, else
+/// `buzz-acp` next to `own_exe`, else on PATH.
+pub fn find_harness(own_exe: &Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(crate::limits::HARNESS_BIN_ENV).filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let beside = own_exe.parent().map(|d| d.join("buzz-acp"));
+    beside.filter(|p| p.is_file()).or_else(|| on_path("buzz-acp"))
 }
 
 #[cfg(test)]

@@ -155,7 +155,7 @@ fn call(
     // itself: the staged provider has no directory of its own to look in.
     if let Some(h) = std::env::current_exe()
         .ok()
-        .and_then(|exe| crate::local::find_harness(&exe))
+        .and_then(|exe| crate::discovery::find_harness(&exe))
     {
         cmd.env(crate::limits::HARNESS_BIN_ENV, h);
     }

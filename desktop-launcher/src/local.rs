@@ -62,24 +62,7 @@ pub fn running(store: &crate::store::Store, name: &str) -> Result<Option<Running
     Ok(running_from(name, &store.deploy_state(name)?))
 }
 
-/// Looks for `name` on PATH.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// The harness `demo` and a local start use: `$BUZZ_ACP_BIN`, else `buzz-acp` next to
-/// `own_exe`, else on PATH.
-pub fn find_harness(own_exe: &Path) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(HARNESS_BIN_ENV).filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let beside = own_exe.parent().map(|d| d.join("buzz-acp"));
-    beside.filter(|p| p.is_file()).or_else(|| on_path("buzz-acp"))
-}
+pub use crate::discovery::{find_harness, on_path};
 
 /// The harness program: `$BUZZ_ACP_BIN`, else `buzz-acp` next to this
 /// executable, else on PATH — the lookup `demo` uses

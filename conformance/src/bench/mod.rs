@@ -16,6 +16,7 @@ pub mod provider;
 pub mod real_node;
 pub mod relay;
 pub mod scale;
+pub mod ssh;
 pub mod wake;
 
 /// `utime + stime` of a `/proc/<pid>/stat` line, in clock ticks.

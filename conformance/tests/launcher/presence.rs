@@ -353,3 +353,54 @@ async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
         "{said:?}"
     );
 }
+
+/// Issue 50: in `status --watch`, an agent that dozes shows as `dozing`,
+/// saying it answers by itself and how long until its inactivity bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_shows_a_dozing_agent_and_how_long_until_it_sleeps() {
+    use std::io::BufRead;
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
+        .args(["status", "--watch"])
+        .env("BUZZ_LAUNCHER_HOME", w.store.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let agent = agent_client(&relay.url, w.store.agent_keys("agent").unwrap()).await;
+    publish_presence(&agent, "online", vec![]).await;
+    let sleeps_at = nostr_sdk::prelude::Timestamp::now().as_secs() + 2 * 3600 + 30;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    publish_presence(
+        &agent,
+        "away",
+        vec![Tag::parse(["sleeps_at", &sleeps_at.to_string()]).unwrap()],
+    )
+    .await;
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let dozed = loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(l) if l.starts_with("agent: online -> dozing") => break Some(l),
+            Ok(l) => said.push(l),
+            Err(_) if std::time::Instant::now() > deadline => break None,
+            Err(_) => {}
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let dozed = dozed.unwrap_or_else(|| panic!("never dozing: {said:?}"));
+    assert!(
+        dozed.contains("answers a mention by itself; sleeps in 2h 0m"),
+        "{dozed}"
+    );
+}

@@ -161,3 +161,52 @@ fn ui_i2_errors_are_keyed_by_field() {
         json!({"config": "provider config applies to provider backends only"})
     );
 }
+
+/// Issue 51: the page offers the SSH provider, with its `info` schema as the
+/// form: `host` required, the paths and the bounds, and an agent created
+/// with it; a field I2 refuses is a field error.
+#[test]
+fn ui_offers_the_ssh_provider_with_its_fields() {
+    let s = setup();
+    let providers = PathBuf::from(&s.envs[0].1);
+    install_provider(
+        &providers,
+        "ssh",
+        Path::new(env!("CARGO_BIN_EXE_ssh-provider-under-test")),
+    )
+    .expect("install the ssh provider");
+    let ui = s.ui();
+    let r = ui.call("GET", "/api/providers/ssh/schema", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let f = |n: &str| {
+        v["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no field {n}: {v}"))
+    };
+    assert_eq!(f("host")["required"], true);
+    for name in buzz_backend_ssh::config::FIELDS {
+        assert!(f(name)["label"].is_string(), "{name}");
+    }
+    assert_eq!(f("doze_seconds")["type"], "integer");
+    assert_eq!(f("doze_seconds")["default"], 300);
+    let create = |name: &str, config: Value| {
+        let body = json!({"name": name, "relay_url": "ws://127.0.0.1:1", "backend": "provider:ssh", "config": config});
+        ui.call("POST", "/api/agents", Some(&body.to_string()))
+    };
+    let r = create(
+        "vps",
+        json!({"host": "agent@vps.example.com:2222", "doze_seconds": "60"}),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.json()["config"],
+        json!({"host": "agent@vps.example.com:2222", "doze_seconds": 60})
+    );
+    let r = create("vps2", json!({"host": "h", "ssh_key_path": "/k"}));
+    assert_eq!(r.status, 422, "{}", r.body);
+}

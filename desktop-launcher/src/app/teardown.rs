@@ -100,11 +100,19 @@ pub fn undeploy(
 /// What happened to the workspace volume, for people: `None` when the
 /// provider kept none and removed none.
 pub fn workspace_text(u: &Undeployed) -> Option<String> {
+    // A provider of units (buzz-backend-ssh) keeps the workspace in a
+    // working directory, not a volume.
+    let noun = |n: u64| match (u.removed.units.is_some(), n == 1) {
+        (true, true) => "working directory",
+        (true, false) => "working directories",
+        (false, true) => "workspace volume",
+        (false, false) => "workspace volumes",
+    };
     match (u.kept.as_slice(), u.removed.workspaces) {
         ([], 0) => None,
         ([], n) => Some(format!(
-            "the workspace volume{} (the agent's files and conversations) went with it",
-            if n == 1 { "" } else { "s" }
+            "the {} (the agent's files and conversations) went with it",
+            noun(n)
         )),
         (kept, _) => Some(format!(
             "kept the workspace volume {} (the agent's files and conversations); a Start of this agent mounts it again, and an undeploy without --keep-workspace removes it",

@@ -79,17 +79,22 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
             }
             let mut changed = Vec::new();
             let mut collect = |c: &Change, t: &Tracker| {
-                // An online that aged out says when it was heard and why it counts as offline.
-                let why = (c.to == Derived::Offline)
-                    .then(|| app::silence(t.last(&c.pubkey), app::unix_now()))
-                    .flatten();
+                let now = app::unix_now();
+                // An online that aged out says when it was heard and why it
+                // counts as offline; an away is a doze, and says until when.
+                let why = match c.to {
+                    Derived::Offline => app::silence(t.last(&c.pubkey), now),
+                    Derived::Away => app::dozing(t.last(&c.pubkey), now),
+                    _ => None,
+                };
                 changed.push((c.clone(), why));
             };
             w.pump(step, &mut collect).await;
+            let word = |d: Derived| if d == Derived::Away { "dozing" } else { d.as_str() };
             for (c, why) in &changed {
                 let n = names.get(&c.pubkey).cloned().unwrap_or_else(|| c.pubkey.clone());
                 let why = why.as_ref().map_or(String::new(), |w| format!(" ({w})"));
-                out!("{n}: {} -> {}{why}", c.from.as_str(), c.to.as_str());
+                out!("{n}: {} -> {}{why}", word(c.from), word(c.to));
             }
             if !changed.is_empty() {
                 let rows = rows_for(store, &agents, &w.tracker)?;
