@@ -182,6 +182,10 @@ for c in podman buildah mmdebstrap newuidmap; do
   command -v "$c" >/dev/null 2>&1 || { apt_pkgs+=(podman buildah mmdebstrap uidmap); break; }
 done
 command -v protoc >/dev/null 2>&1 || apt_pkgs+=(protobuf-compiler)
+# The SSH provider's client and its test server's key tools
+# (scripts/ssh-server.sh, --test ssh_provider), and flock for its lock.
+command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || apt_pkgs+=(openssh-client)
+command -v flock >/dev/null 2>&1 || apt_pkgs+=(util-linux)
 if [[ ${#apt_pkgs[@]} -gt 0 ]]; then
   command -v apt-get >/dev/null 2>&1 ||
     die "missing Debian packages ${apt_pkgs[*]}. fix: apt-get update && apt-get install -y ${apt_pkgs[*]}"

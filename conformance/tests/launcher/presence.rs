@@ -304,19 +304,17 @@ async fn status_times_replayed_presence_by_created_at_and_drops_what_is_older_th
     );
 }
 
-/// Rule (issue 34 item 2, "host unreachable or presence stale shows last
-/// seen and why"): in `status --watch`, an agent whose last word was
-/// `online`, not renewed within the TTL, turns offline saying when it was
-/// heard and why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
+/// `buzz-launcher status --watch` on the state dir `home` with `env`, and
+/// its stdout's lines as they come.
+fn status_watch(
+    home: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead;
-    let relay = StoringRelay::start().await;
-    let w = world_on(&relay.url);
     let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
         .args(["status", "--watch"])
-        .env("BUZZ_LAUNCHER_HOME", w.store.root())
-        .env("BUZZ_LAUNCHER_PRESENCE_TTL_SECS", "3")
+        .env("BUZZ_LAUNCHER_HOME", home)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -328,19 +326,36 @@ async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
             let _ = tx.send(l);
         }
     });
+    (watch, rx)
+}
+
+/// The first line starting with `prefix` within 30 s, and the lines before it.
+fn line_starting(rx: &std::sync::mpsc::Receiver<String>, prefix: &str) -> (Option<String>, Vec<String>) {
+    let mut said = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(l) if l.starts_with(prefix) => return (Some(l), said),
+            Ok(l) => said.push(l),
+            Err(_) if std::time::Instant::now() > deadline => return (None, said),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Rule (issue 34 item 2, "host unreachable or presence stale shows last
+/// seen and why"): in `status --watch`, an agent whose last word was
+/// `online`, not renewed within the TTL, turns offline saying when it was
+/// heard and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
+    let relay = StoringRelay::start().await;
+    let w = world_on(&relay.url);
+    let (mut watch, rx) = status_watch(w.store.root(), &[("BUZZ_LAUNCHER_PRESENCE_TTL_SECS", "3")]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let agent = agent_client(&relay.url, w.store.agent_keys("agent").unwrap()).await;
     publish_presence(&agent, "online", vec![]).await;
-    let mut said = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let went = loop {
-        match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(l) if l.starts_with("agent: online -> offline") => break Some(l),
-            Ok(l) => said.push(l),
-            Err(_) if std::time::Instant::now() > deadline => break None,
-            Err(_) => {}
-        }
-    };
+    let (went, said) = line_starting(&rx, "agent: online -> offline");
     let _ = watch.kill();
     let _ = watch.wait();
     let went = went.unwrap_or_else(|| panic!("never went offline: {said:?}"));
@@ -358,23 +373,9 @@ async fn status_watch_says_why_an_agent_that_went_silent_counts_as_offline() {
 /// saying it answers by itself and how long until its inactivity bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_watch_shows_a_dozing_agent_and_how_long_until_it_sleeps() {
-    use std::io::BufRead;
     let relay = StoringRelay::start().await;
     let w = world_on(&relay.url);
-    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_buzz-launcher-under-test"))
-        .args(["status", "--watch"])
-        .env("BUZZ_LAUNCHER_HOME", w.store.root())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let (mut watch, rx) = status_watch(w.store.root(), &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let agent = agent_client(&relay.url, w.store.agent_keys("agent").unwrap()).await;
     publish_presence(&agent, "online", vec![]).await;
@@ -386,16 +387,7 @@ async fn status_watch_shows_a_dozing_agent_and_how_long_until_it_sleeps() {
         vec![Tag::parse(["sleeps_at", &sleeps_at.to_string()]).unwrap()],
     )
     .await;
-    let mut said = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let dozed = loop {
-        match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(l) if l.starts_with("agent: online -> dozing") => break Some(l),
-            Ok(l) => said.push(l),
-            Err(_) if std::time::Instant::now() > deadline => break None,
-            Err(_) => {}
-        }
-    };
+    let (dozed, said) = line_starting(&rx, "agent: online -> dozing");
     let _ = watch.kill();
     let _ = watch.wait();
     let dozed = dozed.unwrap_or_else(|| panic!("never dozing: {said:?}"));

@@ -4,6 +4,17 @@
 
 use super::*;
 
+/// The form field `name` of a provider's schema answer.
+fn field(schema: &Value, name: &str) -> Value {
+    schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no field {name}: {schema}"))
+}
+
 fn fields(r: &Resp) -> Value {
     assert_eq!(r.status, 422, "{}", r.body);
     r.json()["fields"].clone()
@@ -17,15 +28,7 @@ fn ui_schema_rules_defaults_required_and_coercion_on_the_server() {
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     assert_eq!(v["sha256"].as_str().map(str::len), Some(64));
-    let f = |n: &str| {
-        v["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("no field {n}: {v}"))
-    };
+    let f = |n: &str| field(&v, n);
     assert_eq!(f("replicas")["type"], "integer");
     assert_eq!(f("replicas")["default"], 1);
     assert_eq!(f("replicas")["required"], true);
@@ -179,15 +182,7 @@ fn ui_offers_the_ssh_provider_with_its_fields() {
     let r = ui.call("GET", "/api/providers/ssh/schema", None);
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
-    let f = |n: &str| {
-        v["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("no field {n}: {v}"))
-    };
+    let f = |n: &str| field(&v, n);
     assert_eq!(f("host")["required"], true);
     for name in buzz_backend_ssh::config::FIELDS {
         assert!(f(name)["label"].is_string(), "{name}");
