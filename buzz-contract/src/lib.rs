@@ -23,6 +23,8 @@
 //!   (issue 34): per-turn usage (kind 44200) and the ACP frame mirror
 //!   (kind 24200), both sealed to the owner; [`awake`]: when it was awake,
 //!   dozing, asleep or stopped (kind 44201, issue 50).
+//! - [`managed_record`]: the owner's private record of an agent, kind 30179,
+//!   upstream's format, sealed to the owner (issue 52).
 //! - [`wake`]: wake on mention (issue 33): why a harness stopped, and the
 //!   mentions and floor a woken harness is handed.
 
@@ -33,6 +35,7 @@ pub mod exit;
 pub mod gate;
 pub mod i2;
 pub mod keys;
+pub mod managed_record;
 pub mod nip_oa;
 pub mod observer;
 pub mod presence;
