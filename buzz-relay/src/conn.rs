@@ -587,6 +587,13 @@ impl Conn {
     /// the subscription here too, and an EOSE of a REQ that asked for
     /// presence is preceded by the kept events ([`super::presence_keep`],
     /// sent here); `false` when the client is gone.
+    /// Whether the library's `raw` is an author-only event of someone else
+    /// ([`super::author_only`]).
+    fn withheld(&self, raw: &str) -> bool {
+        let key = self.session.as_ref().map(|s| s.key.as_str()).unwrap_or_default();
+        super::author_only::withheld(raw, key)
+    }
+
     async fn before_client(&mut self, raw: &str, otx: &mut SplitSink<Ws, Message>) -> bool {
         if raw.starts_with("[\"CLOSED\"") {
             if let Ok(RelayMessage::Closed { subscription_id, .. }) = RelayMessage::from_json(raw) {
@@ -757,6 +764,7 @@ impl Conn {
                     _ => break,
                 },
                 m = member.inbox.recv() => match m {
+                    Some(t) if self.withheld(&t) => {}
                     Some(t) => {
                         if !self.before_client(&t, &mut otx).await || otx.send(Message::text(t)).await.is_err() {
                             break;

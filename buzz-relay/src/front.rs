@@ -3,6 +3,7 @@
 //! first, then the session's checks ([`super::policy`]) on EVENT, REQ,
 //! COUNT and `NEG-*`, and the parsed message for the library ([`Out`]).
 
+use super::author_only;
 use super::policy::{self, Session};
 use super::presence_keep::{asks_for_presence, may_match_presence};
 use buzz_contract::presence::KIND_PRESENCE;
@@ -136,13 +137,23 @@ pub(super) fn decide(raw: &str, session: Option<&Session>, now: u64) -> Step {
             subscription_id,
             filter,
         } => match s.check(now) {
+            Ok(()) if author_only::may_reveal(&filter, &s.public_key()) => {
+                refused(subscription_id, author_only::REFUSED.into())
+            }
             Ok(()) => Step::Forward(Out::Count {
                 id: subscription_id.into_owned(),
                 filter: filter.into_owned(),
             }),
             Err(r) => refused(subscription_id, r.to_string()),
         },
-        ClientMessage::NegOpen { subscription_id, .. } => match s.check(now) {
+        ClientMessage::NegOpen {
+            subscription_id,
+            filter,
+            ..
+        } => match s.check(now) {
+            Ok(()) if author_only::may_reveal(&filter, &s.public_key()) => {
+                neg_refused(subscription_id, author_only::REFUSED.into())
+            }
             Ok(()) => Step::Forward(Out::NegOpen(subscription_id.into_owned())),
             Err(r) => neg_refused(subscription_id, r.to_string()),
         },
@@ -195,7 +206,12 @@ mod tests {
             Step::Forward(Out::Req { .. })
         ));
         assert!(matches!(
-            decide(&json!(["NEG-OPEN", "n", {}, "61"]).to_string(), Some(&s), 99),
+            // (A filter that cannot see another's kind 30179: author_only.)
+            decide(
+                &json!(["NEG-OPEN", "n", {"kinds": [9]}, "61"]).to_string(),
+                Some(&s),
+                99
+            ),
             Step::Forward(Out::NegOpen(_))
         ));
         assert!(matches!(

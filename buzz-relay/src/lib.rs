@@ -25,6 +25,10 @@
 //!   subscriptions are closed. Presence (kind 20001) must be authored by the
 //!   authenticated key and dated at most [`limits::PRESENCE_MAX_AHEAD`]
 //!   ahead of the relay's clock.
+//! - **Author-only kinds** ([`author_only`]): the owner's private agent
+//!   records (kind 30179, issue 52) reach only their author's sessions, as
+//!   on upstream's relay: an agent's REQ never gets one, and a COUNT or
+//!   NEG-OPEN that could see one is refused.
 //! - **Ephemeral presence**: kinds 20000–29999 are broadcast to live
 //!   subscriptions and never stored (the library's rule, and
 //!   [`log_store::LogStore`] refuses them too). Presence alone is also
@@ -51,6 +55,7 @@
 //!   proxy's `wss://` URL in [`Admission::public_urls`].
 
 pub mod agents;
+pub mod author_only;
 mod conn;
 pub mod data_lock;
 mod front;

@@ -43,7 +43,7 @@ use super::limits::PRESENCE_MAX_AHEAD;
 use super::own_urls::OwnUrls;
 use buzz_contract::nip_oa::{AuthTag, AuthTagError, Condition, ConditionError, parse_conditions};
 use buzz_contract::presence::{KIND_AUTH, KIND_PRESENCE};
-use nostr_sdk::prelude::{Event, Kind};
+use nostr_sdk::prelude::{Event, Kind, PublicKey};
 
 /// How far an AUTH event's `created_at` may be from the relay's clock
 /// (wire-facts §2: ±60 s).
@@ -72,6 +72,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The authenticated key.
+    pub fn public_key(&self) -> PublicKey {
+        PublicKey::from_hex(&self.key).expect("a session's key is an authenticated event's author")
+    }
+
     /// The session an accepted AUTH event by `key` opens.
     pub fn new(key: String, admitted: Admitted) -> Session {
         let attestation = match admitted {

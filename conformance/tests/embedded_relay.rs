@@ -561,3 +561,66 @@ async fn a_socket_that_never_authenticates_is_closed() {
     );
     assert!(next(&mut ws).await.is_none());
 }
+
+/// Issue 52 item 2: the owner's private agent records (kind 30179, sealed
+/// to the owner) reach only their author, as on upstream's relay: an agent
+/// listening live to every kind, or asking the store for kind 30179 or
+/// for everything, never gets one; its COUNT and NEG-OPEN that could see
+/// one are refused; the owner gets its own.
+#[tokio::test]
+async fn the_owners_private_agent_records_reach_only_the_owner() {
+    use buzz_contract::managed_record::{self, Config, Identity, Payload};
+    use nostr::ToBech32;
+    let owner = Keys::generate();
+    let r = relay(&owner).await;
+    let agent = Keys::generate();
+    let (mut ows, _) = authed(&r, &owner, None).await;
+    let (mut aws, _) = authed(&r, &agent, Some(agent_tag(&owner, &agent))).await;
+    let (_, closed) = req(&mut aws, "all", json!({})).await;
+    assert!(closed.is_none());
+    let (_, closed) = req(&mut aws, "records", json!({"kinds": [30179]})).await;
+    assert!(closed.is_none());
+
+    let config: Config =
+        serde_json::from_value(json!({"relay_url": "", "name": "scout", "backend": {"type": "local"}}))
+            .unwrap();
+    let identity = Identity {
+        private_key_nsec: agent.secret_key().to_bech32().unwrap(),
+        auth_tag: None,
+    };
+    let now = nostr::Timestamp::now().as_secs();
+    let payload = Payload::first(&owner.public_key(), &agent, identity, config, now);
+    let record = managed_record::seal(&owner, &payload, now).unwrap();
+    assert_eq!(publish(&mut ows, &record).await[2], true);
+    let chat = note(&owner, 9, "after the record");
+    assert_eq!(publish(&mut ows, &chat).await[2], true);
+
+    // Live: the agent's next event is the chat, not the record.
+    let (m, _) = until(&mut aws, "an event", |m| m[0] == "EVENT").await;
+    assert_eq!(m[2]["id"], chat.id.to_hex(), "{m}");
+    // Stored: the record is not among what the agent may read.
+    for (sub, filter) in [
+        ("stored", json!({"kinds": [30179, 9]})),
+        ("everything", json!({})),
+    ] {
+        let (events, closed) = req(&mut aws, sub, filter).await;
+        assert!(closed.is_none());
+        let kinds: Vec<u64> = events.iter().filter_map(|e| e["kind"].as_u64()).collect();
+        assert!(!kinds.contains(&30179) && kinds.contains(&9), "{sub}: {kinds:?}");
+    }
+    send(&mut aws, json!(["COUNT", "n", {"kinds": [30179]}])).await;
+    let (m, _) = until(&mut aws, "a CLOSED", |m| m[0] == "CLOSED" && m[1] == "n").await;
+    assert!(text_of(&m).starts_with("restricted:"), "{m}");
+    send(&mut aws, json!(["NEG-OPEN", "g", {}, "6100000200"])).await;
+    let (m, _) = until(&mut aws, "a NEG-ERR", |m| m[0] == "NEG-ERR" && m[1] == "g").await;
+    assert!(text_of(&m).starts_with("restricted:"), "{m}");
+
+    // The owner, its author, reads it and counts it.
+    let (events, _) = req(&mut ows, "mine", json!({"kinds": [30179]})).await;
+    let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids, vec![record.id.to_hex()]);
+    let mine = json!({"kinds": [30179], "authors": [owner.public_key().to_hex()]});
+    send(&mut ows, json!(["COUNT", "c", mine])).await;
+    let (m, _) = until(&mut ows, "a COUNT", |m| m[0] == "COUNT" && m[1] == "c").await;
+    assert_eq!(m[2]["count"], 1, "{m}");
+}

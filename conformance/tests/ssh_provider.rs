@@ -518,6 +518,15 @@ async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothin
         started.contains("scout deployed: agent_id buzz-acp@scout-"),
         "{started}"
     );
+    // The deployment is shared with the owner's other desktops (issue 52):
+    // the agent's head on the embedded relay names it.
+    let shared = shared_deployment(&home, "scout").await;
+    assert!(
+        shared
+            .as_deref()
+            .is_some_and(|id| started.contains(&format!("agent_id {id}"))),
+        "{shared:?} in {started}"
+    );
     let status = launcher(&["status"]);
     assert!(status.contains("scout\tonline"), "{status}");
     let reply = launcher(&["chat", "scout", "hello from the desktop"]);
@@ -533,5 +542,25 @@ async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothin
         "{gone}"
     );
     assert_eq!(leftovers(&server), "");
+    // Undeployed: the head no longer names a deployment.
+    assert_eq!(shared_deployment(&home, "scout").await, None);
     launcher(&["relay", "stop"]);
+}
+
+/// The `backend_agent_id` of `name`'s latest shared head (kind 30179) on
+/// its relay, read and opened as the owner of the state dir `home`.
+async fn shared_deployment(home: &std::path::Path, name: &str) -> Option<String> {
+    use buzz_contract::managed_record;
+    let store = desktop_launcher::app::Store::open(home).unwrap();
+    let (owner, rec) = (store.owner().unwrap(), store.agent(name).unwrap());
+    let filter = nostr_sdk::prelude::Filter::new()
+        .kind(Kind::from(managed_record::KIND))
+        .author(owner.public_key());
+    let heads = buzz_conformance::harness_support::stored(&rec.relay_url, &owner, filter).await;
+    let head = heads
+        .into_iter()
+        .max_by_key(|e| e.created_at)
+        .expect("a shared head");
+    let (_, payload) = managed_record::open(&head, &owner).expect("it opens");
+    payload.config.backend_agent_id
 }

@@ -51,6 +51,7 @@
 //! - [`restart`]: a Start right after a stop, while the cluster still reports the stopped run.
 //! - [`secrets`]: what is a secret, one set for the gate and the Start page; [`redact`]: scrubbing with it (spec §Provider Output Is Untrusted).
 //! - [`record`]: agent records, settings, identities and deploy bookkeeping (spec §System Model "agent record").
+//! - [`shared_record`]: an agent record as the owner's private head (kind 30179, upstream's format) that the owner's other desktops read (issue 52).
 //! - [`shown`]: the record fields that name files or are listed, and the key shape they must not have (I2).
 //! - [`envfile`]: the strict `KEY=VALUE` format of `--env-file`/`--env-stdin` (secrets never on argv).
 //! - [`status_lines`]: the provider's stderr split into status lines as they arrive.
@@ -89,6 +90,7 @@ pub mod response;
 pub(crate) mod restart;
 pub(crate) mod runtime;
 pub(crate) mod secrets;
+pub mod shared_record;
 pub(crate) mod shown;
 pub mod stage;
 pub(crate) mod status_lines;

@@ -98,6 +98,9 @@ pub const HOME_ENV: &str = "BUZZ_LAUNCHER_HOME";
 pub const PROVIDER_PATH_ENV: &str = "BUZZ_PROVIDER_PATH";
 /// Strict mode: only approved provider digests may deploy.
 pub const STRICT_ENV: &str = "BUZZ_LAUNCHER_STRICT_PROVIDERS";
+/// `0` (or `false`, `no`, `off`): no agent record is shared with the
+/// owner's other desktops (issue 52; `app::share`).
+pub const SHARE_ENV: &str = "BUZZ_LAUNCHER_SHARE_RECORDS";
 /// Override of the harness binary for the local backend (default: `buzz-acp` on `PATH`).
 pub const HARNESS_BIN_ENV: &str = "BUZZ_ACP_BIN";
 /// Presence TTL override in seconds (tests use a short one; default [`buzz_contract::presence::PRESENCE_TTL`]).

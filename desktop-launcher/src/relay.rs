@@ -150,6 +150,11 @@ async fn publish(client: &Client, url: &str, builder: EventBuilder) -> Result<Ev
             url: url.to_string(),
             message: e.to_string(),
         })?;
+    accepted(url, out)
+}
+
+/// The event's id when a relay accepted it, else the relay's reason.
+fn accepted(url: &str, out: Output<EventId>) -> Result<EventId, RelayError> {
     if out.success.is_empty() {
         let message = out
             .failed
@@ -163,6 +168,15 @@ async fn publish(client: &Client, url: &str, builder: EventBuilder) -> Result<Ev
         });
     }
     Ok(out.val)
+}
+
+/// Publishes `event`, signed already; its id once the relay accepted it.
+pub async fn publish_event(client: &Client, url: &str, event: &Event) -> Result<EventId, RelayError> {
+    let out = client.send_event(event).await.map_err(|e| RelayError::Publish {
+        url: url.to_string(),
+        message: e.to_string(),
+    })?;
+    accepted(url, out)
 }
 
 /// Publishes the owner-signed `!shutdown` that p-tags the agent (spec §Stop; wire-facts §4).

@@ -82,6 +82,8 @@ pub enum StoreError {
     Lock(#[from] crate::lock::LockError),
 }
 
+#[path = "record_heads.rs"]
+mod record_heads;
 #[path = "secret_store.rs"]
 mod secret_store;
 
@@ -150,12 +152,12 @@ impl Store {
     /// Opens (and creates) the state dir at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Store, StoreError> {
         let root = root.into();
-        for sub in ["", "agents", "keys", "deploy", "logs", "locks"] {
+        for sub in ["", "agents", "keys", "deploy", "logs", "locks", "heads"] {
             let d = root.join(sub);
             fs::create_dir_all(&d).map_err(io("create", &d))?;
         }
         // Everything under the root is private: records carry the user's env layer.
-        for private in ["", "agents", "keys", "deploy", "logs", "locks"] {
+        for private in ["", "agents", "keys", "deploy", "logs", "locks", "heads"] {
             let d = root.join(private);
             fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).map_err(io("chmod", &d))?;
         }
@@ -450,6 +452,7 @@ impl Store {
             self.key_path(name, "auth"),
             self.key_path(name, "env"),
             self.deploy_path(name),
+            self.head_path(name),
             self.agent_path(name),
         ] {
             match fs::remove_file(&p) {

@@ -24,6 +24,7 @@ const ORDER: &[&str] = &[
     "secrets",
     "redact",
     "record",
+    "shared_record",
     "restart",
     "shown",
     "envfile",
@@ -38,6 +39,7 @@ const ORDER: &[&str] = &[
     // the state dir: records and keys
     "lock",
     "store",
+    "record_heads",
     "secret_store",
     "enrolled",
     // resolution, presets and the provider gate
@@ -65,6 +67,7 @@ const APP_ORDER: &[&str] = &[
     "error",
     "agent",
     "local_state",
+    "share",
     "agents",
     "start",
     "delete",

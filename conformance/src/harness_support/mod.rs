@@ -10,7 +10,7 @@ pub mod proc;
 pub mod relay;
 
 pub use proc::{HarnessProc, children_of, harness_command};
-pub use relay::{Observer, TestRelay, post, post_raw, publish};
+pub use relay::{Observer, TestRelay, post, post_raw, publish, stored};
 
 use std::time::Duration;
 

@@ -182,6 +182,23 @@ async fn client_for(keys: &Keys, url: &str) -> Client {
     client
 }
 
+/// The events `url` has stored that match `filter`, read as `keys`
+/// (authenticated first, for a relay that serves its owner only).
+pub async fn stored(url: &str, keys: &Keys, filter: Filter) -> Vec<Event> {
+    let client = client_for(keys, url).await;
+    let warm = EventBuilder::new(Kind::from(20002), "stored-warmup")
+        .sign_with_keys(keys)
+        .unwrap();
+    let _ = client.send_event(&warm).await;
+    let got = client
+        .fetch_events(filter, Duration::from_secs(5))
+        .await
+        .map(|e| e.into_iter().collect())
+        .unwrap_or_default();
+    client.shutdown().await;
+    got
+}
+
 impl Observer {
     /// Connects and subscribes before the harness starts (presence is ephemeral).
     pub async fn start(url: &str) -> Observer {

@@ -11,11 +11,14 @@
 //! 2. the record is created (key, auth tag), the fill applied to it, the
 //!    secret env written (`keys/<name>.env`), the record saved; a failure
 //!    deletes what the create made;
-//! 3. the answer carries the warnings ([`crate::presets::warnings`], on this
+//! 3. the record is shared with the owner's other desktops ([`super::share`]:
+//!    bounded, never a failure of the save);
+//! 4. the answer carries the warnings ([`crate::presets::warnings`], on this
 //!    process's `PATH` and environment, which a local harness inherits) and,
 //!    for an edit of a running agent, that the edit applies after its next
 //!    restart.
 
+use super::share::{self, Shared};
 use crate::embedded::{self, EmbeddedError};
 use crate::envfile::EnvChanges;
 use crate::record::AgentRecord;
@@ -29,6 +32,8 @@ pub struct Saved {
     pub warnings: Vec<String>,
     /// The agent runs a launch of the record before this edit.
     pub applies_after_restart: bool,
+    /// The record shared with the owner's other desktops ([`super::share`]).
+    pub shared: Shared,
 }
 
 /// A refused save. `E` is the front end's own field error.
@@ -96,6 +101,7 @@ pub fn create<E>(
     Ok(Saved {
         warnings: warnings(store, &rec),
         applies_after_restart: false,
+        shared: share::share(store, name),
         record: rec,
     })
 }
@@ -118,6 +124,7 @@ pub fn edit<E>(
     Ok(Saved {
         warnings: warnings(store, &rec),
         applies_after_restart,
+        shared: share::share(store, name),
         record: rec,
     })
 }

@@ -4,6 +4,7 @@
 
 use super::agent::agent_lock;
 use super::error::AppError;
+use super::share::{self, Shared};
 use crate::lock;
 use crate::store::Store;
 use std::time::Duration;
@@ -13,7 +14,8 @@ use std::time::Duration;
 /// harness runs (a verified identity, [`crate::local::running`]); refuses
 /// always while a start of it is in progress (its lock is held: the start
 /// would re-create what the delete removed, force or not).
-pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
+/// The deletion is shared with the owner's other desktops ([`remove`]).
+pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<Shared, AppError> {
     let Some(_held) = lock::try_lock_for(&agent_lock(store, name), Duration::from_millis(200))? else {
         return Err(AppError::Busy(name.to_string()));
     };
@@ -21,7 +23,11 @@ pub fn delete(store: &Store, name: &str, force_remote_delete: bool) -> Result<()
 }
 
 /// [`delete`] once the agent's lock is held (see [`crate::app::teardown::delete`]).
-pub(crate) fn delete_locked(store: &Store, name: &str, force_remote_delete: bool) -> Result<(), AppError> {
+pub(crate) fn delete_locked(
+    store: &Store,
+    name: &str,
+    force_remote_delete: bool,
+) -> Result<Shared, AppError> {
     store.agent(name)?;
     let state = store.deploy_state(name)?;
     if !force_remote_delete {
@@ -32,6 +38,15 @@ pub(crate) fn delete_locked(store: &Store, name: &str, force_remote_delete: bool
             return Err(AppError::Deployed(name.to_string(), id));
         }
     }
+    remove(store, name)
+}
+
+/// Removes the record, key and bookkeeping of `name`, first telling the
+/// owner's other desktops (a kind 5 naming its shared record): every
+/// delete of a record goes through here.
+pub(crate) fn remove(store: &Store, name: &str) -> Result<Shared, AppError> {
+    let rec = store.agent(name)?;
+    let shared = share::share_deletion(store, &rec);
     store.delete_agent(name)?;
-    Ok(())
+    Ok(shared)
 }

@@ -46,6 +46,7 @@ mod local_state;
 pub mod presence_feed;
 pub mod providers;
 pub mod relay_ops;
+pub mod share;
 mod start;
 pub mod status_watch;
 pub mod teardown;

@@ -196,6 +196,10 @@ pub(crate) fn deploy_held(
                 *path_cache = Some(d.path.clone());
                 store.save_agent(&fresh)?;
             }
+            // The deployment (its agent_id), for the owner's other desktops.
+            if let Some(note) = super::share::share(store, name).note() {
+                on_status(&note);
+            }
             Ok(d)
         }
         Err(e) => {

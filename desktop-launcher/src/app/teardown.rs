@@ -72,6 +72,8 @@ pub struct Deleted {
     /// Set when the record went while the remote agent may still exist
     /// (`force_remote_delete`): what was orphaned, and why.
     pub orphan_warning: Option<String>,
+    /// The deletion shared with the owner's other desktops.
+    pub shared: super::share::Shared,
 }
 
 /// Whether a teardown removes the agent's workspace volume.
@@ -169,10 +171,11 @@ pub fn delete(
     let state = store.deploy_state(name)?;
     let agent_id = match remote_side(&rec.backend, &state) {
         Remote::Nothing => {
-            delete_locked(store, name, force_remote_delete)?;
+            let shared = delete_locked(store, name, force_remote_delete)?;
             return Ok(Deleted {
                 undeployed: None,
                 orphan_warning: None,
+                shared,
             });
         }
         Remote::MayHaveLeft => {
@@ -187,10 +190,11 @@ pub fn delete(
                     )),
                 ),
             };
-            delete_locked(store, name, force_remote_delete)?;
+            let shared = delete_locked(store, name, force_remote_delete)?;
             return Ok(Deleted {
                 undeployed,
                 orphan_warning,
+                shared,
             });
         }
         Remote::Deployed(agent_id) => agent_id,
@@ -200,10 +204,11 @@ pub fn delete(
     }
     match undeploy_locked(store, name, opts, workspace, on_status) {
         Ok(u) => {
-            store.delete_agent(name)?;
+            let shared = super::delete::remove(store, name)?;
             Ok(Deleted {
                 undeployed: Some(u),
                 orphan_warning: None,
+                shared,
             })
         }
         Err(e) => {
@@ -218,9 +223,10 @@ pub fn delete(
                     other => other,
                 });
             }
-            store.delete_agent(name)?;
+            let shared = super::delete::remove(store, name)?;
             Ok(Deleted {
                 undeployed: None,
+                shared,
                 orphan_warning: Some(format!(
                     "the record of `{name}` is deleted but its remote agent (agent_id {agent_id}) may still run and is now orphaned: {reason}; the binding's garbage collection or the agent's inactivity stop bounds its cost, or remove it on the provider by hand"
                 )),
@@ -286,6 +292,9 @@ fn undeploy_locked(
                 state.workspace_deployed = !u.kept.is_empty();
                 state.provider_binary = Some(format!("{} (sha256 {})", u.path.display(), u.sha256));
             })?;
+            if let Some(note) = super::share::share(store, name).note() {
+                on_status(&note);
+            }
             Ok(u)
         }
         Err(e @ GateError::UndeployUnsupported { .. }) => Err(e.into()),

@@ -206,6 +206,7 @@ fn create(s: &Shared, mut form: AgentForm) -> Response {
             match agent_json(s, &saved.record) {
                 Ok(mut v) => {
                     v["warnings"] = json!(saved.warnings);
+                    v["shared_note"] = json!(saved.shared.note());
                     reply(s, StatusCode::CREATED, v)
                 }
                 Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -271,6 +272,7 @@ fn edit(s: &Shared, name: &str, form: AgentForm) -> Response {
                     v["saved"] = json!(true);
                     v["applies_after_restart"] = json!(saved.applies_after_restart);
                     v["warnings"] = json!(saved.warnings);
+                    v["shared_note"] = json!(saved.shared.note());
                     reply(s, StatusCode::OK, v)
                 }
                 Err(e) => fail(s, StatusCode::INTERNAL_SERVER_ERROR, e),

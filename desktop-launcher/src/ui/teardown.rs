@@ -154,7 +154,8 @@ pub(super) async fn delete_agent(
                     s,
                     StatusCode::OK,
                     json!({"deleted": n, "removed": d.undeployed.as_ref().map(removed_json),
-                           "warning": d.orphan_warning.as_deref().map(sanitize_text)}),
+                           "warning": d.orphan_warning.as_deref().map(sanitize_text),
+                           "shared_note": d.shared.note()}),
                 )
             }
             Err(e) => {

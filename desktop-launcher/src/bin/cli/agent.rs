@@ -54,6 +54,14 @@ fn warn(saved: &Saved) {
     }
 }
 
+/// What became of sharing the record with the owner's other desktops, when
+/// it is news (a failure).
+fn share_note(saved: &Saved) {
+    if let Some(n) = saved.shared.note() {
+        eprintln!("note: {n}");
+    }
+}
+
 /// `agent create NAME`: `--relay`, else this state dir's embedded relay.
 pub(crate) fn create(store: &Store, name: &str, f: &Fields) -> Result<AgentRecord> {
     let input = env_input(f)?;
@@ -63,6 +71,7 @@ pub(crate) fn create(store: &Store, name: &str, f: &Fields) -> Result<AgentRecor
     };
     let saved = app::agents::create(store, name, relay.as_deref(), fill(f, &input)).map_err(refused)?;
     warn(&saved);
+    share_note(&saved);
     Ok(saved.record)
 }
 
@@ -76,6 +85,7 @@ pub(crate) fn edit(store: &Store, name: &str, f: &Fields) -> Result<AgentRecord>
     if saved.applies_after_restart {
         eprintln!("note: the edit applies after the agent's next restart");
     }
+    share_note(&saved);
     Ok(saved.record)
 }
 

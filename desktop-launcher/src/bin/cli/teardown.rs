@@ -64,6 +64,9 @@ pub(crate) fn delete(
     if let Some(w) = &d.orphan_warning {
         eprintln!("warning: {w}");
     }
+    if let Some(n) = d.shared.note() {
+        eprintln!("note: {n}");
+    }
     out!("deleted {name}");
     Ok(())
 }

@@ -1,0 +1,249 @@
+//! Every desktop of the owner (issue 52 item 2): the launcher shares each
+//! agent's record as the owner's private head, kind 30179 in upstream's
+//! format, on the agent's relay.
+//!
+//! - a create writes generation 1; an edit writes the next, its `prev` the
+//!   last head's id and its `created_at` after it; a save that changes
+//!   nothing writes nothing; a delete writes the kind 5 naming the head's
+//!   coordinate, dated no earlier than the head;
+//! - the head opens with the owner's key to the record, its secret env
+//!   and its key, and with no other key;
+//! - a relay that is down fails no save: the note says so, and the next
+//!   change shares everything;
+//! - on nostr-rs-relay, which serves the head to anyone who asks, a
+//!   stranger reads only its tags (`d`, `g`, `prev`) and ciphertext: no
+//!   name, no key, no secret env;
+//! - `BUZZ_LAUNCHER_SHARE_RECORDS=0` shares nothing.
+//!
+//! The deploy's `agent_id` as `backend_agent_id` is checked on the SSH
+//! test server (`ssh_provider`); the embedded relay's author-only rule in
+//! `embedded_relay`.
+
+use buzz_conformance::harness_support::nostr_rs_relay::NostrRsRelay;
+use buzz_conformance::harness_support::{TestRelay, stored};
+use buzz_contract::managed_record::{self, Payload};
+use desktop_launcher::app::share::Shared;
+use desktop_launcher::app::{self, EnvChanges, Store};
+use nostr_sdk::prelude::{Event, Filter, Keys, Kind, PublicKey, ToBech32};
+use std::process::Command;
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_buzz-launcher-under-test");
+const CANARY: &str = "sk-shared-record-canary-5a1";
+
+fn store() -> (tempfile::TempDir, Store) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path().join("state")).unwrap();
+    store.init_owner(None).unwrap();
+    (tmp, store)
+}
+
+/// A create of `name` on `relay` with model `model`, a plain env value and
+/// a secret one.
+fn create(store: &Store, name: &str, relay: &str, model: &str) -> app::agents::Saved {
+    let model = model.to_string();
+    app::agents::create(store, name, Some(relay), move |rec| {
+        rec.model = Some(model.clone());
+        rec.env.insert("LOG_LEVEL".into(), "debug".into());
+        Ok::<EnvChanges, String>([("OPENAI_API_KEY".to_string(), Some(CANARY.to_string()))].into())
+    })
+    .unwrap_or_else(|e| panic!("create: {e:?}"))
+}
+
+fn edit_model(store: &Store, name: &str, model: &str) -> app::agents::Saved {
+    let model = model.to_string();
+    app::agents::edit(store, name, move |rec| {
+        rec.model = Some(model.clone());
+        Ok::<EnvChanges, String>(EnvChanges::new())
+    })
+    .unwrap_or_else(|e| panic!("edit: {e:?}"))
+}
+
+async fn heads(url: &str, owner: &Keys) -> Vec<Event> {
+    stored(
+        url,
+        owner,
+        Filter::new().kind(Kind::from(30179)).author(owner.public_key()),
+    )
+    .await
+}
+
+fn tag<'a>(e: &'a Event, name: &str) -> Option<&'a str> {
+    e.tags
+        .iter()
+        .find(|t| t.as_slice().first().map(String::as_str) == Some(name))
+        .and_then(|t| t.as_slice().get(1).map(String::as_str))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_writes_one_chained_head_and_a_delete_its_kind_5() {
+    let relay = TestRelay::start().await;
+    let (_tmp, store) = store();
+    let owner = store.owner().unwrap();
+
+    let saved = tokio::task::block_in_place(|| create(&store, "scout", &relay.url, "m1"));
+    assert_eq!(saved.shared, Shared::Written { generation: 1 });
+    let agent = PublicKey::from_hex(&saved.record.pubkey).unwrap();
+    let got = heads(&relay.url, &owner).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let first = got[0].clone();
+    let (env, p) = managed_record::open(&first, &owner).expect("it opens with the owner's key");
+    assert_eq!((env.agent, env.generation, env.prev), (agent, 1, None));
+    assert_eq!(
+        (p.config.name.as_str(), p.config.model.as_deref()),
+        ("scout", Some("m1"))
+    );
+    assert_eq!(p.config.env_vars["OPENAI_API_KEY"], CANARY);
+    assert_eq!(p.config.relay_url, relay.url);
+    assert_eq!(
+        keys_of(&p).public_key(),
+        agent,
+        "the head carries the agent's own key"
+    );
+    assert!(
+        managed_record::open(&first, &Keys::generate()).is_err(),
+        "no other key opens it"
+    );
+
+    let saved = tokio::task::block_in_place(|| edit_model(&store, "scout", "m2"));
+    assert_eq!(saved.shared, Shared::Written { generation: 2 });
+    let second = heads(&relay.url, &owner).await.pop().expect("the new head");
+    let (env, p) = managed_record::open(&second, &owner).unwrap();
+    assert_eq!((env.generation, env.prev), (2, Some(first.id)));
+    assert_eq!(p.config.model.as_deref(), Some("m2"));
+    assert!(
+        second.created_at > first.created_at,
+        "it replaces the first on any relay"
+    );
+
+    let saved = tokio::task::block_in_place(|| edit_model(&store, "scout", "m2"));
+    assert_eq!(
+        saved.shared,
+        Shared::Unchanged,
+        "nothing changed: nothing written"
+    );
+    assert_eq!(
+        heads(&relay.url, &owner).await.pop().map(|e| e.id),
+        Some(second.id)
+    );
+
+    let shared = tokio::task::block_in_place(|| app::delete(&store, "scout", false)).unwrap();
+    assert_eq!(shared, Shared::Deleted);
+    let deletions = stored(
+        &relay.url,
+        &owner,
+        Filter::new().kind(Kind::EventDeletion).author(owner.public_key()),
+    )
+    .await;
+    assert_eq!(deletions.len(), 1, "{deletions:?}");
+    let d = &deletions[0];
+    assert_eq!(
+        tag(d, "a"),
+        Some(managed_record::coordinate(&owner.public_key(), &agent).as_str())
+    );
+    assert_eq!(tag(d, "k"), Some("30179"));
+    assert!(
+        d.created_at >= second.created_at,
+        "the deletion covers the last head"
+    );
+}
+
+fn keys_of(p: &Payload) -> Keys {
+    Keys::parse(&p.identity.private_key_nsec).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_is_down_fails_no_save_and_the_next_change_shares_it() {
+    let (_tmp, store) = store();
+    let owner = store.owner().unwrap();
+    let saved = tokio::task::block_in_place(|| create(&store, "later", "ws://127.0.0.1:1", "m1"));
+    let Shared::Failed(why) = &saved.shared else {
+        panic!("{:?}", saved.shared)
+    };
+    assert!(why.contains("127.0.0.1:1"), "{why}");
+    let note = saved.shared.note().unwrap();
+    assert!(
+        note.contains("next change shares it") && !note.contains(CANARY),
+        "{note}"
+    );
+    assert!(store.agent("later").is_ok(), "the record is saved");
+    // The relay comes: the next change shares it, as a first head.
+    let relay = TestRelay::start().await;
+    let url = relay.url.clone();
+    let saved = tokio::task::block_in_place(|| {
+        app::agents::edit(&store, "later", move |rec| {
+            rec.relay_url = url.clone();
+            Ok::<EnvChanges, String>(EnvChanges::new())
+        })
+        .unwrap()
+    });
+    assert_eq!(saved.shared, Shared::Written { generation: 1 });
+    let (_, p) = managed_record::open(&heads(&relay.url, &owner).await[0], &owner).unwrap();
+    assert_eq!(p.config.model.as_deref(), Some("m1"));
+}
+
+/// nostr-rs-relay serves kind 30179 to whoever asks: what they see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_relay_shows_a_stranger_tags_and_ciphertext_only() {
+    let relay = NostrRsRelay::start([127, 0, 0, 1].into());
+    let (_tmp, store) = store();
+    let owner = store.owner().unwrap();
+    let saved = tokio::task::block_in_place(|| create(&store, "scout", &relay.url, "m1"));
+    assert_eq!(saved.shared, Shared::Written { generation: 1 });
+    let nsec = store
+        .agent_keys("scout")
+        .unwrap()
+        .secret_key()
+        .to_bech32()
+        .unwrap();
+    let stranger = Keys::generate();
+    let seen = stored(&relay.url, &stranger, Filter::new().kind(Kind::from(30179))).await;
+    assert_eq!(seen.len(), 1, "nostr-rs-relay serves it to anyone: {seen:?}");
+    let e = &seen[0];
+    assert_eq!(e.pubkey, owner.public_key());
+    let names: Vec<&str> = e
+        .tags
+        .iter()
+        .filter_map(|t| t.as_slice().first().map(String::as_str))
+        .collect();
+    assert_eq!(
+        names,
+        ["d", "g"],
+        "the coordinate and the generation, nothing else"
+    );
+    let clear = serde_json::to_string(e).unwrap();
+    for secret in [nsec.as_str(), CANARY, "scout", "LOG_LEVEL", "m1"] {
+        assert!(!clear.contains(secret), "{secret} in the clear");
+    }
+}
+
+#[test]
+fn sharing_off_shares_nothing() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let relay = rt.block_on(TestRelay::start());
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let launcher = |args: &[&str]| {
+        let out = Command::new(LAUNCHER)
+            .args(args)
+            .env("BUZZ_LAUNCHER_HOME", &home)
+            .env("BUZZ_LAUNCHER_SHARE_RECORDS", "0")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    launcher(&["init"]);
+    launcher(&[
+        "agent", "create", "quiet", "--agent", "echo", "--relay", &relay.url,
+    ]);
+    let store = Store::open(&home).unwrap();
+    let owner = store.owner().unwrap();
+    assert!(
+        rt.block_on(heads(&relay.url, &owner)).is_empty(),
+        "nothing shared"
+    );
+    assert!(store.record_head("quiet").unwrap().is_none());
+}
