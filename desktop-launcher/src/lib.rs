@@ -52,6 +52,7 @@
 //! - [`secrets`]: what is a secret, one set for the gate and the Start page; [`redact`]: scrubbing with it (spec §Provider Output Is Untrusted).
 //! - [`record`]: agent records, settings, identities and deploy bookkeeping (spec §System Model "agent record").
 //! - [`shared_record`]: an agent record as the owner's private head (kind 30179, upstream's format) that the owner's other desktops read (issue 52).
+//! - [`sync_plan`]: what a desktop does with the owner's shared records it read (issue 52 item 3), pure.
 //! - [`shown`]: the record fields that name files or are listed, and the key shape they must not have (I2).
 //! - [`envfile`]: the strict `KEY=VALUE` format of `--env-file`/`--env-stdin` (secrets never on argv).
 //! - [`status_lines`]: the provider's stderr split into status lines as they arrive.
@@ -95,6 +96,7 @@ pub(crate) mod shown;
 pub mod stage;
 pub(crate) mod status_lines;
 pub mod store;
+pub mod sync_plan;
 pub mod ui;
 pub mod usage_plot;
 pub mod usage_view;

@@ -84,6 +84,10 @@ pub struct Settings {
     /// Only approved provider digests may deploy.
     #[serde(default)]
     pub strict_providers: bool,
+    /// Relays `sync` reads the owner's shared records from, beside each
+    /// agent's own (issue 52; `init --relay`, `sync --relay`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_relays: Vec<String>,
 }
 
 /// One agent (spec §System Model "agent record"), minus its secrets.

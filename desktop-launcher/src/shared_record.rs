@@ -22,6 +22,9 @@
 //! - never: the working directory (a path of this machine), the provider's
 //!   cached binary path, the secret env revision (bookkeeping).
 //!
+//! [`materialize`] is the way back: the record a head describes, for a
+//! desktop that does not have it yet (issue 52 item 3).
+//!
 //! A head another writer made keeps what this desktop does not own: its
 //! unknown members, other extensions, and the backend's members beside
 //! `type`, `id` and `config` (upstream's `name`, `summary`) while it names
@@ -187,6 +190,121 @@ fn backend_value(b: &Backend, base: Option<&Value>) -> Value {
         out.insert("config".into(), Value::Object(config.clone()));
     }
     Value::Object(out)
+}
+
+/// An agent as a head says it, ready to be filed in a state dir: the
+/// reverse of [`body`].
+#[derive(Clone)]
+pub struct Materialized {
+    /// The record, without a working directory (this machine's default).
+    pub record: AgentRecord,
+    /// The agent's key (`nsec1…`) and NIP-OA tag, when the head has one.
+    pub nsec: String,
+    pub auth_tag: Option<String>,
+    /// The env names our extension does not list as plain.
+    pub secret_env: std::collections::BTreeMap<String, String>,
+    /// The provider's `agent_id` of the live deployment.
+    pub agent_id: Option<String>,
+}
+
+impl std::fmt::Debug for Materialized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Materialized")
+            .field("name", &self.record.name)
+            .field("pubkey", &self.record.pubkey)
+            .field("agent_id", &self.agent_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a head cannot become a record here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotMaterialized {
+    #[error("its name `{0}` is not a valid agent name here")]
+    Name(String),
+    #[error("its backend is neither local nor a provider with an id")]
+    Backend,
+}
+
+/// The record `p` (a checked payload) describes. A head written by another
+/// client (no extension of ours) files every env value as secret.
+pub fn materialize(p: &Payload) -> Result<Materialized, NotMaterialized> {
+    let c = &p.config;
+    if !crate::record::valid_agent_name(&c.name) {
+        return Err(NotMaterialized::Name(c.name.clone()));
+    }
+    let ours: Ours = p
+        .extensions
+        .get(EXTENSION)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let mut rec = AgentRecord::new(&c.name, &p.agent_pubkey, &c.relay_url);
+    rec.display_name = ours.display_name;
+    rec.channel = ours.channel;
+    rec.agent_command = c.agent_command_override.clone().or_else(|| {
+        c.runtime
+            .as_deref()
+            .and_then(|r| buzz_contract::agents::PRESETS.iter().find(|p| p.name == r))
+            .map(|p| p.command.to_string())
+    });
+    rec.agent_args = c.agent_args.clone();
+    rec.persona = c.persona_id.clone();
+    rec.system_prompt = c.system_prompt.clone();
+    rec.model = c.model.clone();
+    rec.permission_mode = ours.permission_mode;
+    rec.permission_policy = ours.permission_policy;
+    rec.permission_policy_others = ours.permission_policy_others;
+    rec.provider = c.provider.clone();
+    rec.turn_timeout_seconds = ours.turn_timeout_seconds;
+    rec.idle_timeout_seconds = c.idle_timeout_seconds;
+    rec.max_turn_duration_seconds = c.max_turn_duration_seconds;
+    rec.parallelism = c.parallelism.map(u64::from);
+    rec.inactivity_seconds = ours.inactivity_seconds;
+    rec.doze_seconds = ours.doze_seconds;
+    if let Some(r) = &c.respond_to {
+        rec.respond_to = r.clone();
+    }
+    rec.respond_to_allowlist = c.respond_to_allowlist.clone();
+    rec.relay_observer = ours.relay_observer;
+    rec.backend = backend_of(&c.backend)?;
+    let (mut plain, mut secret) = (
+        std::collections::BTreeMap::new(),
+        std::collections::BTreeMap::new(),
+    );
+    for (k, v) in &c.env_vars {
+        let side = if ours.public_env.contains(k) {
+            &mut plain
+        } else {
+            &mut secret
+        };
+        side.insert(k.clone(), v.clone());
+    }
+    rec.env = plain;
+    Ok(Materialized {
+        record: rec,
+        nsec: p.identity.private_key_nsec.clone(),
+        auth_tag: p.identity.auth_tag.clone(),
+        secret_env: secret,
+        agent_id: c.backend_agent_id.clone(),
+    })
+}
+
+fn backend_of(v: &Value) -> Result<Backend, NotMaterialized> {
+    match v["type"].as_str() {
+        Some("local") => Ok(Backend::Local),
+        Some("provider") => {
+            let id = v["id"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+                .ok_or(NotMaterialized::Backend)?;
+            Ok(Backend::Provider {
+                id: id.to_string(),
+                config: v["config"].as_object().cloned().unwrap_or_default(),
+                path_cache: None,
+            })
+        }
+        _ => Err(NotMaterialized::Backend),
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ pub mod relay_ops;
 pub mod share;
 mod start;
 pub mod status_watch;
+pub mod sync;
 pub mod teardown;
 pub mod usage;
 pub mod waker;

@@ -19,6 +19,9 @@
 //!   pubkey, the generation, the predecessor) and the owner's pubkey; the
 //!   content, with the key and the secret env, is NIP-44 to the owner
 //!   (docs/launcher.md "Every desktop of the owner").
+//! - **The embedded relay at rest.** An agent on this state dir's embedded
+//!   relay, created while it does not run, is shared at its first start
+//!   (which starts the relay), not failed noisily at its create.
 //! - **Off switch.** `BUZZ_LAUNCHER_SHARE_RECORDS=0` shares nothing.
 //!
 //! The front ends see a [`Shared`]; [`Shared::note`] is what to tell.
@@ -47,6 +50,9 @@ pub enum Shared {
     Deleted,
     /// `BUZZ_LAUNCHER_SHARE_RECORDS=0`.
     Off,
+    /// The agent's relay is this state dir's embedded relay, which is not
+    /// running: the agent's next start (which starts it) shares it.
+    Later,
     /// Not shared this time, and why; the agent's next change shares it.
     Failed(String),
 }
@@ -77,6 +83,9 @@ pub(crate) fn share(store: &Store, name: &str) -> Shared {
     if off() {
         return Shared::Off;
     }
+    if embedded_at_rest(store, name) {
+        return Shared::Later;
+    }
     let (store, name) = (store.clone(), name.to_string());
     bounded(async move { publish(&store, &name).await.unwrap_or_else(Shared::Failed) })
 }
@@ -88,6 +97,15 @@ pub(crate) fn share_deletion(store: &Store, rec: &AgentRecord) -> Shared {
     }
     let (store, rec) = (store.clone(), rec.clone());
     bounded(async move { delete(&store, &rec).await.unwrap_or_else(Shared::Failed) })
+}
+
+/// Whether agent `name`'s relay is this state dir's embedded relay and it
+/// does not run (nobody can read the record there now, and a fresh
+/// state dir's first `agent create` would otherwise fail to share).
+fn embedded_at_rest(store: &Store, name: &str) -> bool {
+    let Ok(rec) = store.agent(name) else { return false };
+    crate::embedded::is_embedded(store, &rec.relay_url).unwrap_or(false)
+        && crate::embedded::running(store).is_ok_and(|r| r.is_none())
 }
 
 /// Runs `f` on a runtime of its own, on a thread of its own (the callers

@@ -54,6 +54,20 @@ enum Cmd {
         /// Import an existing owner key (nsec1… or 64 hex) read from stdin instead of generating one.
         #[arg(long)]
         import: bool,
+        /// Import the owner key from this file (0600) instead: never on the command line.
+        #[arg(long, value_name = "PATH", conflicts_with = "import")]
+        key_file: Option<PathBuf>,
+        /// With an imported key: read the owner's shared agent records from
+        /// this relay (repeatable) and file every agent found, as `sync` does.
+        #[arg(long, value_name = "URL")]
+        relay: Vec<String>,
+    },
+    /// Read the owner's agent records shared by their other desktops (kind
+    /// 30179) and file, update or delete agents here to match.
+    Sync {
+        /// Also read this relay, and remember it for later syncs (repeatable).
+        #[arg(long, value_name = "URL")]
+        relay: Vec<String>,
     },
     /// Manage agent records.
     #[command(subcommand)]
@@ -294,20 +308,39 @@ pub(crate) fn main() {
 fn run(cli: Cli) -> Result<()> {
     let store = Store::open_default()?;
     match cli.cmd {
-        Cmd::Init { import } => {
+        Cmd::Init {
+            import,
+            key_file,
+            relay,
+        } => {
             let raw = if import {
                 let mut s = String::new();
                 std::io::stdin()
                     .read_to_string(&mut s)
                     .context("cannot read the key from stdin")?;
                 Some(s)
+            } else if let Some(path) = &key_file {
+                secret_env::check_private("--key-file", "key file", path)?;
+                Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read the key file {}", path.display()))?,
+                )
             } else {
                 None
             };
+            if raw.is_none() && !relay.is_empty() {
+                anyhow::bail!(
+                    "--relay reads the records of an existing owner: give its key with --import or --key-file"
+                );
+            }
             let keys = store.init_owner(raw.as_deref())?;
             out!("owner {}", keys.public_key().to_hex());
             out!("state {}", store.root().display());
+            if !relay.is_empty() {
+                sync(&store, &relay)?;
+            }
         }
+        Cmd::Sync { relay } => sync(&store, &relay)?,
         Cmd::Agent(AgentCmd::Create { name, fields }) => {
             // Nothing is kept when a field is refused.
             let rec = agent::create(&store, &name, &fields)?;
@@ -471,6 +504,30 @@ fn start(store: &Store, name: &str, wait_online: u64) -> Result<()> {
             // Ends at `online` or the harness's exit, whichever comes first.
             started.online_or_error(store, name, Duration::from_secs(wait_online))?;
             out!("{name} online");
+        }
+    }
+    Ok(())
+}
+
+/// `sync`, and `init --relay`: what was read, filed, updated and deleted.
+fn sync(store: &Store, relays: &[String]) -> Result<()> {
+    let done = runtime()?.block_on(app::sync::sync(store, relays))?;
+    for (url, read) in &done.relays {
+        match read {
+            Ok(n) => eprintln!("read {url}: {n} events"),
+            Err(why) => eprintln!("warning: could not read all of {url}: {why}"),
+        }
+    }
+    for line in &done.lines {
+        eprintln!("warning: {line}");
+    }
+    for (verb, names) in [
+        ("filed", &done.created),
+        ("updated", &done.updated),
+        ("deleted", &done.deleted),
+    ] {
+        for n in names {
+            out!("{verb} {n}");
         }
     }
     Ok(())

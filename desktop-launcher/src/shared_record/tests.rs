@@ -152,3 +152,50 @@ fn world_like(w: &World) -> World {
         identity: w.identity.clone(),
     }
 }
+
+#[test]
+fn a_head_materializes_back_to_the_record_its_secrets_and_its_deployment() {
+    let w = world();
+    let p = body(&local(&w), &w.owner.public_key(), &w.agent, None, 1_780_000_000);
+    let m = materialize(&p).unwrap();
+    let mut want = w.rec.clone();
+    want.workdir = None;
+    if let Backend::Provider { path_cache, .. } = &mut want.backend {
+        *path_cache = None;
+    }
+    assert_eq!(
+        m.record, want,
+        "every shared field comes back; the paths of the other machine do not"
+    );
+    assert_eq!(m.secret_env, w.identity.secret_env);
+    assert_eq!(
+        (m.nsec.as_str(), m.auth_tag.as_deref()),
+        (w.identity.nsec.as_str(), w.identity.auth_tag.as_deref())
+    );
+    assert_eq!(m.agent_id.as_deref(), Some("buzz-acp@scout-0123456789ab"));
+    assert!(!format!("{m:?}").contains("sk-shared-canary") && !format!("{m:?}").contains(&w.identity.nsec));
+}
+
+#[test]
+fn another_clients_head_files_its_env_as_secret_and_a_bad_name_or_backend_is_refused() {
+    let w = world();
+    let mut p = body(&local(&w), &w.owner.public_key(), &w.agent, None, 1_780_000_000);
+    p.extensions.clear();
+    p.config.agent_command_override = None;
+    p.config.runtime = Some("claude".into());
+    let m = materialize(&p).unwrap();
+    assert!(
+        m.record.env.is_empty() && m.secret_env.len() == 2,
+        "no list of plain names: all secret"
+    );
+    assert_eq!(
+        m.record.agent_command.as_deref(),
+        Some("claude-agent-acp"),
+        "the runtime's command"
+    );
+    p.config.name = "../etc".into();
+    assert!(matches!(materialize(&p), Err(NotMaterialized::Name(_))));
+    p.config.name = "ok".into();
+    p.config.backend = json!({"type": "teleport"});
+    assert_eq!(materialize(&p).unwrap_err(), NotMaterialized::Backend);
+}

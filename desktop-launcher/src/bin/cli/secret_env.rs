@@ -47,22 +47,19 @@ pub(crate) fn split_kv<'a>(flag: &'static str, s: &'a str) -> Result<(&'a str, &
     })
 }
 
-/// Refuses an env file that group or others can read, as
-/// `scripts/launch-harness.sh` does: it holds secrets.
-fn check_private(p: &Path) -> Result<(), FieldError> {
+/// Refuses a file of secrets (`what`: "env file", "key file", given with
+/// `flag`) that group or others can read, as `scripts/launch-harness.sh`
+/// does.
+pub(crate) fn check_private(flag: &'static str, what: &str, p: &Path) -> Result<(), FieldError> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(p).map_err(|e| {
-        FieldError::new(
-            "--env-file",
-            format!("cannot read the env file {}: {e}", p.display()),
-        )
-    })?;
+    let meta = std::fs::metadata(p)
+        .map_err(|e| FieldError::new(flag, format!("cannot read the {what} {}: {e}", p.display())))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(FieldError::new(
-            "--env-file",
+            flag,
             format!(
-                "the env file is readable by group or others (mode {mode:o}); fix: chmod 600 '{}'",
+                "the {what} is readable by group or others (mode {mode:o}); fix: chmod 600 '{}'",
                 p.display()
             ),
         ));
@@ -81,7 +78,7 @@ fn read_secret(file: Option<&Path>, stdin: bool) -> Result<EnvChanges, FieldErro
             .map_err(|e| FieldError::new(flag, format!("cannot read the env lines from stdin: {e}")))?;
         b
     } else if let Some(p) = file {
-        check_private(p)?;
+        check_private("--env-file", "env file", p)?;
         std::fs::read(p)
             .map_err(|e| FieldError::new(flag, format!("cannot read the env file {}: {e}", p.display())))?
     } else {
