@@ -247,3 +247,136 @@ fn sharing_off_shares_nothing() {
     );
     assert!(store.record_head("quiet").unwrap().is_none());
 }
+
+/// Issue 52, Tests "Bad input": heads a buggy or hostile writer put on the
+/// relay with the owner's key, each refused by `sync` with a line naming
+/// it, and nothing filed; the one good head beside them is filed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_heads_are_refused_with_a_line_and_change_nothing() {
+    use nostr_sdk::prelude::{EventBuilder, Tag};
+    let relay = TestRelay::start().await;
+    let (_tmp, writer) = store();
+    let owner = writer.owner().unwrap();
+    // A good head, written by a desktop of the owner.
+    let saved = tokio::task::block_in_place(|| create(&writer, "good", &relay.url, "m1"));
+    assert_eq!(saved.shared, Shared::Written { generation: 1 });
+    let good = writer.record_head("good").unwrap().unwrap();
+    let (_, base) = managed_record::open(&good, &owner).unwrap();
+
+    let sealed = |plain: &str| {
+        nostr_sdk::nips::nip44::encrypt(
+            owner.secret_key(),
+            &owner.public_key(),
+            plain,
+            nostr_sdk::nips::nip44::Version::V2,
+        )
+        .unwrap()
+    };
+    let raw = |tags: &[[&str; 2]], content: String| {
+        EventBuilder::new(Kind::from(30179), content)
+            .tags(tags.iter().map(|t| Tag::parse(*t).unwrap()))
+            .sign_with_keys(&owner)
+            .unwrap()
+    };
+    // Each a payload for a fresh agent key, broken one way.
+    let fresh = |name: &str| {
+        let agent = Keys::generate();
+        let mut p = base.clone();
+        p.agent_pubkey = agent.public_key().to_hex();
+        p.identity.private_key_nsec = agent.secret_key().to_bech32().unwrap();
+        p.identity.auth_tag = None;
+        p.config.name = name.into();
+        (agent, p)
+    };
+    let mut hostile = Vec::new();
+    let (a1, p1) = fresh("upper");
+    let upper = a1.public_key().to_hex().to_uppercase();
+    hostile.push((
+        "d is not an agent key",
+        raw(
+            &[["d", &upper], ["g", "1"]],
+            sealed(&serde_json::to_string(&p1).unwrap()),
+        ),
+    ));
+    let (a2, p2) = fresh("prevfirst");
+    let prev = "ab".repeat(32);
+    hostile.push((
+        "prev must be absent exactly at generation 1",
+        raw(
+            &[["d", &a2.public_key().to_hex()], ["g", "1"], ["prev", &prev]],
+            sealed(&serde_json::to_string(&p2).unwrap()),
+        ),
+    ));
+    let (a3, mut p3) = fresh("wrongkey");
+    p3.identity.private_key_nsec = Keys::generate().secret_key().to_bech32().unwrap();
+    hostile.push((
+        "does not derive agent_pubkey",
+        raw(
+            &[["d", &a3.public_key().to_hex()], ["g", "1"]],
+            sealed(&serde_json::to_string(&p3).unwrap()),
+        ),
+    ));
+    let (a4, _) = fresh("oversized");
+    hostile.push((
+        "longer than NIP-44 allows",
+        raw(
+            &[["d", &a4.public_key().to_hex()], ["g", "1"]],
+            "A".repeat(managed_record::MAX_CIPHERTEXT_BYTES + 1),
+        ),
+    ));
+    let (a5, p5) = fresh("twice");
+    let dup = serde_json::to_string(&p5)
+        .unwrap()
+        .replacen("{\"format\"", "{\"version\":1,\"format\"", 1);
+    hostile.push((
+        "duplicate member",
+        raw(&[["d", &a5.public_key().to_hex()], ["g", "1"]], sealed(&dup)),
+    ));
+    let client = nostr_sdk::Client::builder().signer(owner.clone()).build();
+    client.add_relay(&relay.url).await.unwrap();
+    client.connect().await;
+    for (_, e) in &hostile {
+        // The relay may refuse one (an oversized event); what it keeps is read.
+        let _ = client.send_event(e).await;
+    }
+    client.shutdown().await;
+
+    // A second desktop of the owner reads them all.
+    let tmp = tempfile::tempdir().unwrap();
+    let reader = Store::open(tmp.path().join("state")).unwrap();
+    reader
+        .init_owner(Some(&owner.secret_key().to_bech32().unwrap()))
+        .unwrap();
+    let synced = app::sync::sync(&reader, std::slice::from_ref(&relay.url))
+        .await
+        .unwrap();
+    assert_eq!(synced.created, ["good"], "{:?}", synced.lines);
+    let names: Vec<String> = reader.agents().unwrap().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["good"], "nothing else filed");
+    let stored_ids: Vec<_> = stored(&relay.url, &owner, Filter::new().kind(Kind::from(30179)))
+        .await
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    for (why, e) in &hostile {
+        if !stored_ids.contains(&e.id) {
+            continue;
+        }
+        assert!(
+            synced
+                .lines
+                .iter()
+                .any(|l| l.contains(&e.id.to_hex()) && l.contains(why)),
+            "{why}: {:?}",
+            synced.lines
+        );
+    }
+    assert!(
+        stored_ids.len() >= 5,
+        "the relay kept the hostile heads to be read: {}",
+        stored_ids.len()
+    );
+    for l in &synced.lines {
+        assert!(!l.contains("nsec1") && !l.contains(CANARY), "{l}");
+    }
+}
