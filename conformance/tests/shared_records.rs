@@ -187,7 +187,7 @@ async fn a_public_relay_shows_a_stranger_tags_and_ciphertext_only() {
     let relay = NostrRsRelay::start([127, 0, 0, 1].into());
     let (_tmp, store) = store();
     let owner = store.owner().unwrap();
-    let saved = tokio::task::block_in_place(|| create(&store, "scout", &relay.url, "m1"));
+    let saved = tokio::task::block_in_place(|| create(&store, "scout", &relay.url, "model-canary-7f3"));
     assert_eq!(saved.shared, Shared::Written { generation: 1 });
     let nsec = store
         .agent_keys("scout")
@@ -195,8 +195,30 @@ async fn a_public_relay_shows_a_stranger_tags_and_ciphertext_only() {
         .secret_key()
         .to_bech32()
         .unwrap();
-    let stranger = Keys::generate();
-    let seen = stored(&relay.url, &stranger, Filter::new().kind(Kind::from(30179))).await;
+    // A stranger who never logs in: nostr-rs-relay requires no login to read.
+    let stranger = nostr_sdk::Client::builder()
+        .signer(Keys::generate())
+        .opts(nostr_sdk::ClientOptions::new().automatic_authentication(false))
+        .build();
+    stranger.add_relay(&relay.url).await.unwrap();
+    stranger.connect().await;
+    let mut seen = Vec::new();
+    // Its store may take a moment to show what it acknowledged.
+    for _ in 0..20 {
+        seen = stranger
+            .fetch_events(
+                Filter::new().kind(Kind::from(30179)),
+                std::time::Duration::from_secs(2),
+            )
+            .await
+            .map(|e| e.into_iter().collect())
+            .unwrap_or_default();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    stranger.shutdown().await;
     assert_eq!(seen.len(), 1, "nostr-rs-relay serves it to anyone: {seen:?}");
     let e = &seen[0];
     assert_eq!(e.pubkey, owner.public_key());
@@ -211,7 +233,7 @@ async fn a_public_relay_shows_a_stranger_tags_and_ciphertext_only() {
         "the coordinate and the generation, nothing else"
     );
     let clear = serde_json::to_string(e).unwrap();
-    for secret in [nsec.as_str(), CANARY, "scout", "LOG_LEVEL", "m1"] {
+    for secret in [nsec.as_str(), CANARY, "scout", "LOG_LEVEL", "model-canary-7f3"] {
         assert!(!clear.contains(secret), "{secret} in the clear");
     }
 }
@@ -379,4 +401,79 @@ async fn hostile_heads_are_refused_with_a_line_and_change_nothing() {
     for l in &synced.lines {
         assert!(!l.contains("nsec1") && !l.contains(CANARY), "{l}");
     }
+}
+
+/// Issue 52 item 4: two desktops edit one field while the relay is down,
+/// then reconnect. Neither edit is applied on the other desktop: both show
+/// the conflict (the field it is in), and the owner's pick on one desktop
+/// wins on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_desktops_that_edit_one_agent_offline_both_show_the_conflict_and_the_pick_wins_everywhere() {
+    use desktop_launcher::app::conflict::{self, Keep};
+    let mut relay = TestRelay::start().await;
+    let (_ta, a) = store();
+    let owner = a.owner().unwrap();
+    let tb = tempfile::tempdir().unwrap();
+    let b = Store::open(tb.path().join("state")).unwrap();
+    b.init_owner(Some(&owner.secret_key().to_bech32().unwrap()))
+        .unwrap();
+    let saved = tokio::task::block_in_place(|| create(&a, "scout", &relay.url, "m1"));
+    assert_eq!(saved.shared, Shared::Written { generation: 1 });
+    let synced = app::sync::sync(&b, std::slice::from_ref(&relay.url))
+        .await
+        .unwrap();
+    assert_eq!(synced.created, ["scout"]);
+
+    // Offline, each desktop edits the model.
+    relay.stop();
+    let a_edit = tokio::task::block_in_place(|| edit_model(&a, "scout", "from-a"));
+    assert!(matches!(a_edit.shared, Shared::Failed(_)), "{:?}", a_edit.shared);
+    let b_edit = tokio::task::block_in_place(|| edit_model(&b, "scout", "from-b"));
+    assert!(matches!(b_edit.shared, Shared::Failed(_)), "{:?}", b_edit.shared);
+    relay.restart().await;
+
+    // Back online: A's next save shares its edit; B's finds A's head first.
+    let a_again = tokio::task::block_in_place(|| edit_model(&a, "scout", "from-a"));
+    assert_eq!(a_again.shared, Shared::Written { generation: 2 });
+    let b_again = tokio::task::block_in_place(|| edit_model(&b, "scout", "from-b"));
+    assert_eq!(
+        b_again.shared,
+        Shared::Conflict,
+        "B read A's head before writing its own"
+    );
+    let seen_b = conflict::conflict(&b, "scout")
+        .unwrap()
+        .expect("B shows the conflict");
+    assert!(seen_b.differs.contains(&"model".to_string()), "{seen_b:?}");
+    let synced = app::sync::sync(&a, &[]).await.unwrap();
+    assert_eq!(synced.conflicts, ["scout"], "{:?}", synced.lines);
+    let seen_a = conflict::conflict(&a, "scout")
+        .unwrap()
+        .expect("A shows the conflict");
+    assert!(seen_a.differs.contains(&"model".to_string()), "{seen_a:?}");
+    // Neither edit was applied on the other desktop, and none is written while it lasts.
+    assert_eq!(a.agent("scout").unwrap().model.as_deref(), Some("from-a"));
+    assert_eq!(b.agent("scout").unwrap().model.as_deref(), Some("from-b"));
+    let held = tokio::task::block_in_place(|| edit_model(&a, "scout", "from-a"));
+    assert_eq!(
+        held.shared,
+        Shared::Held,
+        "nothing is written while the conflict waits"
+    );
+
+    // The owner picks A's version on B: it wins on both.
+    let picked = tokio::task::block_in_place(|| conflict::resolve(&b, "scout", Keep::Theirs)).unwrap();
+    assert!(matches!(picked, Shared::Written { generation: 3 }), "{picked:?}");
+    assert_eq!(b.agent("scout").unwrap().model.as_deref(), Some("from-a"));
+    assert!(conflict::conflict(&b, "scout").unwrap().is_none());
+    let synced = app::sync::sync(&a, &[]).await.unwrap();
+    assert_eq!(synced.updated, ["scout"], "{:?}", synced.lines);
+    assert!(
+        conflict::conflict(&a, "scout").unwrap().is_none(),
+        "resolved on A too"
+    );
+    assert_eq!(a.agent("scout").unwrap().model.as_deref(), Some("from-a"));
+    let head = heads(&relay.url, &owner).await.pop().unwrap();
+    let (env, p) = managed_record::open(&head, &owner).unwrap();
+    assert_eq!((env.generation, p.config.model.as_deref()), (3, Some("from-a")));
 }

@@ -124,6 +124,40 @@ impl Store {
         }
     }
 
+    pub(super) fn theirs_path(&self, name: &str) -> PathBuf {
+        self.root.join("heads").join(format!("{name}.theirs.json"))
+    }
+
+    /// The other desktop's head in a conflict over this agent (issue 52
+    /// item 4): another head written beside this desktop's own, from the
+    /// same predecessor. `None`: no conflict.
+    pub fn conflict_head(&self, name: &str) -> Result<Option<Event>, StoreError> {
+        Self::check_name(name)?;
+        let path = self.theirs_path(name);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Event::from_json(text).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("read", &path)(e)),
+        }
+    }
+
+    /// Records `theirs` as the other side of a conflict over `name`.
+    pub fn save_conflict_head(&self, name: &str, theirs: &Event) -> Result<(), StoreError> {
+        Self::check_name(name)?;
+        write_private(&self.theirs_path(name), theirs.as_json().as_bytes(), 0o600)
+    }
+
+    /// The conflict over `name` is resolved.
+    pub fn clear_conflict_head(&self, name: &str) -> Result<(), StoreError> {
+        Self::check_name(name)?;
+        let path = self.theirs_path(name);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("remove", &path)(e)),
+        }
+    }
+
     /// Keeps `head` as the agent's last.
     pub fn save_record_head(&self, name: &str, head: &Event) -> Result<(), StoreError> {
         Self::check_name(name)?;

@@ -453,6 +453,7 @@ impl Store {
             self.key_path(name, "env"),
             self.deploy_path(name),
             self.head_path(name),
+            self.theirs_path(name),
             self.agent_path(name),
         ] {
             match fs::remove_file(&p) {

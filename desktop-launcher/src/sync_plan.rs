@@ -12,7 +12,8 @@
 //! | newer than any deletion | — | none, its name free | [`Step::Create`] |
 //! | newer than any deletion | — | none, its name another key's | [`Step::NameTaken`]: never re-keyed |
 //! | the very head this desktop has | — | a record | nothing |
-//! | newer than the head this desktop has | — | a record | [`Step::Update`] |
+//! | the other side of a recorded conflict | — | a record | nothing: still the conflict |
+//! | newer than the head this desktop has | — | a record | [`Step::Update`] or [`Step::Conflict`], by [`relation`] |
 //! | older than the head this desktop has | — | a record | nothing: this desktop's goes out at its next change |
 //!
 //! A head that does not open ([`managed_record::open`]: another author, a
@@ -27,13 +28,77 @@ use buzz_contract::managed_record;
 use nostr_sdk::prelude::{Event, EventId, Keys, Kind, PublicKey};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// What the relay's rules leave of a head to reason with: its id, date,
+/// generation and predecessor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadInfo {
+    pub id: EventId,
+    pub at: u64,
+    pub generation: u64,
+    pub prev: Option<EventId>,
+}
+
+impl HeadInfo {
+    /// A head's, from its checked envelope (`None` for a head that is not one).
+    pub fn of(e: &Event) -> Option<HeadInfo> {
+        let env = managed_record::check_envelope(e, &e.pubkey).ok()?;
+        Some(HeadInfo {
+            id: e.id,
+            at: e.created_at.as_secs(),
+            generation: env.generation,
+            prev: env.prev,
+        })
+    }
+}
+
 /// One agent of this state dir.
 #[derive(Debug, Clone)]
 pub struct Here {
     pub name: String,
     pub pubkey: String,
-    /// The last head this desktop wrote or took: its id and `created_at`.
-    pub head: Option<(EventId, u64)>,
+    /// The last head this desktop wrote or took.
+    pub head: Option<HeadInfo>,
+    /// The other desktop's head of a conflict not yet resolved.
+    pub theirs: Option<HeadInfo>,
+    /// The record was edited here since its last head (not shared yet).
+    pub unshared: bool,
+}
+
+/// How a newer head of another desktop stands to this desktop's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    /// It follows this desktop's: take it.
+    Follows,
+    /// It builds on one side of the conflict, after both: the owner's pick.
+    Resolves,
+    /// It was written beside this desktop's, from the same past: show both.
+    Conflicts,
+}
+
+/// [`Relation`] of `r` (newer than this desktop's head) to `h`, one arm per
+/// rule (docs/launcher.md "Every desktop of the owner").
+pub fn relation(h: &Here, r: &HeadInfo) -> Relation {
+    match (h.head, h.theirs) {
+        // Never a head here, nothing edited: nothing of this desktop's to keep.
+        (None, _) if !h.unshared => Relation::Follows,
+        (None, _) => Relation::Conflicts,
+        // Edited here meanwhile (also while a conflict waited for the
+        // owner's pick): both desktops edited it; nothing here is dropped.
+        (Some(_), _) if h.unshared => Relation::Conflicts,
+        // After both sides of a conflict, built on one of them: resolved.
+        (Some(l), Some(x))
+            if r.prev.is_some_and(|p| p == x.id || p == l.id)
+                && r.generation > l.generation.max(x.generation) =>
+        {
+            Relation::Resolves
+        }
+        // The very next head after this desktop's.
+        (Some(l), _) if r.prev == Some(l.id) => Relation::Follows,
+        // Not after this desktop's head: written beside it.
+        (Some(l), _) if r.generation <= l.generation => Relation::Conflicts,
+        // Several heads later, nothing edited here: take it.
+        (Some(_), _) => Relation::Follows,
+    }
 }
 
 /// What to do for one agent.
@@ -43,10 +108,18 @@ pub enum Step {
         head: Box<Event>,
         agent: Box<Materialized>,
     },
+    /// Take the newer head; `resolves`: it ends a conflict.
     Update {
         name: String,
         head: Box<Event>,
         agent: Box<Materialized>,
+        resolves: bool,
+    },
+    /// Another desktop's head written beside this desktop's: record it and
+    /// show both until the owner picks one; apply neither.
+    Conflict {
+        name: String,
+        head: Box<Event>,
     },
     Delete {
         name: String,
@@ -143,15 +216,25 @@ fn step_for(
             head: Box::new(e),
             agent: Box::new(m),
         }),
-        (Some((e, _)), Some(h)) if h.head.is_some_and(|(id, _)| id == e.id) => None,
-        (Some((e, m)), Some(h)) if h.head.is_none_or(|(_, at)| at < e.created_at.as_secs()) => {
-            Some(Step::Update {
-                name: h.name.clone(),
-                head: Box::new(e),
-                agent: Box::new(m),
+        (Some((e, _)), Some(h)) if h.head.is_some_and(|l| l.id == e.id) => None,
+        (Some((e, _)), Some(h)) if h.theirs.is_some_and(|x| x.id == e.id) => None,
+        (Some((e, _)), Some(h)) if h.head.is_some_and(|l| l.at >= e.created_at.as_secs()) => None,
+        (Some((e, m)), Some(h)) => {
+            let r = HeadInfo::of(&e)?;
+            let name = h.name.clone();
+            Some(match relation(h, &r) {
+                rel @ (Relation::Follows | Relation::Resolves) => Step::Update {
+                    name,
+                    head: Box::new(e),
+                    agent: Box::new(m),
+                    resolves: rel == Relation::Resolves,
+                },
+                Relation::Conflicts => Step::Conflict {
+                    name,
+                    head: Box::new(e),
+                },
             })
         }
-        (Some(_), Some(_)) => None,
     }
 }
 

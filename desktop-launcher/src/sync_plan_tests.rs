@@ -44,7 +44,9 @@ fn here(name: &str, agent: &Keys, head: Option<&Event>) -> Here {
     Here {
         name: name.into(),
         pubkey: agent.public_key().to_hex(),
-        head: head.map(|e| (e.id, e.created_at.as_secs())),
+        head: head.and_then(HeadInfo::of),
+        theirs: None,
+        unshared: false,
     }
 }
 
@@ -55,6 +57,7 @@ fn kinds(plan: &Plan) -> Vec<String> {
             Step::Create { agent, .. } => format!("create {}", agent.record.name),
             Step::Update { name, .. } => format!("update {name}"),
             Step::Delete { name, .. } => format!("delete {name}"),
+            Step::Conflict { name, .. } => format!("conflict {name}"),
             Step::NameTaken { name, .. } => format!("name-taken {name}"),
         })
         .collect()
@@ -68,7 +71,7 @@ fn each_row_of_the_table_is_its_step() {
     let none = BTreeMap::new();
     let (a, b) = (Keys::generate(), Keys::generate());
     let h1 = o.head(&a, "scout", 1000);
-    let h2 = o.head(&a, "scout", 1100);
+    let h2 = o.child(&h1, "m2", 1100);
     // Nothing here: the newest head is created.
     let plan = decide(&o.keys, &[h1.clone(), h2.clone()], &[], &none);
     assert_eq!(kinds(&plan), ["create scout"]);
@@ -188,4 +191,98 @@ fn a_head_or_deletion_not_the_owners_changes_nothing_and_a_bad_head_is_a_line() 
             .any(|l| l.contains(&forged_name.id.to_hex()) && l.contains("not a valid agent name"))
     );
     assert!(plan.deleted.is_empty(), "a stranger's kind 5 deletes nothing");
+}
+
+impl Owner {
+    /// The head after `parent`, at `at`, with model `model`.
+    fn child(&self, parent: &Event, model: &str, at: u64) -> Event {
+        let (_, p) = managed_record::open(parent, &self.keys).unwrap();
+        let mut next = p.next(&parent.id, at);
+        next.config.model = Some(model.into());
+        managed_record::seal(&self.keys, &next, at).unwrap()
+    }
+}
+
+#[test]
+fn heads_written_beside_each_other_are_a_conflict_until_a_later_head_picks_one() {
+    let o = Owner {
+        keys: Keys::generate(),
+    };
+    let none = BTreeMap::new();
+    let a = Keys::generate();
+    let g1 = o.head(&a, "scout", 1000);
+    let mine = o.child(&g1, "mine", 1100);
+    let theirs = o.child(&g1, "theirs", 1200);
+    let with = |head: &Event, theirs: Option<&Event>, unshared: bool| Here {
+        theirs: theirs.and_then(HeadInfo::of),
+        unshared,
+        ..here("scout", &a, Some(head))
+    };
+    // Two heads from one predecessor: a conflict on the desktop that wrote one.
+    let plan = decide(
+        &o.keys,
+        std::slice::from_ref(&theirs),
+        &[with(&mine, None, false)],
+        &none,
+    );
+    assert_eq!(kinds(&plan), ["conflict scout"]);
+    // Edited here, not shared yet, while another desktop wrote the next head: a conflict.
+    assert_eq!(
+        kinds(&decide(
+            &o.keys,
+            std::slice::from_ref(&theirs),
+            &[with(&g1, None, true)],
+            &none
+        )),
+        ["conflict scout"]
+    );
+    // Nothing edited here: the next head is taken.
+    let plan = decide(
+        &o.keys,
+        std::slice::from_ref(&theirs),
+        &[with(&g1, None, false)],
+        &none,
+    );
+    assert!(
+        matches!(plan.steps.as_slice(), [Step::Update { resolves: false, .. }]),
+        "{:?}",
+        kinds(&plan)
+    );
+    // The conflict recorded: the same head again changes nothing.
+    assert!(
+        decide(
+            &o.keys,
+            std::slice::from_ref(&theirs),
+            &[with(&mine, Some(&theirs), false)],
+            &none
+        )
+        .steps
+        .is_empty()
+    );
+    // A head after both, built on one of them: the owner's pick, taken.
+    let picked = o.child(&theirs, "theirs", 1300);
+    let plan = decide(
+        &o.keys,
+        std::slice::from_ref(&picked),
+        &[with(&mine, Some(&theirs), false)],
+        &none,
+    );
+    assert!(
+        matches!(plan.steps.as_slice(), [Step::Update { resolves: true, .. }]),
+        "{:?}",
+        kinds(&plan)
+    );
+    // Several heads later, nothing edited here: taken.
+    let later = o.child(&picked, "later", 1400);
+    let plan = decide(
+        &o.keys,
+        std::slice::from_ref(&later),
+        &[with(&g1, None, false)],
+        &none,
+    );
+    assert!(
+        matches!(plan.steps.as_slice(), [Step::Update { resolves: false, .. }]),
+        "{:?}",
+        kinds(&plan)
+    );
 }

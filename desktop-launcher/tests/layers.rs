@@ -69,6 +69,7 @@ const APP_ORDER: &[&str] = &[
     "agent",
     "local_state",
     "share",
+    "conflict",
     "sync",
     "agents",
     "start",

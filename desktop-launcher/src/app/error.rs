@@ -19,6 +19,10 @@ use std::time::Duration;
 pub enum AppError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Two desktops' edits of one agent (issue 52 item 4): why a look or a
+    /// pick failed.
+    #[error("{0}")]
+    Conflict(String),
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error(transparent)]

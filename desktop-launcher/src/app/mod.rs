@@ -38,6 +38,7 @@
 pub mod activity_feed;
 mod agent;
 pub mod agents;
+pub mod conflict;
 pub mod conversation;
 mod delete;
 pub mod embedded_relay;

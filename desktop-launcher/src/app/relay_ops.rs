@@ -441,6 +441,12 @@ pub async fn start_local_watched(
     let online = (outcome == StartOutcome::Online)
         .then(|| tracker.last(&pk).cloned())
         .flatten();
+    if outcome == StartOutcome::Online {
+        // Online, its relay is up: a record created while it was down (the
+        // embedded relay at rest) is shared now; nothing is sent when the
+        // head is current.
+        super::share::share_now(store, name).await;
+    }
     Ok(Watched::Started(WatchedStart {
         watch,
         nonce,

@@ -9,6 +9,11 @@
 //!   `created_at` after its own (two edits in one second still replace each
 //!   other in order). When the body says nothing new ([`Payload::same_body`];
 //!   NIP-44 is randomized, ciphertexts never compare), nothing is written.
+//! - **Read before write.** The relay's newest head is read first: one of
+//!   another desktop's that this one has not seen means both edited the
+//!   agent ([`super::conflict`]); this desktop's head is written all the
+//!   same, and the other recorded as the conflict ([`Shared::Conflict`]).
+//!   While a conflict lasts nothing is written ([`Shared::Held`]).
 //! - **Never in the way.** Sharing is bounded ([`SHARE_WAIT`]) and a failure
 //!   is told, never an error of the operation: the record is saved, the
 //!   agent deploys. The head is kept only once the relay accepted it, so
@@ -55,6 +60,12 @@ pub enum Shared {
     Later,
     /// Not shared this time, and why; the agent's next change shares it.
     Failed(String),
+    /// Written beside another desktop's head from the same past: a
+    /// conflict, recorded here and visible there, until the owner picks one
+    /// ([`super::conflict`]).
+    Conflict,
+    /// Not written: a conflict over this agent waits for the owner's pick.
+    Held,
 }
 
 impl Shared {
@@ -64,6 +75,11 @@ impl Shared {
             Shared::Failed(why) => Some(format!(
                 "the record is not shared with your other desktops yet ({why}); its next change shares it"
             )),
+            Shared::Conflict | Shared::Held => Some(
+                "another desktop edited this agent at the same time: `buzz-launcher agent show <name>` shows both, \
+                 `buzz-launcher agent resolve <name> --keep mine|theirs` picks one (until then neither is applied here or there)"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -88,6 +104,20 @@ pub(crate) fn share(store: &Store, name: &str) -> Shared {
     }
     let (store, name) = (store.clone(), name.to_string());
     bounded(async move { publish(&store, &name).await.unwrap_or_else(Shared::Failed) })
+}
+
+/// [`share`] from async code (a local start, once online).
+pub(crate) async fn share_now(store: &Store, name: &str) -> Shared {
+    if off() {
+        return Shared::Off;
+    }
+    match tokio::time::timeout(SHARE_WAIT, publish(store, name)).await {
+        Ok(done) => done.unwrap_or_else(Shared::Failed),
+        Err(_) => Shared::Failed(format!(
+            "the relay did not take it within {} s",
+            SHARE_WAIT.as_secs()
+        )),
+    }
 }
 
 /// Shares that agent `rec` is deleted, before its record and key go.
@@ -131,31 +161,67 @@ fn bounded(f: impl Future<Output = Shared> + Send + 'static) -> Shared {
     }
 }
 
+/// This desktop's side of an agent: its record, secrets, deployment and
+/// last head.
+pub(crate) struct Mine {
+    pub rec: AgentRecord,
+    identity: crate::record::Identity,
+    agent_id: Option<String>,
+    pub owner: Keys,
+    agent: Keys,
+    pub head: Option<(Event, Payload)>,
+}
+
+impl Mine {
+    pub(crate) fn load(store: &Store, name: &str) -> Result<Mine, String> {
+        let text = |e: crate::store::StoreError| e.to_string();
+        let rec = store.agent(name).map_err(text)?;
+        let identity = store.identity(name).map_err(text)?;
+        let agent_id = store.deploy_state(name).map_err(text)?.agent_id;
+        let owner = store.owner().map_err(text)?;
+        let agent = buzz_contract::keys::parse_private_key(&identity.nsec).map_err(|e| e.to_string())?;
+        let head = store
+            .record_head(name)
+            .map_err(text)?
+            .and_then(|e| managed_record::open(&e, &owner).ok().map(|(_, p)| (e, p)));
+        Ok(Mine {
+            rec,
+            identity,
+            agent_id,
+            owner,
+            agent,
+            head,
+        })
+    }
+
+    /// The body this desktop would write now, on `base` (else its head).
+    pub(crate) fn body(&self, base: Option<&Payload>, now: u64) -> Payload {
+        let local = Local {
+            record: &self.rec,
+            identity: &self.identity,
+            agent_id: self.agent_id.as_deref(),
+        };
+        let base = base.or(self.head.as_ref().map(|(_, p)| p));
+        shared_record::body(&local, &self.owner.public_key(), &self.agent, base, now)
+    }
+
+    /// Edited here since its last head.
+    pub(crate) fn unshared(&self) -> bool {
+        self.head
+            .as_ref()
+            .is_none_or(|(_, p)| !p.same_body(&self.body(None, relay::unix_now())))
+    }
+}
+
 async fn publish(store: &Store, name: &str) -> Result<Shared, String> {
     let text = |e: crate::store::StoreError| e.to_string();
-    let rec = store.agent(name).map_err(text)?;
-    let identity = store.identity(name).map_err(text)?;
-    let state = store.deploy_state(name).map_err(text)?;
-    let owner = store.owner().map_err(text)?;
-    let agent = buzz_contract::keys::parse_private_key(&identity.nsec).map_err(|e| e.to_string())?;
-    let head: Option<(Event, Payload)> = store
-        .record_head(name)
-        .map_err(text)?
-        .and_then(|e| managed_record::open(&e, &owner).ok().map(|(_, p)| (e, p)));
+    if store.conflict_head(name).map_err(text)?.is_some() {
+        return Ok(Shared::Held);
+    }
+    let mine = Mine::load(store, name)?;
     let now = relay::unix_now();
-    let local = Local {
-        record: &rec,
-        identity: &identity,
-        agent_id: state.agent_id.as_deref(),
-    };
-    let body = shared_record::body(
-        &local,
-        &owner.public_key(),
-        &agent,
-        head.as_ref().map(|(_, p)| p),
-        now,
-    );
-    let (payload, at) = match &head {
+    let body = mine.body(None, now);
+    let (payload, at) = match &mine.head {
         Some((_, p)) if p.same_body(&body) => return Ok(Shared::Unchanged),
         Some((e, p)) => (
             shared_record::successor(body, &e.id, p),
@@ -163,9 +229,93 @@ async fn publish(store: &Store, name: &str) -> Result<Shared, String> {
         ),
         None => (body, now),
     };
-    let event = managed_record::seal(&owner, &payload, at).map_err(|e| e.to_string())?;
-    send(&rec.relay_url, owner, &event).await?;
+    let client = relay::connect(&mine.rec.relay_url, mine.owner.clone(), SHARE_WAIT)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Read before writing: a head of another desktop's that this one has
+    // not seen means both edited the agent.
+    let current = current_head(&client, &mine.owner, &mine.rec.pubkey).await;
+    let beside = current.filter(|c| {
+        mine.head
+            .as_ref()
+            .is_none_or(|(e, _)| c.id != e.id && c.created_at >= e.created_at)
+    });
+    let at = beside.as_ref().map_or(at, |c| at.max(c.created_at.as_secs() + 1));
+    let event = managed_record::seal(&mine.owner, &payload, at).map_err(|e| e.to_string())?;
+    let sent = published(&client, &mine.rec.relay_url, &event).await;
+    client.shutdown().await;
+    sent?;
     store.save_record_head(name, &event).map_err(text)?;
+    if let Some(theirs) = beside {
+        store.save_conflict_head(name, &theirs).map_err(text)?;
+        return Ok(Shared::Conflict);
+    }
+    Ok(Shared::Written {
+        generation: payload.generation,
+    })
+}
+
+/// The relay's newest head of agent `agent` (hex) by `owner` that opens.
+pub(crate) async fn current_head(client: &nostr_sdk::Client, owner: &Keys, agent: &str) -> Option<Event> {
+    let filter = nostr_sdk::prelude::Filter::new()
+        .kind(Kind::from(managed_record::KIND))
+        .author(owner.public_key())
+        .identifier(agent)
+        .limit(1);
+    let got = client.fetch_events(filter, SHARE_WAIT).await.ok()?;
+    got.into_iter()
+        .filter(|e| managed_record::open(e, owner).is_ok())
+        .max_by_key(|e| e.created_at)
+}
+
+/// Writes the owner's pick of a conflict over `name`: this desktop's
+/// record as it is now (after [`super::conflict::resolve`] took the side
+/// picked), as the head after both sides and the relay's newest, then the
+/// conflict ends here.
+pub(crate) fn publish_resolution(store: &Store, name: &str, theirs: &Event) -> Shared {
+    let (store, name, theirs) = (store.clone(), name.to_string(), theirs.clone());
+    bounded(async move {
+        resolution(&store, &name, &theirs)
+            .await
+            .unwrap_or_else(Shared::Failed)
+    })
+}
+
+async fn resolution(store: &Store, name: &str, theirs: &Event) -> Result<Shared, String> {
+    let text = |e: crate::store::StoreError| e.to_string();
+    let mine = Mine::load(store, name)?;
+    let (_, their_payload) = managed_record::open(theirs, &mine.owner).map_err(|e| e.to_string())?;
+    let client = relay::connect(&mine.rec.relay_url, mine.owner.clone(), SHARE_WAIT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let current = current_head(&client, &mine.owner, &mine.rec.pubkey).await;
+    // After every head known: mine, theirs, the relay's newest.
+    let known: Vec<&Event> = [mine.head.as_ref().map(|(e, _)| e), Some(theirs), current.as_ref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let after = known
+        .iter()
+        .max_by_key(|e| e.created_at)
+        .copied()
+        .unwrap_or(theirs);
+    let generation = known
+        .iter()
+        .filter_map(|e| crate::sync_plan::HeadInfo::of(e))
+        .map(|h| h.generation)
+        .max()
+        .unwrap_or(1);
+    let now = relay::unix_now();
+    let mut payload = mine.body(Some(&their_payload), now);
+    payload.generation = generation + 1;
+    payload.previous_event_id = Some(after.id.to_hex());
+    let at = now.max(after.created_at.as_secs() + 1);
+    let event = managed_record::seal(&mine.owner, &payload, at).map_err(|e| e.to_string())?;
+    let sent = published(&client, &mine.rec.relay_url, &event).await;
+    client.shutdown().await;
+    sent?;
+    store.save_record_head(name, &event).map_err(text)?;
+    store.clear_conflict_head(name).map_err(text)?;
     Ok(Shared::Written {
         generation: payload.generation,
     })
@@ -195,7 +345,55 @@ async fn send(url: &str, owner: Keys, event: &Event) -> Result<(), String> {
     let client = relay::connect(url, owner, SHARE_WAIT)
         .await
         .map_err(|e| e.to_string())?;
-    let sent = relay::publish_event(&client, url, event).await;
+    let sent = published(&client, url, event).await;
     client.shutdown().await;
-    sent.map(|_| ()).map_err(|e| e.to_string())
+    sent
+}
+
+/// Publishes `event`, failing soon when the relay will not take the
+/// owner's login: a relay of another owner answers `OK false restricted:`,
+/// or keeps answering `auth-required:` after the client authenticated (it
+/// would otherwise retry until [`SHARE_WAIT`]). [`AUTH_GRACE`] covers the
+/// honest race of an event sent before the login completed.
+async fn published(client: &nostr_sdk::Client, url: &str, event: &Event) -> Result<(), String> {
+    use nostr_sdk::{RelayMessage, RelayPoolNotification};
+    use tokio::sync::broadcast::error::RecvError;
+    let mut notes = client.notifications();
+    let send = relay::publish_event(client, url, event);
+    tokio::pin!(send);
+    let refused = |m: &str| format!("{url} did not take the owner's login ({m})");
+    let mut grace: Option<(tokio::time::Instant, String)> = None;
+    loop {
+        let until = grace.as_ref().map(|(at, _)| *at);
+        tokio::select! {
+            sent = &mut send => return sent.map(|_| ()).map_err(|e| e.to_string()),
+            () = sleep_until_opt(until) => {
+                return Err(refused(&grace.map(|(_, m)| m).unwrap_or_default()));
+            }
+            note = notes.recv() => match note {
+                Ok(RelayPoolNotification::Message {
+                    message: RelayMessage::Ok { status: false, message, .. },
+                    ..
+                }) if message.starts_with("restricted") => return Err(refused(&message)),
+                Ok(RelayPoolNotification::Message {
+                    message: RelayMessage::Ok { event_id, status: false, message },
+                    ..
+                }) if event_id == event.id && message.starts_with("auth-required") && grace.is_none() => {
+                    grace = Some((tokio::time::Instant::now() + AUTH_GRACE, message.to_string()));
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return (&mut send).await.map(|_| ()).map_err(|e| e.to_string()),
+            },
+        }
+    }
+}
+
+/// How long an `auth-required:` answer may take to turn into a login.
+const AUTH_GRACE: Duration = Duration::from_millis(1500);
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -356,8 +356,5 @@ pub(crate) fn spawn_held(
         state.local_process = identity;
         state.last_error = None;
     })?;
-    // A record created while its relay was down is shared now that the
-    // harness needs it up (nothing is sent when the head is current).
-    let _ = super::share::share(store, name);
     Ok(LocalStart::Spawned { child, nonce })
 }

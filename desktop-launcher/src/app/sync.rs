@@ -24,7 +24,7 @@
 use super::error::AppError;
 use crate::relay;
 use crate::store::Store;
-use crate::sync_plan::{self, Here, Step};
+use crate::sync_plan::{self, HeadInfo, Here, Step};
 use buzz_contract::managed_record;
 use nostr_sdk::prelude::{Event, EventId, Filter, Keys, Kind, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +49,8 @@ pub struct Synced {
     pub created: Vec<String>,
     pub updated: Vec<String>,
     pub deleted: Vec<String>,
+    /// Agents two desktops edited at once: neither version applied.
+    pub conflicts: Vec<String>,
     /// Heads refused and agents not filed, one line each (never a secret).
     pub lines: Vec<String>,
 }
@@ -83,13 +85,15 @@ pub async fn sync(store: &Store, more: &[String]) -> Result<Synced, AppError> {
 fn apply(store: &Store, owner: &Keys, fetched: &[Event], out: &mut Synced) -> Result<(), AppError> {
     let mut here = Vec::new();
     for rec in store.agents()? {
-        let head = store
-            .record_head(&rec.name)?
-            .map(|e| (e.id, e.created_at.as_secs()));
+        let head = store.record_head(&rec.name)?.as_ref().and_then(HeadInfo::of);
+        let theirs = store.conflict_head(&rec.name)?.as_ref().and_then(HeadInfo::of);
+        let unshared = super::share::Mine::load(store, &rec.name).is_ok_and(|m| m.unshared());
         here.push(Here {
             name: rec.name,
             pubkey: rec.pubkey,
             head,
+            theirs,
+            unshared,
         });
     }
     let plan = sync_plan::decide(owner, fetched, &here, &store.tombstones()?);
@@ -104,26 +108,26 @@ fn apply(store: &Store, owner: &Keys, fetched: &[Event], out: &mut Synced) -> Re
                 }
                 Err(e) => out.lines.push(format!("the shared agent `{}` was not filed: {e}", agent.record.name)),
             },
-            Step::Update { name, head, agent } => {
-                let mut rec = agent.record.clone();
-                let local = store.agent(&name)?;
-                rec.name = local.name.clone();
-                rec.workdir = local.workdir.clone();
-                rec.secret_env_revision = local.secret_env_revision;
-                if let (crate::record::Backend::Provider { id, path_cache, .. }, crate::record::Backend::Provider { id: was, path_cache: kept, .. }) =
-                    (&mut rec.backend, &local.backend)
-                    && id == was
-                {
-                    *path_cache = kept.clone();
-                }
-                let mut changes: crate::envfile::EnvChanges =
-                    store.secret_env(&name)?.into_keys().map(|k| (k, None)).collect();
-                changes.extend(agent.secret_env.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
-                store.set_secret_env(&mut rec, &changes)?;
-                store.save_agent(&rec)?;
-                store.update_deploy_state(&name, |s| s.agent_id = agent.agent_id.clone())?;
+            Step::Update {
+                name,
+                head,
+                agent,
+                resolves,
+            } => {
+                super::conflict::take(store, &name, &agent)?;
                 store.save_record_head(&name, &head)?;
+                if resolves {
+                    store.clear_conflict_head(&name)?;
+                    out.lines.push(format!("`{name}`: the conflict is resolved by the owner's pick on another desktop"));
+                }
                 out.updated.push(name);
+            }
+            Step::Conflict { name, head } => {
+                store.save_conflict_head(&name, &head)?;
+                out.lines.push(format!(
+                    "`{name}` was edited on another desktop at the same time as here: neither version is applied; `buzz-launcher agent show {name}` shows both, `buzz-launcher agent resolve {name} --keep mine|theirs` picks one"
+                ));
+                out.conflicts.push(name);
             }
             Step::Delete { name, .. } => {
                 let state = store.deploy_state(&name)?;

@@ -248,6 +248,15 @@ enum AgentCmd {
         /// The agent's name (see `agent list`).
         name: String,
     },
+    /// Pick one version of an agent two desktops edited at once (`agent
+    /// show` lists where they differ); the pick is shared with the others.
+    Resolve {
+        /// The agent's name (see `agent list`).
+        name: String,
+        /// `mine`: this desktop's version; `theirs`: the other desktop's.
+        #[arg(long, value_name = "mine|theirs", value_parser = ["mine", "theirs"])]
+        keep: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -373,6 +382,15 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Agent(AgentCmd::Edit { name, fields }) => {
             agent::edit(&store, &name, &fields)?;
             out!("saved {name}");
+        }
+        Cmd::Agent(AgentCmd::Resolve { name, keep }) => {
+            let keep = if keep == "theirs" {
+                app::conflict::Keep::Theirs
+            } else {
+                app::conflict::Keep::Mine
+            };
+            app::conflict::resolve(&store, &name, keep)?;
+            out!("resolved {name}: the version kept is shared with your other desktops");
         }
         Cmd::Agent(AgentCmd::Retag { name }) => {
             store.retag(&name)?;
@@ -525,6 +543,7 @@ fn sync(store: &Store, relays: &[String]) -> Result<()> {
         ("filed", &done.created),
         ("updated", &done.updated),
         ("deleted", &done.deleted),
+        ("conflict", &done.conflicts),
     ] {
         for n in names {
             out!("{verb} {n}");

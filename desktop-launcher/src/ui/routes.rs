@@ -93,6 +93,8 @@ pub(super) fn agent_json(s: &Shared, rec: &AgentRecord) -> Result<Value, StoreEr
         "sleeps_at": snap.as_ref().and_then(|p| p.sleeps_at),
         "last_seen": snap.and_then(|p| p.at),
         "restart_note": restart_note,
+        // Two desktops edited it at once (issue 52 item 4): what differs.
+        "conflict": app::conflict::conflict(&s.store, &rec.name).ok().flatten(),
         "last_error": app::last_error(&s.store, rec, &st, running),
         "agent_command": rec.agent_command,
         "agent_args": rec.agent_args,

@@ -95,5 +95,8 @@ pub(crate) fn show(store: &Store, name: &str) -> Result<serde_json::Value> {
     let rec = store.agent(name)?;
     let secret_names: Vec<String> = store.secret_env(name)?.into_keys().collect();
     let st = store.deploy_state(name)?;
-    Ok(serde_json::json!({"record": masked_record(&rec), "secret_env": secret_names, "deploy": st}))
+    let conflict = app::conflict::conflict(store, name)?;
+    Ok(
+        serde_json::json!({"record": masked_record(&rec), "secret_env": secret_names, "deploy": st, "conflict": conflict}),
+    )
 }

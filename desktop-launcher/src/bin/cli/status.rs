@@ -38,6 +38,16 @@ pub(crate) async fn status(store: &Store, watch: bool, listen: u64) -> Result<()
     for warning in &w.warnings {
         eprintln!("warning: {}", buzz_contract::redact::scrub_tokens(warning));
     }
+    for a in &agents {
+        if let Ok(Some(c)) = app::conflict::conflict(store, &a.name) {
+            eprintln!(
+                "warning: {} was edited on two desktops at once ({}): {}",
+                a.name,
+                c.differs.join(", "),
+                c.resolve
+            );
+        }
+    }
     // Listen first, print the table; in watch mode keep listening and print
     // each change (events only on change) followed by the fleet line.
     let listen = Duration::from_secs(listen);

@@ -227,6 +227,11 @@ function renderAgent(card, a) {
   q('.rest-row').hidden = !a.rest_note;
   q('.rest').textContent = a.rest_note || '';
   q('.note').hidden = !a.restart_note;
+  // Two desktops edited it at once (issue 52 item 4): neither version applied.
+  q('.conflict').hidden = !a.conflict;
+  q('.conflict').textContent = a.conflict
+    ? `Edited on two desktops at once (${a.conflict.differs.join(', ')}): neither version is applied; pick one with ${a.conflict.resolve}`
+    : '';
   q('.last-error').hidden = !a.last_error;
   q('.last-error').textContent = a.last_error ? `Last error: ${a.last_error}` : '';
   setBusy(card, a.busy);
