@@ -14,6 +14,7 @@ pub mod observer;
 pub mod presence;
 pub mod provider;
 pub mod real_node;
+pub mod records;
 pub mod relay;
 pub mod scale;
 pub mod ssh;

@@ -1,4 +1,4 @@
-//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|doze|ssh|observer|history|presence>`
+//! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|doze|ssh|records|observer|history|presence>`
 //! prints one JSON object of figures for that component; `real-node --fleet
 //! N,N… [--relay embedded|nostr-rs-relay|both]` runs the fleet instead
 //! (`bench::fleet`); `presence [--agents N] [--every S] [--relay R]` runs
@@ -37,10 +37,11 @@ fn main() -> ExitCode {
         "wake" => buzz_conformance::bench::wake::run(),
         "doze" => buzz_conformance::bench::doze::run(),
         "ssh" => buzz_conformance::bench::ssh::run(),
+        "records" => buzz_conformance::bench::records::run(),
         "observer" => buzz_conformance::bench::observer::run(),
         "history" => buzz_conformance::bench::history::run(),
         other => Err(anyhow::anyhow!(
-            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|doze|ssh|observer|history|presence> (got {other:?})"
+            "usage: bench <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|doze|ssh|records|observer|history|presence> (got {other:?})"
         )),
     };
     match figures {
