@@ -240,3 +240,51 @@ fn a_deployment_made_on_one_desktop_is_adopted_and_undeployed_by_a_new_one() {
     );
     assert_eq!(left.trim(), "", "nothing left on the server");
 }
+
+/// Issue 52: with its waker running (`serve`, as `ui` does), a desktop
+/// follows the other desktops without a `sync`: an agent created on A is
+/// filed on B within seconds, and its delete on A deletes it on B.
+#[test]
+fn a_running_waker_follows_another_desktops_create_and_delete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (Desktop::new(tmp.path(), "a"), Desktop::new(tmp.path(), "b"));
+    a.run(&["init"]);
+    a.run(&["agent", "create", "first", "--agent", "echo"]);
+    a.run(&["start", "first"]);
+    let url = a.relay_of("first");
+    let key = a.home.join("owner.key").display().to_string();
+    assert!(
+        b.run(&["init", "--key-file", &key, "--relay", &url])
+            .contains("filed first")
+    );
+    let mut serve = Command::new(LAUNCHER)
+        .arg("serve")
+        .env("BUZZ_LAUNCHER_HOME", &b.home)
+        .env("BUZZ_LAUNCHER_SYNC_EVERY_SECS", "1")
+        .env("BUZZ_ACP_BIN", HARNESS)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let appears = |name: &str, want: bool| {
+        let path = b.home.join(format!("agents/{name}.json"));
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(40);
+        while path.exists() != want && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        path.exists() == want
+    };
+    a.run(&["agent", "create", "second", "--agent", "echo"]);
+    // Shared at its first start (the embedded relay runs).
+    a.run(&["start", "second"]);
+    let filed = appears("second", true);
+    a.run(&["stop", "second"]);
+    a.run(&["delete", "second"]);
+    let deleted = filed && appears("second", false);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    a.run(&["stop", "first"]);
+    a.run(&["relay", "stop"]);
+    assert!(filed, "B's waker never filed the agent A created");
+    assert!(deleted, "B's waker never followed A's delete");
+}

@@ -101,6 +101,9 @@ pub const STRICT_ENV: &str = "BUZZ_LAUNCHER_STRICT_PROVIDERS";
 /// `0` (or `false`, `no`, `off`): no agent record is shared with the
 /// owner's other desktops (issue 52; `app::share`).
 pub const SHARE_ENV: &str = "BUZZ_LAUNCHER_SHARE_RECORDS";
+/// **Tests**: how often the waker reads the records the owner's other
+/// desktops shared, in seconds (default `app::waker::SYNC_EVERY`).
+pub const SYNC_EVERY_ENV: &str = "BUZZ_LAUNCHER_SYNC_EVERY_SECS";
 /// Override of the harness binary for the local backend (default: `buzz-acp` on `PATH`).
 pub const HARNESS_BIN_ENV: &str = "BUZZ_ACP_BIN";
 /// Presence TTL override in seconds (tests use a short one; default [`buzz_contract::presence::PRESENCE_TTL`]).

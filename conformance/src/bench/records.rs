@@ -53,7 +53,12 @@ pub fn run() -> anyhow::Result<serde_json::Value> {
     let t = Instant::now();
     let synced = rt.block_on(app::sync::sync(&b, std::slice::from_ref(&relay.url)))?;
     let first_sync = t.elapsed();
-    anyhow::ensure!(synced.created.len() == n, "filed {} of {n}: {:?}", synced.created.len(), synced.lines);
+    anyhow::ensure!(
+        synced.created.len() == n,
+        "filed {} of {n}: {:?}",
+        synced.created.len(),
+        synced.lines
+    );
 
     let t = Instant::now();
     let edited = app::agents::edit(&a, "agent-000", |rec| {
@@ -62,7 +67,11 @@ pub fn run() -> anyhow::Result<serde_json::Value> {
     })
     .map_err(|e| anyhow!("edit: {e:?}"))?;
     let edit_share = t.elapsed();
-    anyhow::ensure!(matches!(edited.shared, app::share::Shared::Written { .. }), "{:?}", edited.shared);
+    anyhow::ensure!(
+        matches!(edited.shared, app::share::Shared::Written { .. }),
+        "{:?}",
+        edited.shared
+    );
     let t = Instant::now();
     let synced = rt.block_on(app::sync::sync(&b, &[]))?;
     let edit_sync = t.elapsed();

@@ -85,6 +85,12 @@ impl Shared {
     }
 }
 
+/// Whether sharing is off (`BUZZ_LAUNCHER_SHARE_RECORDS=0`): nothing is
+/// written, and the waker reads nothing either.
+pub(crate) fn is_off() -> bool {
+    off()
+}
+
 fn off() -> bool {
     std::env::var(SHARE_ENV).is_ok_and(|v| {
         matches!(

@@ -99,6 +99,21 @@ fn apply(store: &Store, owner: &Keys, fetched: &[Event], out: &mut Synced) -> Re
     let plan = sync_plan::decide(owner, fetched, &here, &store.tombstones()?);
     out.lines.extend(plan.refused.iter().cloned());
     for step in plan.steps {
+        // A Start, a stop, an undeploy or a wake of the agent holds its
+        // lock while it reads and changes it: such an agent waits for the
+        // next sync.
+        let _held = match &step {
+            Step::Update { name, .. } | Step::Delete { name, .. } | Step::Conflict { name, .. } => {
+                match crate::lock::try_lock(&super::agent::agent_lock(store, name))? {
+                    Some(held) => Some(held),
+                    None => {
+                        out.lines.push(format!("`{name}` is busy here (a start, a stop or a wake): the next sync takes its change"));
+                        continue;
+                    }
+                }
+            }
+            _ => None,
+        };
         match step {
             Step::Create { head, agent } => match store.import_agent(&agent) {
                 Ok(rec) => {

@@ -29,6 +29,11 @@
 //! Secret. The deploy runs beside the scan, so the relays are drained and
 //! other agents decided while it runs; its result is taken at a later scan.
 //!
+//! - Every [`SYNC_EVERY`] it also reads the records the owner's other
+//!   desktops shared ([`super::sync`], beside the scans): an agent created,
+//!   edited or deleted on another desktop is here within seconds, and each
+//!   change is a line.
+//!
 //! **Decided twice** (review afa2bf1 finding 2): the scan decides on what it
 //! read, then takes the agent's lock with `try_lock` (skipping the agent
 //! while a Start, a stop or an undeploy holds it) and decides again under
@@ -56,6 +61,9 @@ use nostr_sdk::prelude::{Client, Event, Kind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// How often the waker reads the records the owner's other desktops shared.
+pub const SYNC_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the records are read and the sleeping agents decided.
 pub const SCAN: Duration = Duration::from_secs(1);
@@ -163,7 +171,33 @@ pub async fn run(
             });
         }
     };
+    // The owner's other desktops (issue 52): their records read every
+    // [`SYNC_EVERY`], beside the scans.
+    let mut syncing: Option<tokio::task::JoinHandle<Result<super::sync::Synced, AppError>>> = None;
+    let mut synced_at: Option<tokio::time::Instant> = None;
+    let sync_every = std::env::var(crate::limits::SYNC_EVERY_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(SYNC_EVERY, Duration::from_secs);
     loop {
+        if syncing.as_ref().is_some_and(|t| t.is_finished())
+            && let Some(task) = syncing.take()
+        {
+            let done = task
+                .await
+                .map_err(|e| AppError::Conflict(e.to_string()))
+                .and_then(|r| r);
+            for line in sync_lines(done) {
+                // Keyed by its text: a failure repeated every sync is said once.
+                say(&mut agents, &line.agent, line.text.clone(), line.text);
+            }
+        }
+        if syncing.is_none() && synced_at.is_none_or(|t| t.elapsed() >= sync_every) && !super::share::is_off()
+        {
+            synced_at = Some(tokio::time::Instant::now());
+            let store = store.clone();
+            syncing = Some(tokio::spawn(async move { super::sync::sync(&store, &[]).await }));
+        }
         let records = store.agents()?;
         let started: Vec<&AgentRecord> = records
             .iter()
@@ -272,6 +306,41 @@ pub async fn run(
             say(&mut agents, &name, key, text);
         }
     }
+}
+
+/// What a sync by the waker changed, one line per agent (a failure of the
+/// whole sync as one line): what `serve` prints and the page's log shows.
+fn sync_lines(done: Result<super::sync::Synced, AppError>) -> Vec<WakeLine> {
+    let line = |agent: &str, text: String| WakeLine {
+        agent: agent.to_string(),
+        text,
+    };
+    let s = match done {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![line(
+                "",
+                format!("could not read the records of your other desktops: {e}"),
+            )];
+        }
+    };
+    let mut out = Vec::new();
+    for (verb, names) in [
+        ("filed from another desktop", &s.created),
+        ("updated from another desktop", &s.updated),
+        ("deleted on another desktop: deleted here", &s.deleted),
+    ] {
+        out.extend(names.iter().map(|n| line(n, format!("{n} {verb}"))));
+    }
+    out.extend(s.conflicts.iter().map(|n| {
+        line(
+            n,
+            format!(
+                "{n} was edited on two desktops at once: buzz-launcher agent resolve {n} --keep mine|theirs"
+            ),
+        )
+    }));
+    out
 }
 
 /// The wake's decision again while `_held` holds the agent's lock: a fresh
