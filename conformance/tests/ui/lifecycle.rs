@@ -235,3 +235,69 @@ fn ui_an_empty_relay_url_is_the_embedded_relay_started_on_demand() {
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 52 item 4: an agent two desktops edited at once is shown on the
+/// page (the API's `conflict`: the fields that differ and the command that
+/// picks one) and in `agent show`, neither version applied; the secret env
+/// by its name only.
+#[test]
+fn the_page_and_agent_show_tell_of_an_agent_two_desktops_edited_at_once() {
+    use buzz_contract::managed_record;
+    use desktop_launcher::shared_record::{Local, body};
+    let s = setup();
+    s.cli(&[
+        "agent",
+        "create",
+        "c",
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--agent",
+        "echo",
+    ]);
+    // The other desktop's version: the same agent, another model and a
+    // secret env value, sealed by the owner.
+    let store = Store::open(&s.home).unwrap();
+    let owner = store.owner().unwrap();
+    let mut theirs = store.agent("c").unwrap();
+    theirs.model = Some("their-model".into());
+    let mut identity = store.identity("c").unwrap();
+    identity
+        .secret_env
+        .insert("OPENAI_API_KEY".into(), "sk-conflict-canary-13".into());
+    let agent = store.agent_keys("c").unwrap();
+    let local = Local {
+        record: &theirs,
+        identity: &identity,
+        agent_id: None,
+    };
+    let now = nostr_sdk::prelude::Timestamp::now().as_secs();
+    let p = body(&local, &owner.public_key(), &agent, None, now);
+    let head = managed_record::seal(&owner, &p, now).unwrap();
+    store.save_conflict_head("c", &head).unwrap();
+
+    let ui = s.ui();
+    let r = ui.call("GET", "/api/agents/c", None);
+    let c = &r.json()["conflict"];
+    let differs: Vec<&str> = c["differs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    assert_eq!(differs, ["model", "secret env OPENAI_API_KEY"], "{c}");
+    assert_eq!(c["resolve"], "buzz-launcher agent resolve c --keep mine|theirs");
+    assert!(
+        !r.body.contains("sk-conflict-canary-13"),
+        "the secret value is never shown"
+    );
+    assert_eq!(store.agent("c").unwrap().model, None, "neither version applied");
+    let out = launcher(Path::new(BIN), &s.home, &["agent", "show", "c"], &s.envs);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["conflict"]["differs"], json!(differs));
+    // Without a conflict the page says none.
+    store.clear_conflict_head("c").unwrap();
+    assert_eq!(
+        ui.call("GET", "/api/agents/c", None).json()["conflict"],
+        Value::Null
+    );
+}
