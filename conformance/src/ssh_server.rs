@@ -116,6 +116,20 @@ impl SshServer {
         )
     }
 
+    /// What of any agent is left on the server: env and run files, working
+    /// directories, unit instances (an agent's empty lock file is not
+    /// state). Empty when an undeploy left nothing.
+    pub fn leftovers(&self) -> String {
+        self.login(
+            "ls -A ~/.config/buzz-acp ~/buzz-agents 2>/dev/null; systemctl --user list-units --all --plain --no-legend 'buzz-acp@*'",
+        )
+        .1
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.ends_with(':') && !l.ends_with(".lock"))
+        .collect::<Vec<_>>()
+        .join("\n")
+    }
+
     /// Runs `args` as root in the container; its stdout.
     pub fn root(&self, args: &[&str]) -> String {
         let mut all = vec!["exec", self.name.as_str()];

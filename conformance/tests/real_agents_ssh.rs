@@ -361,6 +361,5 @@ fn codex_on_the_server_works_dozes_resumes_after_a_restart_and_wakes_over_ssh() 
     let u =
         app::teardown::undeploy(&d.store, NAME, &d.opts, Workspace::Remove, &mut |_| {}).expect("undeploy");
     assert_eq!(u.removed.units, Some(1), "{u:?}");
-    let (_, left) = d.server.login("ls -A ~/.config/buzz-acp ~/buzz-agents 2>/dev/null | grep -v '\\.lock$' | grep -v ':$' | grep . || true");
-    assert_eq!(left.trim(), "", "left on the server");
+    assert_eq!(d.server.leftovers(), "", "left on the server");
 }

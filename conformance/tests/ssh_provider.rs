@@ -18,6 +18,7 @@
 //! Each test has a server of its own name, so they run side by side.
 
 use buzz_conformance::harness_support::{Observer, TestRelay, post, wait_until};
+use buzz_conformance::launcher_support::provider_on_path;
 use buzz_conformance::provider_support::{TestAgent, deploy_request};
 use buzz_conformance::ssh_server::{Options, SshServer};
 use buzz_contract::wire::AgentPayload;
@@ -107,18 +108,6 @@ fn unit_show(server: &SshServer, unit: &str, prop: &str) -> String {
         .1
         .trim()
         .to_string()
-}
-
-/// What of any agent is left on the server: env and run files, working
-/// directories, unit instances (an agent's empty lock file is not state).
-fn leftovers(server: &SshServer) -> String {
-    server
-        .login("ls -A ~/.config/buzz-acp ~/buzz-agents 2>/dev/null; systemctl --user list-units --all --plain --no-legend 'buzz-acp@*'")
-        .1
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.ends_with(':') && !l.ends_with(".lock"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn presence_run(e: &Event) -> Option<String> {
@@ -232,7 +221,7 @@ async fn a_start_by_hand_is_online_answers_is_idempotent_and_undeploy_leaves_not
         obs.wait_presence(WAIT, &a.keys, "offline").await.is_some(),
         "the harness said offline"
     );
-    assert_eq!(leftovers(&server), "", "nothing of the agent is left");
+    assert_eq!(server.leftovers(), "", "nothing of the agent is left");
     assert!(
         !server.login("ls ~/.config/systemd/user/buzz-acp@.service").0,
         "the template went with the last agent"
@@ -366,7 +355,7 @@ async fn hostile_and_mistaken_input_fails_in_band_with_the_fix_and_leaves_nothin
         e.contains("SUITE_NOTE") && e.contains("control character") && !e.contains("one"),
         "{e}"
     );
-    assert_eq!(leftovers(&server), "", "nothing was written");
+    assert_eq!(server.leftovers(), "", "nothing was written");
 
     // Shell metacharacters in the name: a slug, never run.
     let evil = "$(touch /tmp/pwned)`touch /tmp/pwned2`;x";
@@ -402,7 +391,7 @@ async fn hostile_and_mistaken_input_fails_in_band_with_the_fix_and_leaves_nothin
         e.contains("CHANGED") && e.contains(&format!("ssh-keygen -R '[127.0.0.1]:{}'", server.port)),
         "{e}"
     );
-    assert_eq!(leftovers(&server), "", "nothing was run");
+    assert_eq!(server.leftovers(), "", "nothing was run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,7 +413,7 @@ async fn a_host_without_lingering_or_with_a_full_disk_is_refused_with_the_fix() 
         e.contains("lingering is off for agent") && e.contains("sudo loginctl enable-linger agent"),
         "{e}"
     );
-    assert_eq!(leftovers(&unlingering), "");
+    assert_eq!(unlingering.leftovers(), "");
     drop(unlingering);
 
     let full = SshServer::up(
@@ -438,7 +427,7 @@ async fn a_host_without_lingering_or_with_a_full_disk_is_refused_with_the_fix() 
     assert!(e.contains("disk is full") && e.contains("free space"), "{e}");
     let (_, bins) = full.login("ls -A ~/.local/bin 2>/dev/null");
     assert_eq!(bins.trim(), "", "no half-installed harness is left");
-    assert_eq!(leftovers(&full), "");
+    assert_eq!(full.leftovers(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,7 +456,7 @@ async fn two_deploys_of_one_key_at_once_leave_one_unit() {
     assert_eq!(harnesses, 1, "one harness runs");
     let gone = provider(&undeploy(&a, &config(&server, &[]), false));
     assert_eq!(ok(&gone)["removed"]["units"], 1);
-    assert_eq!(leftovers(&server), "");
+    assert_eq!(server.leftovers(), "");
 }
 
 /// The launcher's own path, on its embedded relay: `agent create --backend
@@ -476,10 +465,7 @@ async fn two_deploys_of_one_key_at_once_leave_one_unit() {
 async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothing() {
     let server = SshServer::up("buzz-ssh-suite-launcher", &Options::default());
     let tmp = tempfile::tempdir().unwrap();
-    let bin = tmp.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(PROVIDER, bin.join("buzz-backend-ssh")).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = provider_on_path(&tmp.path().join("bin"), "ssh", PROVIDER.as_ref());
     let home = tmp.path().join("state");
     let launcher = |args: &[&str]| {
         let out = Command::new(LAUNCHER)
@@ -541,7 +527,7 @@ async fn a_start_from_the_launcher_runs_on_the_server_and_undeploy_leaves_nothin
             && gone.contains("the working directory (the agent's files and conversations) went with it"),
         "{gone}"
     );
-    assert_eq!(leftovers(&server), "");
+    assert_eq!(server.leftovers(), "");
     // Undeployed: the head no longer names a deployment.
     assert_eq!(shared_deployment(&home, "scout").await, None);
     launcher(&["relay", "stop"]);

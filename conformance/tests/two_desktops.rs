@@ -178,10 +178,11 @@ fn a_deployment_made_on_one_desktop_is_adopted_and_undeployed_by_a_new_one() {
     let server = SshServer::up("buzz-ssh-suite-two-desktops", &Options::default());
     let relay = NostrRsRelay::start([127, 0, 0, 1].into());
     let tmp = tempfile::tempdir().unwrap();
-    let bin = tmp.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(PROVIDER, bin.join("buzz-backend-ssh")).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = buzz_conformance::launcher_support::provider_on_path(
+        &tmp.path().join("bin"),
+        "ssh",
+        PROVIDER.as_ref(),
+    );
     let (mut a, mut b) = (Desktop::new(tmp.path(), "a"), Desktop::new(tmp.path(), "b"));
     (a.path, b.path) = (Some(path.clone()), Some(path));
     a.run(&["init"]);
@@ -235,10 +236,7 @@ fn a_deployment_made_on_one_desktop_is_adopted_and_undeployed_by_a_new_one() {
     assert!(reply.contains("still there?"), "{reply}");
     let gone = b.run(&["undeploy", "scout"]);
     assert!(gone.contains("removed 1 unit"), "{gone}");
-    let (_, left) = server.login(
-        "ls -A ~/.config/buzz-acp ~/buzz-agents 2>/dev/null | grep -v '\\.lock$' | grep -v ':$' | grep . ; systemctl --user list-units --all --plain --no-legend 'buzz-acp@*'",
-    );
-    assert_eq!(left.trim(), "", "nothing left on the server");
+    assert_eq!(server.leftovers(), "", "nothing left on the server");
 }
 
 /// Issue 52: with its waker running (`serve`, as `ui` does), a desktop

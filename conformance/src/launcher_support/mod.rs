@@ -172,6 +172,14 @@ pub fn wait_gone(pids: &[u32], bound: Duration) -> Vec<u32> {
     }
 }
 
+/// A `PATH` for a launcher run as a user runs it, with `exe` as
+/// `buzz-backend-<id>` in `dir` (made here) ahead of the inherited one.
+pub fn provider_on_path(dir: &Path, id: &str, exe: &Path) -> String {
+    std::fs::create_dir_all(dir).expect("the providers' dir");
+    std::os::unix::fs::symlink(exe, dir.join(format!("buzz-backend-{id}"))).expect("the provider linked");
+    format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default())
+}
+
 /// Sets up the provider Start path the end-to-end suites share: an agent
 /// record `(name, relay)` whose backend is `provider:kubernetes` deploying
 /// to `(namespace, image)` (with the image when given, else the provider's default), a
