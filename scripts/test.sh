@@ -75,6 +75,8 @@ phase() {
 }
 declare -A bg_pid=()
 jobs_dir="$(mktemp -d)"
+# Older than every file this run's builds write (scripts/target-sweep.sh).
+touch "$jobs_dir/stamp"
 kill_tree() { # PID: the process and its descendants, children first
   local c
   for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
@@ -160,6 +162,20 @@ command -v cc >/dev/null 2>&1 || die "a C compiler is needed by ring. fix: apt-g
 [[ $(id -u) -eq 0 ]] ||
   die "the suites run containers and a real Kubernetes node, which need root. fix: sudo scripts/test.sh"
 export BUZZ_CHROMIUM="${BUZZ_CHROMIUM:-/usr/bin/chromium}"
+# Cargo's incremental caches are off: a run builds each changed crate once
+# and its next build comes with the next change, where the caches only grew
+# (25 GB here, one directory per crate and variant, never removed). The
+# build phase removes their directory and what no build makes any more.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+# A full disk fails a link with SIGBUS, deep in the build: say so first. A
+# cold run writes about 20 GB (the builds, the image, the cluster binaries);
+# a warm run's builds need a few GB before the sweep removes the old ones.
+disk_dir=$target_dir
+while [[ ! -d $disk_dir ]]; do disk_dir=$(dirname "$disk_dir"); done
+free_kib=$(df -Pk "$disk_dir" | awk 'NR == 2 { print $4 }')
+(( free_kib >= 3 * 1048576 )) ||
+  die "only $(( free_kib / 1024 )) MiB free on the disk of $target_dir; a run needs at least 3 GiB (a cold one about 20 GiB). fix: free space there, or point CARGO_TARGET_DIR at a disk with room (what is largest: du -sh ${XDG_CACHE_HOME:-$HOME/.cache}/* $target_dir/*)"
 # Every Debian package the run needs, installed here in one apt-get before
 # any background job starts: two apt-gets at once fail on dpkg's lock (a
 # fresh machine's run did, the image's and the relay's installs side by
@@ -292,11 +308,17 @@ cargo fmt --all -- --check
 # what those jobs make.
 phase "build and lint"
 say "cargo test --no-run and cargo build --bins, with clippy's lints (-D warnings)"
-cargo test --workspace --locked --no-run --quiet
-cargo build --workspace --bins --locked --quiet
+cargo test --workspace --locked --no-run --quiet --message-format=json-render-diagnostics >"$jobs_dir/tests.json"
+cargo build --workspace --bins --locked --quiet --message-format=json-render-diagnostics >"$jobs_dir/bins.json"
+# What the builds above no longer make goes (a target directory kept between
+# runs grew to 62 GB and filled the disk): the outputs of units no build made
+# or found fresh, older than this run (scripts/target-sweep.sh). Incremental
+# caches are off for the suite (below) and their directory goes with them.
+say "$("$root/scripts/target-sweep.sh" "$target_dir/debug/deps" "$jobs_dir/stamp" "$jobs_dir/tests.json" "$jobs_dir/bins.json")"
+rm -rf "$target_dir/debug/incremental" "$target_dir"/*/"$BUZZ_STATIC_PROFILE"/incremental
 # The local cluster's binary of these sources, built with the tests: a
 # fresh clone's `scripts/local-cluster.sh up` reuses it (issue 47 item 3).
-"$root/scripts/local-cluster.sh" keep "${CARGO_TARGET_DIR:-$root/target}/debug/local-cluster"
+"$root/scripts/local-cluster.sh" keep "$target_dir/debug/local-cluster"
 
 phase "waiting for jobs"
 await npm
@@ -330,7 +352,7 @@ set +a
 # five nightly builds of their own, is scripts/fuzz.sh's, run by hand.
 phase "cargo test"
 say "cargo test (two lanes; the late jobs beside them)"
-BUZZ_TEST_LANES_JOBS="$jobs_dir" "${CARGO_TARGET_DIR:-$root/target}/debug/test-lanes"
+BUZZ_TEST_LANES_JOBS="$jobs_dir" "$target_dir/debug/test-lanes"
 phase "waiting for the relay"
 await "nostr-rs-relay"
 
