@@ -39,7 +39,8 @@
 #     the start; after a crash or a SIGKILL they hold until `down` or the
 #     next start sweeps (or a reboot).
 #   - Missing Debian packages (runc, containernetworking-plugins, iptables,
-#     docker-registry, skopeo, iproute2) are installed with apt-get; the
+#     docker-registry, skopeo, iproute2, and ipset for the NetworkPolicy
+#     enforcer, kube-router) are installed with apt-get; the
 #     command is printed first. Without apt-get it stops and names them.
 #   - Under sudo (SUDO_USER set) with no CARGO_TARGET_DIR, root's cargo builds
 #     go to ~root/.cache/buzz-local-cluster/target, not the checkout's target/,
@@ -111,6 +112,7 @@ prereqs() {
   [[ -x /usr/bin/docker-registry ]] || { missing+=(docker-registry); pkgs+=(docker-registry); }
   command -v skopeo >/dev/null 2>&1 || { missing+=(skopeo); pkgs+=(skopeo); }
   command -v ip >/dev/null 2>&1 || { missing+=(iproute2); pkgs+=(iproute2); }
+  command -v ipset >/dev/null 2>&1 || { missing+=(ipset); pkgs+=(ipset); }
   if [[ ${#pkgs[@]} -gt 0 ]]; then
     if command -v apt-get >/dev/null 2>&1; then
       say "missing: ${missing[*]}; installing with: apt-get install -y ${pkgs[*]}"

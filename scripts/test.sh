@@ -190,6 +190,9 @@ command -v iptables >/dev/null 2>&1 || apt_pkgs+=(iptables)
 [[ -x /usr/bin/docker-registry ]] || apt_pkgs+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || apt_pkgs+=(skopeo)
 command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
+# kube-router's firewall, the real node's NetworkPolicy enforcer (issue 53),
+# drives iptables through ipset.
+command -v ipset >/dev/null 2>&1 || apt_pkgs+=(ipset)
 # Chromium for the Start page's browser tests (headless, Debian's package).
 [[ -x "$BUZZ_CHROMIUM" ]] || apt_pkgs+=(chromium)
 # The image's build (scripts/image-build.sh) and nostr-rs-relay's (protoc,
@@ -325,7 +328,7 @@ await npm
 await "cluster binaries"
 BUZZ_TESTENV_BIN_DIR="$(tail -n 1 "$jobs_dir/cluster binaries.out")"
 export BUZZ_TESTENV_BIN_DIR
-for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr pause.oci.tar; do
+for b in kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr kube-router pause.oci.tar; do
   [[ -e "$BUZZ_TESTENV_BIN_DIR/$b" ]] || die "$b missing in '$BUZZ_TESTENV_BIN_DIR'; run scripts/testenv-build.sh"
 done
 await image

@@ -11,6 +11,9 @@
 #                  storage: rancher's local-path-provisioner (its Go module,
 #                  version below) and its helper image, built from
 #                  conformance/images/volume-helper/helper.c
+#   network policy: kube-router's firewall (its Go module, version below),
+#                  the enforcer the real node and scripts/local-cluster.sh
+#                  run beside the kubelet (issue 53)
 #
 # Every Kubernetes binary is stamped with its version (component-base ldflags),
 # so the apiserver and the node report e.g. v1.36.3, not v0.0.0-master.
@@ -26,6 +29,12 @@ mod="$here/conformance/kube-testenv"
 containerd_version="v2.3.4"
 # The real node's dynamic provisioner (issue 32 item 3), as kind and k3s ship it.
 local_path_version="v0.0.30"
+# The NetworkPolicy enforcer (issue 53; ../shared/egress.md): kube-router's
+# firewall alone, as k3s embeds it, pinned (with why) in its own module.
+kr_mod="$here/conformance/kube-router"
+kube_router_version="$(awk '$1=="github.com/cloudnativelabs/kube-router/v2" && $2 ~ /^v/ {print $2; exit} $1=="require" && $2=="github.com/cloudnativelabs/kube-router/v2" {print $3; exit}' "$kr_mod/go.mod")"
+[[ -n $kube_router_version ]] || { echo "testenv-build: no kube-router version in $kr_mod/go.mod" >&2; exit 1; }
+kube_router_sum="$(cat "$kr_mod/go.mod" "$kr_mod/go.sum" | sha256sum | cut -c1-12)"
 
 k8s_version="$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
@@ -45,6 +54,7 @@ out="$root/${k8s_version}-${etcd_version}-containerd${containerd_version}-pause$
 helper_src="$here/conformance/images/volume-helper/helper.c"
 helper_sum="$(sha256sum "$helper_src" | cut -c1-12)"
 local_path_bin="local-path-provisioner-${local_path_version}"
+kube_router_bin="kube-router-${kube_router_version}-${kube_router_sum}"
 helper_archive="volume-helper-${helper_sum}.oci.tar"
 
 bins=(kube-apiserver etcd kubelet kube-scheduler kube-controller-manager containerd containerd-shim-runc-v2 ctr)
@@ -52,10 +62,12 @@ complete=1
 for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || complete=0; done
 [[ -f "$out/pause.oci.tar" ]] || complete=0
 [[ -x "$out/$local_path_bin" && -f "$out/$helper_archive" ]] || complete=0
+[[ -x "$out/$kube_router_bin" ]] || complete=0
 # The stable names the node reads, pointed at this checkout's keyed builds.
 link_storage() {
   ln -sfn "$local_path_bin" "$out/local-path-provisioner"
   ln -sfn "$helper_archive" "$out/volume-helper.oci.tar"
+  ln -sfn "$kube_router_bin" "$out/kube-router"
 }
 if (( complete )); then
   link_storage
@@ -137,6 +149,15 @@ if [[ ! -x "$out/$local_path_bin" ]]; then
     "github.com/rancher/local-path-provisioner@$local_path_version" &
   local_path_pid=$!
 fi
+kube_router_pid=""
+if [[ ! -x "$out/$kube_router_bin" ]]; then
+  echo "testenv-build: building kube-router $kube_router_version (beside the rest)" >&2
+  mkdir -p "$tmp/kube-router"
+  (cd "$kr_mod" && go build -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$kube_router_version" \
+    -o "$tmp/kube-router/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router) &
+  kube_router_pid=$!
+fi
 if [[ -n $containerd_pid ]]; then
   wait "$containerd_pid" || { echo "testenv-build: the containerd build failed" >&2; exit 1; }
   for b in containerd containerd-shim-runc-v2 ctr; do mv "$tmp/containerd/$b" "$out/$b"; done
@@ -145,6 +166,11 @@ fi
 if [[ -n $local_path_pid ]]; then
   wait "$local_path_pid" || { echo "testenv-build: the local-path-provisioner build failed" >&2; exit 1; }
   mv "$tmp/local-path/local-path-provisioner" "$out/$local_path_bin"
+fi
+
+if [[ -n $kube_router_pid ]]; then
+  wait "$kube_router_pid" || { echo "testenv-build: the kube-router build failed" >&2; exit 1; }
+  mv "$tmp/kube-router/kube-router" "$out/$kube_router_bin"
 fi
 
 if [[ ! -f "$out/pause.oci.tar" ]]; then

@@ -94,12 +94,14 @@ pub enum NamespaceCreate {
 }
 
 mod claims;
+mod policies;
 pub use claims::Claims;
+pub use policies::{Policies, Replaced};
 
 /// What the reconciler needs from a cluster, scoped to one namespace; the
-/// workspace claim's part is [`Claims`].
+/// workspace claim's part is [`Claims`], the NetworkPolicy's [`Policies`].
 #[allow(async_fn_in_trait)]
-pub trait Cluster: Claims {
+pub trait Cluster: Claims + Policies {
     async fn get_pod(&self, name: &str) -> Result<Option<Pod>, ClusterError>;
     async fn list_pods(&self, selector: &str) -> Result<Vec<Pod>, ClusterError>;
     /// Lists Secrets and returns the response's `Date` (None when absent or unparseable).
@@ -170,6 +172,7 @@ pub struct KubeCluster {
     pods: Api<Pod>,
     secrets: Api<Secret>,
     claims: Api<PersistentVolumeClaim>,
+    policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy>,
 }
 
 impl KubeCluster {
@@ -178,6 +181,7 @@ impl KubeCluster {
             pods: Api::namespaced(client.clone(), namespace),
             secrets: Api::namespaced(client.clone(), namespace),
             claims: Api::namespaced(client.clone(), namespace),
+            policies: Api::namespaced(client.clone(), namespace),
             namespace: namespace.to_string(),
             client,
         }

@@ -16,7 +16,11 @@
 //!   a workspace that outlives the pod ([`crate::workspace`]): a storage
 //!   quantity of at least 1Mi in whole bytes, and a StorageClass name (an
 //!   RFC 1123 subdomain); a class without a size is refused, since it would
-//!   otherwise be silently unused.
+//!   otherwise be silently unused;
+//! - `network_policy` (`default` or `none`) and `egress_allow` (issue 53)
+//!   shape the agent's NetworkPolicy ([`crate::egress`]): `egress_allow` is
+//!   comma-separated CIDRs with optional ports, and with `none` it is
+//!   refused, since it would otherwise be silently unused.
 
 use crate::consts::*;
 use crate::error::{ConfigError, ConfigErrorKind, ConfigErrorKind as K, DeployError};
@@ -27,8 +31,9 @@ use serde_json::Value;
 
 /// The v1 field names, in schema order (the nine original ones, then the additive
 /// `telemetry_url`, the pod knobs of [`crate::placement`], the workspace
-/// of [`crate::workspace`] and the doze bound).
-pub const FIELDS: [&str; 16] = [
+/// of [`crate::workspace`], the doze bound and the NetworkPolicy of
+/// [`crate::egress`]).
+pub const FIELDS: [&str; 18] = [
     "context",
     "namespace",
     "image",
@@ -45,6 +50,8 @@ pub const FIELDS: [&str; 16] = [
     "workspace_size",
     "workspace_storage_class",
     "doze_seconds",
+    "network_policy",
+    "egress_allow",
 ];
 
 /// Validated provider configuration.
@@ -77,6 +84,9 @@ pub struct ProviderConfig {
     /// A PersistentVolumeClaim for the workspace ([`crate::workspace`]);
     /// `None` = an `emptyDir`, gone with the pod.
     pub workspace: Option<crate::workspace::WorkspaceSpec>,
+    /// The agent's NetworkPolicy ([`crate::egress`]); `None` =
+    /// `network_policy: none`, no policy.
+    pub egress: Option<crate::egress::EgressSpec>,
 }
 
 fn bad(kind: ConfigErrorKind, field: Option<&str>, msg: String) -> DeployError {
@@ -242,7 +252,12 @@ impl ProviderConfig {
             string_field(m, "workspace_size")?,
             string_field(m, "workspace_storage_class")?,
         )?;
+        let egress = crate::egress::parse(
+            string_field(m, crate::egress::MODE_FIELD)?.as_deref(),
+            string_field(m, crate::egress::ALLOW_FIELD)?.as_deref(),
+        )?;
         Ok(ProviderConfig {
+            egress,
             context,
             namespace,
             image,

@@ -28,6 +28,9 @@ pub enum DeployError {
     /// The workspace claim could not be used ([`crate::workspace`]).
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    /// The agent's NetworkPolicy could not be made sure of ([`crate::egress`]).
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
     /// The deadline expired while startup was still progressing; nothing was cleaned up.
     #[error(
         "startup of pod {agent_id} was not confirmed within {deadline_secs} s (latest: {latest}); nothing was cleaned up, and a later Start adopts the pod once it runs"

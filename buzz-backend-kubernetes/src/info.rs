@@ -2,7 +2,8 @@
 //! description and the JSON Schema of the v1 `provider_config` fields (the nine
 //! original ones, the optional `telemetry_url` and the pod knobs
 //! `runtime_class_name`, `node_selector`, `tolerations`, and the workspace's
-//! `workspace_size` and `workspace_storage_class`: all strings, so
+//! `workspace_size` and `workspace_storage_class`, and the NetworkPolicy's
+//! `network_policy` and `egress_allow` (issue 53): all strings, so
 //! invariant I2's flat-scalar rule holds), and the optional
 //! `operations` list (`deploy`, `undeploy`; issue 21).
 //! Answered with no cluster contact and no kube client construction.
@@ -130,6 +131,20 @@ pub fn config_schema(default_image: Option<&str>) -> Value {
                 "description": "The StorageClass of the workspace claim (kubectl get storageclass). Empty means the cluster's default class. Needs a workspace size.",
                 "default": "",
                 "maxLength": 253,
+            },
+            "network_policy": {
+                "type": "string",
+                "title": "Network policy",
+                "description": "default: the agent's pod gets a NetworkPolicy that lets nothing in and lets it reach only DNS, its relay and public addresses on port 443 (the model APIs); private, link-local and cloud metadata addresses are blocked. Enforced where the cluster's network plugin implements NetworkPolicy. none: no policy, the pod reaches whatever the cluster network lets it.",
+                "enum": ["default", "none"],
+                "default": "default",
+            },
+            "egress_allow": {
+                "type": "string",
+                "title": "Also allow",
+                "description": "More destinations the agent may reach, comma-separated: CIDR, CIDR:PORT, CIDR:PORT-LAST or CIDR:PORT/udp (IPv6 in brackets when a port follows, [fd00::/8]:443). For an in-cluster model gateway, a proxy or a package mirror, for example 10.20.0.0/16:8080. Empty means nothing more.",
+                "default": "",
+                "maxLength": 2048,
             },
         },
     })

@@ -4,7 +4,8 @@
 //! Pure core (no I/O, clock or randomness inside): [`config`], [`image`],
 //! [`quantity`], [`placement`], [`envtiers`], [`podspec`] (shape and fingerprint),
 //! [`classify`] (the state-machine rows), [`gc`] (the GC plan), [`workspace`]
-//! (the workspace claim and its judgement), [`undeploy`]
+//! (the workspace claim and its judgement), [`egress`] (the agent's
+//! NetworkPolicy and its judgement), [`undeploy`]
 //! (the undeploy plan; its loop is [`undeploy::run`]).
 //! Shell: [`cluster`] (the one narrow trait over the API and its kube
 //! implementation), [`reconcile`] (the loop), [`protocol`] (the process contract).
@@ -15,6 +16,7 @@ pub mod cluster;
 pub mod config;
 pub mod consts;
 pub mod diag;
+pub mod egress;
 pub mod envtiers;
 pub mod error;
 pub mod events;

@@ -50,7 +50,15 @@
 //!
 //! With `workspace_size` set, the agent's claim is created or adopted after
 //! the preflight GC and before the attempt ([`workspace`], issue 32 item 2):
-//! one GET, and one create the first time.
+//! one GET, and one create the first time. Then the agent's NetworkPolicy
+//! ([`egress`], issue 53), once the first observation shows no collision
+//! and before the first create, replace or adoption: one GET, and the
+//! first time a list of this
+//! provider's policies in the namespace (whether to say that enforcement
+//! is the cluster's) and a create; a replace when the rules changed. So a
+//! fresh deploy with the default policy costs 10 requests, and every
+//! deploy one GET more than before; with `network_policy: none` the GET
+//! finds the policy an earlier Start made, if any, to delete it (8).
 //!
 //! One create attempt per call ([`attempt`]); the create loser deletes only
 //! its own Secret and adopts the winner, while a create whose committed
@@ -77,6 +85,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 mod attempt;
+mod egress;
 pub mod progress;
 mod workspace;
 pub use workspace::bind_bound;
@@ -96,6 +105,8 @@ pub struct Plan {
     pub authoritative: Authoritative,
     /// The workspace claim asked for ([`crate::workspace`]); `None` = `emptyDir`.
     pub workspace: Option<crate::workspace::WorkspaceSpec>,
+    /// The agent's NetworkPolicy ([`crate::egress`]); `None` = none.
+    pub egress: Option<crate::egress::EgressSpec>,
 }
 
 /// A local clock further than this from the apiserver's is reported.
@@ -338,6 +349,12 @@ impl<'a, C: Cluster> Loop<'a, C> {
         let listed = self.preflight_gc().await?;
         // Before the attempt: the pod never names a claim that is not there.
         let mut claim = self.ensure_workspace().await?;
+        // The NetworkPolicy is made sure of once the first observation
+        // holds no collision (no mutation on one, spec §Deploy State
+        // Machine step 1), before anything is created, replaced or
+        // adopted: the pod never runs unconfined where policies are
+        // enforced.
+        let mut contained = false;
         let id = &self.plan.agent_id;
         let mut st = CallState::default();
         let mut latest = String::from("no observation yet");
@@ -400,6 +417,10 @@ impl<'a, C: Cluster> Loop<'a, C> {
                 let desired = envtiers::assemble(&self.plan.agent, &self.plan.authoritative)?;
                 ctx.payload_matches = Some(data.is_some_and(|d| payload_matches(&d, &desired)));
                 action = decide(classify(pod.as_ref(), ctx), uid.as_deref(), &st, id);
+            }
+            if !contained && !matches!(action, Action::Fail(_)) {
+                self.ensure_policy().await?;
+                contained = true;
             }
             let wait = self.timing.safety_net.min(self.remaining());
             match action {

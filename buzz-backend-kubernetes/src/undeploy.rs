@@ -37,7 +37,13 @@
 //!    the config says, so a workspace_size cleared since the Start still
 //!    has its claim removed; a user whose RBAC has no claim rights, with no
 //!    workspace_size, is told once on stderr and the claim (if any) is left.
-//! 6. **Wait** until a quorum list shows nothing of this agent left to act
+//! 6. **Then the NetworkPolicy** ([`crate::egress`], issue 53), by the
+//!    claim's rule: a verified policy is deleted (fenced) once a pass lists
+//!    no pod of the agent, so a pod still stopping stays confined to the
+//!    end ([`plan_policies`]). Listed whatever the config says, like the
+//!    claims; a user whose RBAC has no policy rights, with `network_policy:
+//!    none`, is told once and the policy (if any) is left.
+//! 7. **Wait** until a quorum list shows nothing of this agent left to act
 //!    on, within the bound ([`crate::consts::UNDEPLOY_DEADLINE`]: the pods'
 //!    60 s grace plus a 30 s margin, from process start).
 //!
@@ -85,7 +91,9 @@ use crate::config::ProviderConfig;
 use crate::error::DeployError;
 use crate::gc::Fenced;
 use crate::ownership::{Mismatch, Ownership, ownership};
+use error::Kind;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::ObjectMeta;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -153,6 +161,11 @@ pub struct Plan {
     pub claims: Vec<Fenced>,
     /// Verified claims marked for deletion: waited on.
     pub claims_terminating: usize,
+    /// Verified NetworkPolicies to delete (fenced): only in a pass that
+    /// lists no pod of the agent ([`plan_policies`]).
+    pub policies: Vec<Fenced>,
+    /// Verified policies marked for deletion: waited on.
+    pub policies_terminating: usize,
     /// Objects this undeploy may not touch, with the reason.
     pub left: Vec<Left>,
 }
@@ -166,6 +179,8 @@ impl Plan {
             && self.secrets_terminating == 0
             && self.claims.is_empty()
             && self.claims_terminating == 0
+            && self.policies.is_empty()
+            && self.policies_terminating == 0
     }
 }
 
@@ -285,28 +300,52 @@ pub fn plan(
 /// pass; when only pods it may not touch remain, the claim is left with
 /// them.
 pub fn plan_claims(p: &mut Plan, pubkey: &str, pods: &[Pod], claims: &[PersistentVolumeClaim]) {
+    let metas = claims.iter().map(|c| &c.metadata);
+    (p.claims, p.claims_terminating) = after_pods(p, pubkey, pods, metas, Kind::Claim);
+}
+
+/// Adds the agent's NetworkPolicies to a pass's plan (rule 6), by the
+/// claims' rule: deleted only in a pass that lists no pod of the agent.
+pub fn plan_policies(p: &mut Plan, pubkey: &str, pods: &[Pod], policies: &[NetworkPolicy]) {
+    let metas = policies.iter().map(|n| &n.metadata);
+    (p.policies, p.policies_terminating) = after_pods(p, pubkey, pods, metas, Kind::NetworkPolicy);
+}
+
+/// The objects of `kind` that go once no pod of the agent is listed: the
+/// fenced deletes, and how many are already being deleted. The rest goes
+/// to `p.left` with why.
+fn after_pods<'a>(
+    p: &mut Plan,
+    pubkey: &str,
+    pods: &[Pod],
+    objects: impl Iterator<Item = &'a ObjectMeta>,
+    kind: Kind,
+) -> (Vec<Fenced>, usize) {
     let removing_pods = !p.pods.is_empty() || !p.terminating.is_empty();
-    for c in claims {
-        let name = name_of(&c.metadata);
-        if let Some(why) = left_why(ownership(&c.metadata, pubkey)) {
-            p.left.push(Left::claim(name, why));
+    let (mut delete, mut terminating) = (Vec::new(), 0);
+    for meta in objects {
+        let name = name_of(meta);
+        if let Some(why) = left_why(ownership(meta, pubkey)) {
+            p.left.push(Left::of(kind, name, why));
             continue;
         }
-        if c.metadata.deletion_timestamp.is_some() {
-            p.claims_terminating += 1;
+        if meta.deletion_timestamp.is_some() {
+            terminating += 1;
             continue;
         }
         if !pods.is_empty() {
             if !removing_pods {
-                p.left.push(Left::claim(name, LeftWhy::ReferencedByUntouchedPod));
+                p.left
+                    .push(Left::of(kind, name, LeftWhy::ReferencedByUntouchedPod));
             }
             continue;
         }
-        match fenced(&c.metadata) {
-            Some(f) => p.claims.push(f),
-            None => p.left.push(Left::claim(name, LeftWhy::Unfenceable)),
+        match fenced(meta) {
+            Some(f) => delete.push(f),
+            None => p.left.push(Left::of(kind, name, LeftWhy::Unfenceable)),
         }
     }
+    (delete, terminating)
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub fn undeploy(
             workspaces,
             units: Some(units),
             env_files: Some(env_files),
+            network_policies: None,
         }),
         Outcome::Failed(failure) => Err(SshError::Host {
             host: cfg.host.to_string(),

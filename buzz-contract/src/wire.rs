@@ -161,7 +161,8 @@ pub const KEEP_WORKSPACE: &str = "keep_workspace";
 /// a server); an answer without it (a provider that has none) reads as 0.
 /// A provider that runs agents as units (`buzz-backend-ssh`) also counts
 /// `units` and `env_files`; their presence is what says the answer is
-/// theirs ([`removed_text`]).
+/// theirs ([`removed_text`]). The Kubernetes provider also counts the
+/// agent's `network_policies` (issue 53); an answer without it removed none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Removed {
     pub pods: u64,
@@ -172,6 +173,8 @@ pub struct Removed {
     pub units: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policies: Option<u64>,
 }
 
 /// "1 pod and 2 Secrets", "1 pod, 2 Secrets and 1 workspace volume", or
@@ -192,14 +195,15 @@ pub fn removed_text(r: &Removed) -> String {
             ("working directory", "working directories"),
         ),
     };
-    if r.workspaces == 0 {
-        format!("{first} and {second}")
-    } else {
-        format!(
-            "{first}, {second} and {}",
-            plural(r.workspaces, workspace.0, workspace.1)
-        )
+    let mut parts = vec![first, second];
+    if r.workspaces > 0 {
+        parts.push(plural(r.workspaces, workspace.0, workspace.1));
     }
+    if let Some(n @ 1..) = r.network_policies {
+        parts.push(plural(n, "NetworkPolicy", "NetworkPolicies"));
+    }
+    let last = parts.pop().unwrap_or_default();
+    format!("{} and {last}", parts.join(", "))
 }
 
 /// True when an `info` object lists `op` in its optional `operations`
@@ -508,5 +512,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(removed_text(&units), "1 unit, 1 env file and 1 working directory");
+        let with_policy: Removed = serde_json::from_value(
+            serde_json::json!({"pods": 1, "secrets": 1, "workspaces": 0, "network_policies": 1}),
+        )
+        .unwrap();
+        assert_eq!(removed_text(&with_policy), "1 pod, 1 Secret and 1 NetworkPolicy");
     }
 }

@@ -46,7 +46,10 @@ impl TestAgent {
         let tag = AuthTag::mint(&self.owner, &self.pubkey, "").expect("mint");
         AgentPayload {
             name: "suite agent".into(),
-            relay_url: "wss://relay.test".into(),
+            // An address, not a name: the deploy resolves the relay's host
+            // for the agent's NetworkPolicy (issue 53), and TEST-NET-1
+            // (RFC 5737) needs no DNS and reaches nothing.
+            relay_url: "wss://192.0.2.10".into(),
             private_key_nsec: self.nsec(),
             auth_tag: Some(tag.to_json()),
             agent_command: "goose".into(),

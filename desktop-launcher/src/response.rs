@@ -153,6 +153,7 @@ pub fn parse_removed(resp: &Map<String, Value>) -> Result<Removed, RemovedError>
         workspaces: optional("workspaces")?.unwrap_or(0),
         units,
         env_files,
+        network_policies: optional("network_policies")?,
     })
 }
 

@@ -59,6 +59,7 @@ pub fn prepare(agent_v: &Value, config_v: &Value, default_image: Option<&str>) -
     Ok(Plan {
         namespace: config.namespace.clone(),
         workspace: config.workspace.clone(),
+        egress: config.egress.clone(),
         agent_id: podspec::pod_name(&pubkey),
         fingerprint: podspec::fingerprint(&intent),
         pubkey,

@@ -84,7 +84,7 @@ pub fn secret_is_ours(meta: &ObjectMeta, pubkey: &str, generation: &str) -> bool
 
 impl<C: Cluster> Loop<'_, C> {
     /// Creates the namespace a namespaced create found missing.
-    async fn ensure_namespace(&self) -> Result<(), DeployError> {
+    pub(super) async fn ensure_namespace(&self) -> Result<(), DeployError> {
         let namespace = self.plan.namespace.clone();
         match self.create_namespace().await? {
             NamespaceCreate::Created | NamespaceCreate::Exists => Ok(()),

@@ -15,6 +15,8 @@ pub enum Kind {
     Secret,
     /// The workspace PersistentVolumeClaim ([`crate::workspace`]).
     Claim,
+    /// The agent's NetworkPolicy ([`crate::egress`]).
+    NetworkPolicy,
 }
 
 /// Why an object that carries the agent label was not removed.
@@ -64,29 +66,22 @@ pub struct Left {
 }
 
 impl Left {
-    pub fn pod(name: String, why: LeftWhy) -> Left {
+    pub fn of(kind: Kind, name: String, why: LeftWhy) -> Left {
         Left {
-            kind: Kind::Pod,
+            kind,
             name,
             why,
             removable_at: None,
         }
+    }
+    pub fn pod(name: String, why: LeftWhy) -> Left {
+        Left::of(Kind::Pod, name, why)
     }
     pub fn claim(name: String, why: LeftWhy) -> Left {
-        Left {
-            kind: Kind::Claim,
-            name,
-            why,
-            removable_at: None,
-        }
+        Left::of(Kind::Claim, name, why)
     }
     pub fn secret(name: String, why: LeftWhy) -> Left {
-        Left {
-            kind: Kind::Secret,
-            name,
-            why,
-            removable_at: None,
-        }
+        Left::of(Kind::Secret, name, why)
     }
     /// A young unreferenced Secret, removable from `at` on.
     pub fn young(name: String, at: Option<SystemTime>) -> Left {
@@ -103,6 +98,7 @@ impl fmt::Display for Left {
             Kind::Pod => "pod",
             Kind::Secret => "Secret",
             Kind::Claim => "PersistentVolumeClaim",
+            Kind::NetworkPolicy => "NetworkPolicy",
         };
         let why = match self.why {
             LeftWhy::Unmarked => format!(

@@ -28,6 +28,7 @@ use crate::podspec;
 use crate::timing::Timing;
 use buzz_contract::wire::Removed;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -81,6 +82,8 @@ struct Run<'a, C: Cluster, N: NamespaceProbe> {
     kept: Vec<String>,
     /// Said once: the user may not list claims and asked for none.
     claims_unlisted: bool,
+    /// Said once: the user may not list NetworkPolicies and asked for none.
+    policies_unlisted: bool,
 }
 
 /// A finished undeploy: what went, and what was kept on request.
@@ -117,6 +120,8 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                     ("delete", "secrets") => "delete the agent's Secret",
                     ("list", "persistentvolumeclaims") => "list the agent's workspace claims",
                     ("delete", "persistentvolumeclaims") => "delete the agent's workspace claim",
+                    ("list", "networkpolicies") => "list the agent's NetworkPolicies",
+                    ("delete", "networkpolicies") => "delete the agent's NetworkPolicy",
                     ("watch", _) => "watch the agent's pod stop",
                     _ => "read the namespace",
                 },
@@ -179,6 +184,28 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
         }
     }
 
+    /// This agent's NetworkPolicies, by the claims' rule: a user without
+    /// policy rights who asked for none (`network_policy: none`) is told
+    /// once and has none listed.
+    async fn list_policies(&mut self, sel: &str) -> Result<Vec<NetworkPolicy>, UndeployError> {
+        if self.policies_unlisted {
+            return Ok(Vec::new());
+        }
+        match self
+            .call("list", "networkpolicies", || self.cluster.list_policies(sel, 0))
+            .await
+        {
+            Err(UndeployError::Forbidden { .. }) if self.target.config.egress.is_none() => {
+                diag::line(
+                    "undeploy: may not list networkpolicies here; a NetworkPolicy of this agent, if there is one, is left (deploy/kubernetes/provider-rbac.yaml grants it)",
+                );
+                self.policies_unlisted = true;
+                Ok(Vec::new())
+            }
+            other => other,
+        }
+    }
+
     async fn observe(&mut self, doomed: &BTreeSet<String>) -> Result<(Plan, bool), UndeployError> {
         let sel = podspec::selector(&self.target.pubkey);
         let pods = self.call("list", "pods", || self.cluster.list_pods(&sel)).await?;
@@ -186,7 +213,8 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
             .call("list", "secrets", || self.cluster.list_secrets_dated(&sel))
             .await?;
         let claims = self.list_claims(&sel).await?;
-        let empty = pods.is_empty() && secrets.is_empty() && claims.is_empty();
+        let policies = self.list_policies(&sel).await?;
+        let empty = pods.is_empty() && secrets.is_empty() && claims.is_empty() && policies.is_empty();
         // Owners read after the Secret list: only such a read proves one gone.
         let mut gone = BTreeSet::new();
         for (name, uid) in crate::gc::owners_to_check(&self.target.pubkey, &pods, &secrets) {
@@ -216,6 +244,7 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
         } else {
             super::plan_claims(&mut p, &self.target.pubkey, &pods, &claims);
         }
+        super::plan_policies(&mut p, &self.target.pubkey, &pods, &policies);
         Ok((p, empty))
     }
 
@@ -237,6 +266,7 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                 p.claims_terminating
             ));
         }
+        waiting.extend(p.policies.iter().map(|f| format!("NetworkPolicy {}", f.name)));
         UndeployError::OutOfTime {
             name: self.target.name.clone(),
             namespace: self.namespace(),
@@ -333,12 +363,25 @@ impl<C: Cluster, N: NamespaceProbe> Run<'_, C, N> {
                         Deleted::NotFound | Deleted::Conflict => {}
                     }
                 }
+                for f in &p.policies {
+                    match self
+                        .call("delete", "networkpolicies", || self.cluster.delete_policy(f))
+                        .await?
+                    {
+                        Deleted::Deleted => {
+                            *self.removed.network_policies.get_or_insert(0) += 1;
+                            diag::line(&format!("undeploy: NetworkPolicy {} deleted", f.name));
+                        }
+                        Deleted::NotFound | Deleted::Conflict => {}
+                    }
+                }
             }
             // One pod name per agent key (spec §Kubernetes Binding), so at
             // most one pod of the agent is terminating: waiting on the first
             // waits on it. Were there more, the next round of the loop would
             // find the rest and wait on each in turn.
-            let nothing_to_delete = p.pods.is_empty() && p.secrets.is_empty() && p.claims.is_empty();
+            let nothing_to_delete =
+                p.pods.is_empty() && p.secrets.is_empty() && p.claims.is_empty() && p.policies.is_empty();
             if nothing_to_delete && let Some(t) = p.terminating.first() {
                 diag::line(&format!("undeploy: waiting for pod {} to stop", t.name));
                 let wait = self
@@ -371,9 +414,13 @@ pub async fn undeploy<C: Cluster, N: NamespaceProbe>(
         target,
         timing,
         until: Instant::from_std(timing.act_until()),
-        removed: Removed::default(),
+        removed: Removed {
+            network_policies: Some(0),
+            ..Default::default()
+        },
         kept: Vec::new(),
         claims_unlisted: false,
+        policies_unlisted: false,
     };
     r.run().await
 }

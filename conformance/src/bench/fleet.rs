@@ -335,7 +335,7 @@ fn first_presence(
 }
 
 /// Everything one batch needs, built before its Starts.
-struct Batch<'a> {
+pub(super) struct Batch<'a> {
     node: &'static RealNode,
     rt: &'a tokio::runtime::Runtime,
     launcher: &'a Path,
@@ -350,11 +350,14 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(
+    /// `network_policy`: the agents' `provider_config.network_policy`
+    /// (`None`: the provider's default, a policy per agent).
+    pub(super) fn new(
         kind: RelayKind,
         n: usize,
         rt: &'a tokio::runtime::Runtime,
         (image, provider, launcher): (&str, &Path, &'a Path),
+        network_policy: Option<&str>,
     ) -> anyhow::Result<Batch<'a>> {
         let node = RealNode::shared();
         let tmp = tempfile::tempdir()?;
@@ -378,6 +381,9 @@ impl<'a> Batch<'a> {
             if let Backend::Provider { config, .. } = &mut rec.backend {
                 config.insert("cpu_request".into(), CPU_REQUEST.into());
                 config.insert("memory_request".into(), "128Mi".into());
+                if let Some(p) = network_policy {
+                    config.insert("network_policy".into(), p.into());
+                }
             }
             store.save_agent(&rec)?;
             keys.push(PublicKey::from_hex(&rec.pubkey)?);
@@ -442,7 +448,7 @@ impl<'a> Batch<'a> {
         Ok((took, summary))
     }
 
-    fn run(&self) -> anyhow::Result<Value> {
+    pub(super) fn run(&self) -> anyhow::Result<Value> {
         let n = self.names.len();
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
         let (sli0, sli_n0) = self.rt.block_on(self.node.pod_start_sli())?;
@@ -668,7 +674,10 @@ impl<'a> Batch<'a> {
 }
 
 /// Runs the fleet benchmark; one JSON object.
-pub fn run(plan: Plan) -> anyhow::Result<Value> {
+/// The shared node with the product image pushed to its registry, the
+/// launcher's env set, and a one-agent warm-up batch run (the kubelet pulls
+/// the image once): the runtime and `(image, provider, launcher)`.
+pub(super) fn prepare() -> anyhow::Result<(tokio::runtime::Runtime, String, PathBuf, PathBuf)> {
     let node = RealNode::shared();
     // SAFETY: set before this process starts any Start; the launcher's
     // embedded relay binds this address and agents dial it (the pods reach
@@ -684,20 +693,24 @@ pub fn run(plan: Plan) -> anyhow::Result<Value> {
     let img = crate::container::sprig_image();
     let tag = img.reference.rsplit(':').next().unwrap_or("local").to_string();
     let pinned = node.registry().push_archive(&img.archive, "buzz-sprig", &tag)?;
-    let (provider, launcher): (PathBuf, PathBuf) = (
+    let (provider, launcher) = (
         sibling("provider-under-test")?,
         sibling("buzz-launcher-under-test")?,
     );
-    let bins = (pinned.as_str(), provider.as_path(), launcher.as_path());
-    // The warm-up: the kubelet pulls the image once.
-    Batch::new(RelayKind::Embedded, 1, &rt, bins)?
+    Batch::new(RelayKind::Embedded, 1, &rt, (&pinned, &provider, &launcher), None)?
         .run()
         .context("the warm-up batch")?;
+    Ok((rt, pinned, provider, launcher))
+}
+
+pub fn run(plan: Plan) -> anyhow::Result<Value> {
+    let (rt, pinned, provider, launcher) = prepare()?;
+    let bins = (pinned.as_str(), provider.as_path(), launcher.as_path());
     let mut batches = Vec::new();
     for &kind in &plan.relays {
         let mut single_p95 = None;
         for &n in &plan.sizes {
-            let mut b = Batch::new(kind, n, &rt, bins)?
+            let mut b = Batch::new(kind, n, &rt, bins, None)?
                 .run()
                 .with_context(|| format!("fleet of {n} on {}", kind.name()))?;
             let p95 = b["start_to_online_ms"]["p95"].as_f64();

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod collector;
 pub mod doze;
+pub mod egress;
 pub mod fleet;
 pub mod harness;
 pub mod history;

@@ -34,7 +34,10 @@
 //! prompt; `[write:NAME=TEXT]` writes TEXT to the file NAME in the agent's
 //! working directory and `[read:NAME]` is replaced by that file's text (or
 //! `(no NAME)`), as an agent at work in its workspace would (the workspace
-//! survival tests; NAME is one plain file name);
+//! survival tests; NAME is one plain file name); `[dial:HOST:PORT]` is
+//! replaced by `open`, `refused` or `timeout`, what a TCP connect from the
+//! agent's process got within 3 s, as an agent's shell tool that opens a
+//! connection would (the NetworkPolicy tests);
 //! `[tool:MS]` runs a tool for MS ms: a `tool_call` `in_progress`,
 //! silence, then a `tool_call_update` `completed`, then the answer;
 //! `[observed]` sends the prompt as a thought chunk, as a tool call's
@@ -183,6 +186,33 @@ fn expand_env(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Replaces every `[dial:HOST:PORT]` with what a TCP connect to it got.
+fn expand_dials(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("[dial:") {
+        let Some(j) = rest[i..].find(']') else { break };
+        out.push_str(&rest[..i]);
+        out.push_str(&dial(&rest[i + 6..i + j]));
+        rest = &rest[i + j + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn dial(addr: &str) -> String {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let Some(to) = addr.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return format!("(bad address {addr})");
+    };
+    match TcpStream::connect_timeout(&to, Duration::from_secs(3)) {
+        Ok(_) => "open".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "timeout".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused".into(),
+        Err(e) => format!("failed ({e})"),
+    }
 }
 
 /// Runs every `[write:NAME=TEXT]` and `[read:NAME]` in the working
@@ -362,7 +392,9 @@ async fn main() -> agent_client_protocol::Result<()> {
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
-                let text = expand_files(&expand_env(&buzz_acp::echo_agent::prompt_text(&req.prompt)));
+                let text = expand_dials(&expand_files(&expand_env(&buzz_acp::echo_agent::prompt_text(
+                    &req.prompt,
+                ))));
                 let session = req.session_id.clone();
                 log(serde_json::json!({"event": "prompt", "session": session.0.to_string(), "text": text}));
                 if text.contains("[fail]") {

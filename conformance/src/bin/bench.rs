@@ -1,5 +1,6 @@
 //! `cargo run --release -p buzz-conformance --bin bench -- <provider|harness|launcher|image|image-agents|collector|relay|real-node|agents|scale|wake|doze|ssh|records|observer|history|presence>`
-//! prints one JSON object of figures for that component; `real-node --fleet
+//! prints one JSON object of figures for that component (`real-node
+//! --egress [--fleet N,N…]`: contained agents, issue 53); `real-node --fleet
 //! N,N… [--relay embedded|nostr-rs-relay|both]` runs the fleet instead
 //! (`bench::fleet`); `presence [--agents N] [--every S] [--relay R]` runs
 //! simulated harnesses through each relay (`bench::presence`).
@@ -22,10 +23,14 @@ fn main() -> ExitCode {
         "relay" => buzz_conformance::bench::relay::run(),
         "real-node" => {
             let rest: Vec<String> = std::env::args().skip(2).collect();
-            match buzz_conformance::bench::fleet::plan(&rest) {
-                Ok(Some(plan)) => buzz_conformance::bench::fleet::run(plan),
-                Ok(None) => buzz_conformance::bench::real_node::run(),
+            match buzz_conformance::bench::egress::plan(&rest) {
+                Ok(Some(plan)) => buzz_conformance::bench::egress::run(plan),
                 Err(e) => Err(e),
+                Ok(None) => match buzz_conformance::bench::fleet::plan(&rest) {
+                    Ok(Some(plan)) => buzz_conformance::bench::fleet::run(plan),
+                    Ok(None) => buzz_conformance::bench::real_node::run(),
+                    Err(e) => Err(e),
+                },
             }
         }
         "agents" => buzz_conformance::bench::agents::run(),

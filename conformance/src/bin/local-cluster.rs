@@ -5,7 +5,9 @@
 //! kube-apiserver with etcd, kubelet, kube-scheduler and a trimmed
 //! kube-controller-manager, containerd with runc and the CNI bridge, and a
 //! local registry on 127.0.0.1 into which the sprig image (ARCHIVE, an OCI
-//! archive) is pushed so pods pull it by digest.
+//! archive) is pushed so pods pull it by digest, and kube-router's firewall,
+//! which enforces the agents' NetworkPolicies (issue 53): a pod there is
+//! contained as on a cluster whose network plugin enforces policies.
 //!
 //! It writes `DIR/kubeconfig` (admin), `DIR/env` (the exports) and then
 //! `DIR/ready`, and serves until SIGTERM or SIGINT, when it deletes every
@@ -54,6 +56,7 @@ fn run() -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let _ = std::fs::remove_file(dir.join("ready"));
     let node = RealNode::start()?;
+    let enforcer = node.start_enforcer()?;
     let image = match &archive {
         Some(a) => {
             let tag = a
@@ -84,7 +87,7 @@ fn run() -> Result<()> {
     std::fs::write(dir.join("ready"), format!("{}\n", std::process::id()))
         .context("cannot write the ready file")?;
     eprintln!(
-        "local-cluster: node {} Ready in {:.1} s; namespace {ns}; pods reach the host at {host}",
+        "local-cluster: node {} Ready in {:.1} s; namespace {ns}; pods reach the host at {host}; NetworkPolicies enforced (kube-router)",
         buzz_conformance::testenv::real_node::config::NODE_NAME,
         node.started_in().as_secs_f64()
     );
@@ -97,6 +100,8 @@ fn run() -> Result<()> {
         anyhow::Ok(())
     })?;
     let _ = std::fs::remove_file(dir.join("ready"));
+    // Its chains and ipsets go first (kube-router --cleanup-config).
+    drop(enforcer);
     node.stop();
     eprintln!("local-cluster: stopped; the machine is as it was");
     Ok(())

@@ -63,6 +63,10 @@ async fn no_presence_knob_is_honoured_locally() {
     let w = World::new().await;
     let env = w.env_with("echo", &[("BUZZ_ACP_NO_PRESENCE", "true")]);
     let mut h = w.spawn(&env);
+    // No presence to wait for: the subscription's line says the harness
+    // listens. A mention made earlier may fall before the second it
+    // started in, which it never answers (seen in CI).
+    wait_count(&h, "subscription live", 1).await;
     let m = w.mention(&w.owner, "c1", "hi").await;
     w.wait_reply(&m).await;
     h.signal(libc::SIGINT);

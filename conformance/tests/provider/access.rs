@@ -109,6 +109,15 @@ async fn grant_restricted(ns: &str, name: &str, resources: &[&str]) {
 
 const NOT_VISIBLE: &str = "events are not visible to this user (grant list/watch on events: ";
 
+/// `provider_config` for a user whose Role has no `networkpolicies`: the
+/// agent's NetworkPolicy is turned off, and its look for an earlier one is
+/// refused and said (issue 53).
+fn no_policy(ns: &str) -> serde_json::Map<String, Value> {
+    let mut c = config(ns);
+    c.insert("network_policy".into(), "none".into());
+    c
+}
+
 /// Issue 21 part 2: a user without list/watch on events still deploys and is
 /// told once that events are not visible; granted them, the notice is gone.
 #[tokio::test]
@@ -120,10 +129,15 @@ async fn a_user_without_events_rights_still_deploys_and_is_told_once() {
     let agent = TestAgent::new();
     let out = deploy(
         env().restricted_kubeconfig(),
-        &deploy_request(&agent.payload(), config(&ns)),
+        &deploy_request(&agent.payload(), no_policy(&ns)),
     )
     .await;
     assert_eq!(out.agent_id(), agent.pod_name(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("may not read networkpolicies"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(
         out.stderr.matches(NOT_VISIBLE).count(),
         1,
@@ -141,7 +155,7 @@ async fn a_user_without_events_rights_still_deploys_and_is_told_once() {
     let second = TestAgent::new();
     let out = deploy(
         env().restricted_kubeconfig(),
-        &deploy_request(&second.payload(), config(&ns)),
+        &deploy_request(&second.payload(), no_policy(&ns)),
     )
     .await;
     assert_eq!(out.agent_id(), second.pod_name());

@@ -499,16 +499,13 @@ async fn failed_startup_reports_exit_code_reason_and_the_message_with_the_key_re
 /// Counts a fresh deploy's requests at a proxy: `(verb, resource) → n`.
 async fn fresh_deploy_counts(
     prefix: &str,
-    image: Option<&str>,
+    config: serde_json::Value,
 ) -> (std::collections::BTreeMap<(Verb, String), u64>, u64) {
     let c = case(prefix).await;
     let kubelet = env().kubelet().await.unwrap();
     let _auto = kubelet.automate(&c.ns, Behavior::StartAfter(Duration::from_millis(300)));
     let proxy = env().start_proxy().await.unwrap();
-    let request = match image {
-        Some(image) => c.request_with(serde_json::json!({ "image": image })),
-        None => c.request(),
-    };
+    let request = c.request_with(config);
     let out = deploy(proxy.admin_kubeconfig(), &request).await;
     assert_eq!(out.agent_id(), c.agent.pod_name());
     let pod = c.pod().await;
@@ -531,11 +528,14 @@ async fn fresh_deploy_counts(
 /// 5), one pod watch from the create to the event that shows the container
 /// running (success needs no GET after it), and one events watch. The GET
 /// before the create is the preflight list's answer; the image-ID PATCH
-/// would repeat the pin.
+/// would repeat the pin. The agent's NetworkPolicy (issue 53) adds 3: its
+/// GET, the list that tells whether it is the namespace's first, and its
+/// create; with `network_policy: none`, the GET alone (a policy an earlier
+/// Start made would be deleted).
 #[tokio::test]
-async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests() {
+async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests_and_its_policy_three() {
     let pinned = buzz_conformance::testenv::resolved_image_id(IMAGE);
-    let (counts, total) = fresh_deploy_counts("p-requests", Some(&pinned)).await;
+    let (counts, total) = fresh_deploy_counts("p-requests", serde_json::json!({ "image": pinned })).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
     assert_eq!(
         (n(Verb::List, "pods"), n(Verb::List, "secrets")),
@@ -573,7 +573,22 @@ async fn a_fresh_deploy_of_a_pinned_image_costs_seven_requests() {
         1,
         "the Secret's owner, once: {counts:?}"
     );
-    assert_eq!(total, 7, "{counts:?}");
+    assert_eq!(
+        (
+            n(Verb::Get, "networkpolicies"),
+            n(Verb::List, "networkpolicies"),
+            n(Verb::Create, "networkpolicies")
+        ),
+        (1, 1, 1),
+        "the policy's read, the namespace's first, its create: {counts:?}"
+    );
+    assert_eq!(total, 10, "{counts:?}");
+    let (counts, total) = fresh_deploy_counts(
+        "p-requests-none",
+        serde_json::json!({ "image": pinned, "network_policy": "none" }),
+    )
+    .await;
+    assert_eq!(total, 8, "without the policy, its GET: {counts:?}");
 }
 
 /// Issue 49 item 3: the pod a watch event carries may end a deploy or keep
@@ -629,8 +644,8 @@ async fn a_watched_change_that_would_replace_a_pod_is_read_again_before_the_dele
 /// A tag costs the one request more that records what it resolved to.
 #[tokio::test]
 async fn a_fresh_deploy_of_a_tag_records_the_resolved_image_with_one_patch() {
-    let (counts, total) = fresh_deploy_counts("p-requests-tag", None).await;
+    let (counts, total) = fresh_deploy_counts("p-requests-tag", serde_json::json!({})).await;
     let n = |verb: Verb, resource: &str| counts.get(&(verb, resource.to_string())).copied().unwrap_or(0);
     assert_eq!(n(Verb::Patch, "pods"), 1, "{counts:?}");
-    assert_eq!(total, 8, "{counts:?}");
+    assert_eq!(total, 11, "the pinned image's 10 and the PATCH: {counts:?}");
 }

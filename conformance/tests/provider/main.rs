@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod access;
 mod concurrency;
+mod egress;
 mod events;
 mod gc;
 mod hardening;
@@ -96,6 +97,32 @@ async fn case(prefix: &str) -> Case {
         agent: TestAgent::new(),
         client,
     }
+}
+
+/// The shipped Role (deploy/kubernetes/provider-rbac.yaml), bound to the
+/// suite's restricted user in this case's namespace.
+async fn shipped_role_in(c: &Case) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
+    let f = buzz_conformance::testenv::rbac::provider_rbac().unwrap();
+    let mut role = f.role;
+    role.metadata.namespace = Some(c.ns.clone());
+    let mut binding = f.binding;
+    binding.metadata.namespace = Some(c.ns.clone());
+    binding.subjects = Some(vec![Subject {
+        kind: "User".into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        name: buzz_conformance::testenv::RESTRICTED_USER.into(),
+        namespace: None,
+    }]);
+    let pp = PostParams::default();
+    Api::<Role>::namespaced(c.client.clone(), &c.ns)
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), &c.ns)
+        .create(&pp, &binding)
+        .await
+        .unwrap();
 }
 
 impl Case {

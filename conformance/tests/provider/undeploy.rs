@@ -6,7 +6,7 @@
 use super::*;
 use buzz_contract::wire::{UndeployAgent, UndeployRequest};
 
-fn undeploy_request(agent: &TestAgent, provider_config: serde_json::Map<String, Value>) -> Value {
+pub(super) fn undeploy_request(agent: &TestAgent, provider_config: serde_json::Map<String, Value>) -> Value {
     serde_json::to_value(UndeployRequest {
         op: "undeploy".into(),
         request_id: Some("suite".into()),

@@ -43,32 +43,6 @@ fn undeploy_request(c: &Case, size: &str, keep: bool) -> Value {
     .unwrap()
 }
 
-/// The shipped Role (deploy/kubernetes/provider-rbac.yaml), bound to the
-/// suite's restricted user in this case's namespace.
-async fn shipped_role_in(c: &Case) {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding, Subject};
-    let f = buzz_conformance::testenv::rbac::provider_rbac().unwrap();
-    let mut role = f.role;
-    role.metadata.namespace = Some(c.ns.clone());
-    let mut binding = f.binding;
-    binding.metadata.namespace = Some(c.ns.clone());
-    binding.subjects = Some(vec![Subject {
-        kind: "User".into(),
-        api_group: Some("rbac.authorization.k8s.io".into()),
-        name: buzz_conformance::testenv::RESTRICTED_USER.into(),
-        namespace: None,
-    }]);
-    let pp = PostParams::default();
-    Api::<Role>::namespaced(c.client.clone(), &c.ns)
-        .create(&pp, &role)
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(c.client.clone(), &c.ns)
-        .create(&pp, &binding)
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn one_claim_per_agent_is_created_before_the_pod_and_every_later_start_adopts_it() {
     let c = case("p-ws").await;
@@ -288,7 +262,7 @@ async fn undeploy_keeps_the_claim_when_asked_and_removes_it_otherwise() {
     assert_eq!(kept.response["ok"], true, "{} {}", kept.response, kept.stderr);
     assert_eq!(
         kept.response["removed"],
-        json!({"pods": 1, "secrets": 1, "workspaces": 0})
+        json!({"pods": 1, "secrets": 1, "workspaces": 0, "network_policies": 1})
     );
     assert_eq!(kept.response["kept"], json!({"workspaces": [name]}));
     assert!(claims(&c).get_opt(&name).await.unwrap().is_some());
@@ -305,14 +279,14 @@ async fn undeploy_keeps_the_claim_when_asked_and_removes_it_otherwise() {
     assert_eq!(gone.response["ok"], true, "{} {}", gone.response, gone.stderr);
     assert_eq!(
         gone.response["removed"],
-        json!({"pods": 0, "secrets": 0, "workspaces": 1})
+        json!({"pods": 0, "secrets": 0, "workspaces": 1, "network_policies": 0})
     );
     assert!(gone.response.get("kept").is_none());
     assert!(claims(&c).get_opt(&name).await.unwrap().is_none());
     let again = deploy(env().restricted_kubeconfig(), &cleared).await;
     assert_eq!(
         again.response["removed"],
-        json!({"pods": 0, "secrets": 0, "workspaces": 0}),
+        json!({"pods": 0, "secrets": 0, "workspaces": 0, "network_policies": 0}),
         "idempotent"
     );
 }

@@ -27,12 +27,14 @@
 //!   next run's sweep after a SIGKILL): see [`host`].
 
 pub mod config;
+pub mod enforcer;
 pub mod host;
 pub mod images;
 mod launch;
 mod observe;
 pub mod storage;
 
+pub use enforcer::Enforcer;
 pub use launch::klog_errors;
 pub use observe::FrozenKubelet;
 

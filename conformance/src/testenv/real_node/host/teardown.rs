@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// The node's own programs (by the file name of `argv[0]`): what may be
 /// killed for naming the run dir.
-pub const NODE_PROGRAMS: [&str; 8] = [
+pub const NODE_PROGRAMS: [&str; 9] = [
     "containerd",
     "containerd-shim-runc-v2",
     "runc",
@@ -39,6 +39,7 @@ pub const NODE_PROGRAMS: [&str; 8] = [
     "kube-controller-manager",
     "ctr",
     "docker-registry",
+    "kube-router",
 ];
 /// The cgroupfs driver's root cgroup name (this node's kubelet uses it).
 const KUBEPODS: &str = "kubepods";
@@ -48,6 +49,10 @@ const KUBEPODS: &str = "kubepods";
 pub fn teardown(state: &HostState) -> Vec<String> {
     let mut errors = Vec::new();
     kill_leftovers(&state.run);
+    // The NetworkPolicy enforcer's chains and ipsets, when one ran.
+    if let Some(e) = crate::testenv::real_node::enforcer::cleanup_after(&state.run) {
+        errors.push(format!("kube-router --cleanup-config: {e}"));
+    }
     unmount_under(&state.run, &mut errors);
     if Path::new("/sys/class/net").join(BRIDGE).exists()
         && let Err(e) = run("ip", &["link", "del", BRIDGE])
