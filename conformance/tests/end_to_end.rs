@@ -35,7 +35,8 @@ fn launcher_start_deploys_through_the_real_provider_and_a_second_start_is_a_no_o
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path().join("state")).unwrap();
     let owner = store.init_owner(None).unwrap();
-    let mut rec = store.create_agent("scout", "wss://relay.example.com").unwrap();
+    // An address: the deploy resolves the relay for the agent's NetworkPolicy.
+    let mut rec = store.create_agent("scout", "wss://192.0.2.10").unwrap();
     let workdir = tmp.path().join("work");
     std::fs::create_dir_all(&workdir).unwrap();
     rec.workdir = Some(workdir);

@@ -42,7 +42,8 @@ fn launcher_shows_the_real_providers_unschedulable_instead_of_killing_it_first()
     let (_rec, opts) = provider_agent(
         tmp.path(),
         &store,
-        ("scout", "wss://relay.example.com"),
+        // An address: the deploy resolves the relay for the agent's NetworkPolicy.
+        ("scout", "wss://192.0.2.10"),
         (&ns, Some(IMAGE)),
         Path::new(env!("CARGO_BIN_EXE_provider-under-test")),
         deploy_kill_deadline_from(Some(BUDGET_SECS)),
