@@ -115,6 +115,17 @@ fn the_real_harness_without_its_agent_command_fails_the_start_in_band() {
     let image = buzz_conformance::real_node_support::imported_test_image(agent_bin());
     let s = Scenario::new("term-real", &[], None, Path::new(PROVIDER));
     let (out, took) = deploy(&s, &image, "claude-agent-acp");
+    // Seen once in CI: a success, unexplained (the harness refuses before
+    // its probe listens, so the hook cannot pass). What the pod went
+    // through, for the next time.
+    assert_eq!(
+        out.response["ok"],
+        false,
+        "{}\nstderr:\n{}\nthe pod's events: {:?}",
+        out.response,
+        out.stderr,
+        out.response["agent_id"].as_str().map(|id| s.pod_events(id))
+    );
     let err = out.error();
     assert!(err.contains("exit code 2"), "{err}");
     assert!(err.contains("claude-agent-acp"), "the harness's reason: {err}");

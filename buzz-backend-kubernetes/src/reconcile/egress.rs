@@ -152,16 +152,18 @@ impl<C: Cluster> Loop<'_, C> {
         let Some(p) = found else {
             return Ok(());
         };
+        // Another's policy at the name is not ours to remove; one being
+        // deleted is going anyway.
         let ours =
             crate::ownership::ownership(&p.metadata, &self.plan.pubkey) == crate::ownership::Ownership::Ours;
+        if !ours || p.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
         let fence = crate::gc::Fenced {
             name: name.clone(),
             uid: p.metadata.uid.clone().unwrap_or_default(),
             resource_version: p.metadata.resource_version.clone().unwrap_or_default(),
         };
-        if !ours || p.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
         self.retry_until(self.act_until, || self.cluster.delete_policy(&fence))
             .await
             .map_err(|e| self.policy_err("delete", e))?;
