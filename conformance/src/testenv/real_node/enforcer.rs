@@ -29,7 +29,11 @@ pub struct Enforcer {
     child: Mutex<Child>,
     bin: PathBuf,
     log: PathBuf,
+    marker: PathBuf,
 }
+
+/// How many enforcers this process started: each names its files by it.
+static STARTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl RealNode {
     /// Starts kube-router's firewall for this node and waits until it has
@@ -50,13 +54,14 @@ impl RealNode {
             });
         }
         let run = self.run_dir();
+        let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The kubeconfig under the run dir: the teardown's rule for what is
         // the node's own process (an argument naming the run dir) holds.
-        let kubeconfig = run.join("kube-router.kubeconfig");
+        let kubeconfig = run.join(format!("kube-router-{n}.kubeconfig"));
         std::fs::copy(self.env().admin_kubeconfig(), &kubeconfig).map_err(io_at(&kubeconfig))?;
         let marker = run.join(MARKER);
         super::host::write_new(&marker, bin.as_os_str().as_encoded_bytes(), 0o600).map_err(io_at(&marker))?;
-        let log = run.join("kube-router.log");
+        let log = run.join(format!("kube-router-{n}.log"));
         let mut cmd = Command::new(&bin);
         cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--hostname-override={}", config::NODE_NAME))
@@ -73,6 +78,7 @@ impl RealNode {
             child: Mutex::new(child),
             bin,
             log,
+            marker,
         };
         let end = Instant::now() + Duration::from_secs(60);
         while !chain_exists("KUBE-ROUTER-INPUT") {
@@ -135,8 +141,13 @@ impl Drop for Enforcer {
             &mut self.child.lock().unwrap_or_else(|p| p.into_inner()),
             Duration::from_secs(5),
         );
-        if let Err(e) = cleanup(&self.bin) {
-            eprintln!("kube-router cleanup: {e}");
+        match cleanup(&self.bin) {
+            // Nothing left for the teardown to clean: the next start may
+            // write its marker.
+            Ok(()) => {
+                let _ = std::fs::remove_file(&self.marker);
+            }
+            Err(e) => eprintln!("kube-router cleanup: {e}"),
         }
     }
 }
